@@ -1,0 +1,172 @@
+import { LRUCache } from 'lru-cache';
+import { checkCost, checkId, checkKey } from './input.js';
+import { resolveLocalWindowOptions, type LocalWindowOptions, type ResolvedLocalWindowOptions } from './options.js';
+import type { Decision, LimitOptions, RateWindow } from './types.js';
+
+/**
+ * The admitted calls of one key, oldest first: a queue over parallel arrays with a moving head.
+ * Invariant: `times` is non-decreasing from `head`, and `used` is the sum of `costs` from `head`.
+ */
+class Log {
+  times: number[] = [];
+  /** Absent while every cost is 1. */
+  costs: number[] | undefined;
+  /** Absent until a call brings its own id; `idSet` holds the ids still in the log. */
+  ids: (string | undefined)[] | undefined;
+  idSet: Set<string> | undefined;
+  head = 0;
+  used = 0;
+
+  costAt(i: number): number {
+    return this.costs === undefined ? 1 : (this.costs[i] ?? 1);
+  }
+
+  /** Drops the calls admitted at or before `cutoff`. */
+  expire(cutoff: number): void {
+    const { times } = this;
+    let { head } = this;
+    while (head < times.length && (times[head] as number) <= cutoff) {
+      this.used -= this.costAt(head);
+      const id = this.ids?.[head];
+      if (id !== undefined) this.idSet?.delete(id);
+      head += 1;
+    }
+    if (head > 32 && head * 2 > times.length) {
+      times.splice(0, head);
+      this.costs?.splice(0, head);
+      this.ids?.splice(0, head);
+      head = 0;
+    }
+    this.head = head;
+  }
+
+  add(at: number, cost: number, id: string | undefined): void {
+    const index = this.times.length;
+    this.times.push(at);
+    if (cost !== 1 || this.costs !== undefined) {
+      this.costs ??= new Array<number>(index).fill(1);
+      this.costs.push(cost);
+    }
+    if (id !== undefined || this.ids !== undefined) {
+      this.ids ??= new Array<string | undefined>(index).fill(undefined);
+      this.ids.push(id);
+      if (id !== undefined) (this.idSet ??= new Set()).add(id);
+    }
+    this.used += cost;
+  }
+
+  /** Time at which the permits in use drop by `need` or more (the log holds at least `need`). */
+  freedAt(need: number): number {
+    if (this.costs === undefined) return this.times[this.head + need - 1] as number;
+    let freed = 0;
+    for (let i = this.head; i < this.times.length; i += 1) {
+      freed += this.costAt(i);
+      if (freed >= need) return this.times[i] as number;
+    }
+    return this.times[this.times.length - 1] as number;
+  }
+
+  newest(): number | undefined {
+    return this.head < this.times.length ? this.times[this.times.length - 1] : undefined;
+  }
+}
+
+/**
+ * An exact sliding window inside one process, with the same semantics as {@link RedisWindow}:
+ * at every instant, the permits admitted in the last `windowMs` never exceed `limit`; a call is
+ * admitted whole or not at all; rejected calls consume nothing; a re-sent id counts once.
+ *
+ * Memory is bounded by `maxKeys` (least recently used keys are forgotten, and a forgotten key starts
+ * from an empty window) and, per key, by the calls admitted within one window (at most `limit`).
+ *
+ * @example
+ * const local = new LocalWindow({ limit: 100, windowMs: 60_000, maxKeys: 10_000 });
+ * const decision = local.limit('user:42');
+ * if (!decision.allowed) reply429(decision.retryAfterMs);
+ */
+export class LocalWindow implements RateWindow {
+  readonly options: ResolvedLocalWindowOptions;
+  readonly #logs: LRUCache<string, Log>;
+  readonly #now: () => number;
+
+  /** @throws {ResilimitError} `ERR_RESILIMIT_INVALID_OPTION` for a missing or out-of-range option. */
+  constructor(options: LocalWindowOptions) {
+    this.options = resolveLocalWindowOptions(options);
+    this.#now = this.options.now;
+    this.#logs = new LRUCache<string, Log>({ max: this.options.maxKeys });
+  }
+
+  /** Keys currently held (at most `maxKeys`). */
+  get size(): number {
+    return this.#logs.size;
+  }
+
+  /**
+   * Decides one call of `key` and consumes its cost when admitted.
+   * @throws {ResilimitError} `ERR_RESILIMIT_INVALID_KEY`, `ERR_RESILIMIT_INVALID_COST` or `ERR_RESILIMIT_INVALID_ID`.
+   */
+  limit(key: string, options?: LimitOptions): Decision {
+    checkKey(key);
+    const { limit, windowMs } = this.options;
+    const cost = checkCost(options?.cost, limit);
+    const id = options?.id === undefined ? undefined : checkId(options.id);
+    const now = this.#now();
+    let log = this.#logs.get(key);
+    if (log === undefined) {
+      log = new Log();
+      this.#logs.set(key, log);
+    } else {
+      log.expire(now - windowMs);
+    }
+    if (id !== undefined && log.idSet?.has(id) === true) {
+      return this.#decide(log, now, true, 1);
+    }
+    if (log.used + cost > limit) return this.#decide(log, now, false, cost);
+    // Times never go backwards within a log: a clock stepping back keeps calls in the window longer, never shorter.
+    const newest = log.newest();
+    log.add(newest !== undefined && newest > now ? newest : now, cost, id);
+    return this.#decide(log, now, true, cost);
+  }
+
+  /**
+   * Tells what a call of cost 1 would get now, without consuming anything or touching recency.
+   * @throws {ResilimitError} `ERR_RESILIMIT_INVALID_KEY`.
+   */
+  peek(key: string): Decision {
+    checkKey(key);
+    const now = this.#now();
+    const log = this.#logs.peek(key);
+    if (log === undefined) return this.#empty(now);
+    log.expire(now - this.options.windowMs);
+    return this.#decide(log, now, log.used + 1 <= this.options.limit, 1);
+  }
+
+  /** Forgets every permit used by `key`. @throws {ResilimitError} `ERR_RESILIMIT_INVALID_KEY`. */
+  reset(key: string): void {
+    checkKey(key);
+    this.#logs.delete(key);
+  }
+
+  /** Forgets every key. */
+  clear(): void {
+    this.#logs.clear();
+  }
+
+  #decide(log: Log, now: number, allowed: boolean, cost: number): Decision {
+    const { limit, windowMs } = this.options;
+    const newest = log.newest();
+    return {
+      allowed,
+      limit,
+      remaining: Math.max(limit - log.used, 0),
+      retryAfterMs: allowed ? 0 : log.freedAt(log.used + cost - limit) + windowMs - now,
+      resetAtMs: newest === undefined ? now : newest + windowMs,
+      source: 'local',
+    };
+  }
+
+  #empty(now: number): Decision {
+    const { limit } = this.options;
+    return { allowed: true, limit, remaining: limit, retryAfterMs: 0, resetAtMs: now, source: 'local' };
+  }
+}

@@ -1,0 +1,108 @@
+import { ErrorCode, ResilimitError } from './errors.js';
+import { redisCallError } from './failures.js';
+import { checkCost, checkId, checkKey } from './input.js';
+import { resolveRedisWindowOptions, type RedisWindowOptions, type ResolvedRedisWindowOptions } from './options.js';
+import { redisKey } from './redisKey.js';
+import { loadScript, runScript } from './script.js';
+import type { Decision, LimitOptions, RateWindow } from './types.js';
+
+const slidingWindow = loadScript('sliding-window');
+
+/** What the script tells beyond the decision: the time it decided at and whether the id was a repeat. */
+export type RedisDecision = Decision & {
+  /** The time of the decision, in ms since the epoch (Redis's clock unless `now` was given). */
+  nowMs: number;
+  /** True when the call's id was already in the window: admitted, not counted again. */
+  duplicate: boolean;
+};
+
+/**
+ * An exact sliding window kept in one Redis sorted set per key and decided atomically by
+ * `lua/sliding-window.lua`, on a single Redis or a Redis Cluster.
+ *
+ * At every instant, the permits admitted in the last `windowMs` never exceed `limit`, however many
+ * processes and clients share the key. Time comes from Redis's `TIME` unless `now` is given.
+ * This class has no fallback: when Redis cannot answer, the promise rejects with
+ * `ERR_RESILIMIT_REDIS_UNAVAILABLE` (`ResilientLimiter` adds the breaker and the local tier).
+ *
+ * @example
+ * const window = new RedisWindow({ redis, limit: 100, windowMs: 60_000 });
+ * const decision = await window.limit('user:42');
+ */
+export class RedisWindow implements RateWindow {
+  readonly options: ResolvedRedisWindowOptions;
+
+  /** @throws {ResilimitError} `ERR_RESILIMIT_INVALID_OPTION` for a missing or out-of-range option. */
+  constructor(options: RedisWindowOptions) {
+    this.options = resolveRedisWindowOptions(options);
+  }
+
+  /** The Redis key that holds the window of `key`. @throws {ResilimitError} `ERR_RESILIMIT_INVALID_KEY`. */
+  keyOf(key: string): string {
+    checkKey(key);
+    return redisKey(this.options.prefix, key);
+  }
+
+  /**
+   * Decides one call of `key` and consumes its cost when admitted.
+   * @throws {ResilimitError} synchronously-checked misuse rejects with `ERR_RESILIMIT_INVALID_KEY`,
+   *   `ERR_RESILIMIT_INVALID_COST` or `ERR_RESILIMIT_INVALID_ID`; a Redis failure with
+   *   `ERR_RESILIMIT_REDIS_UNAVAILABLE` or `ERR_RESILIMIT_REDIS_REPLY` (the original error is the `cause`).
+   */
+  async limit(key: string, options?: LimitOptions): Promise<RedisDecision> {
+    checkKey(key);
+    const cost = checkCost(options?.cost, this.options.limit);
+    return this.#run(key, cost, checkId(options?.id));
+  }
+
+  /** Tells what a call of cost 1 would get now, without consuming anything (the script writes nothing). */
+  async peek(key: string): Promise<RedisDecision> {
+    checkKey(key);
+    return this.#run(key, 0, '');
+  }
+
+  /** Forgets every permit used by `key`. */
+  async reset(key: string): Promise<void> {
+    const redisKeyOfKey = this.keyOf(key);
+    try {
+      await this.options.redis.del(redisKeyOfKey);
+    } catch (error) {
+      throw redisCallError(error);
+    }
+  }
+
+  async #run(key: string, cost: number, id: string): Promise<RedisDecision> {
+    const { redis, prefix, limit, windowMs, now } = this.options;
+    let reply: unknown;
+    try {
+      reply = await runScript(redis, slidingWindow, [redisKey(prefix, key)], [
+        limit,
+        windowMs,
+        cost,
+        id,
+        now === undefined ? '' : Math.floor(now()),
+      ]);
+    } catch (error) {
+      throw redisCallError(error);
+    }
+    return toDecision(reply, limit);
+  }
+}
+
+/** Reads the script's reply: [allowed, remaining, retryAfterMs, resetAtMs, nowMs, duplicate]. */
+function toDecision(reply: unknown, limit: number): RedisDecision {
+  if (!Array.isArray(reply) || reply.length !== 6 || !reply.every((n) => typeof n === 'number')) {
+    throw new ResilimitError(ErrorCode.REDIS_REPLY, `Unexpected reply from the sliding-window script: ${JSON.stringify(reply)}`);
+  }
+  const [allowed, remaining, retryAfterMs, resetAtMs, nowMs, duplicate] = reply as number[];
+  return {
+    allowed: allowed === 1,
+    limit,
+    remaining: remaining as number,
+    retryAfterMs: retryAfterMs as number,
+    resetAtMs: resetAtMs as number,
+    source: 'redis',
+    nowMs: nowMs as number,
+    duplicate: duplicate === 1,
+  };
+}

@@ -1,0 +1,50 @@
+import { randomBytes } from 'node:crypto';
+import { describe, ErrorCode, ResilimitError } from './errors.js';
+import { MAX_ID_LENGTH, MAX_KEY_LENGTH } from './options.js';
+
+// Per-call checks: they run on every limit() call, so they are kept to a few comparisons.
+
+/** Throws `ERR_RESILIMIT_INVALID_KEY` unless `key` is a well-formed string of 1 to 1024 characters. */
+export function checkKey(key: unknown): asserts key is string {
+  if (typeof key !== 'string' || key.length === 0 || key.length > MAX_KEY_LENGTH || !key.isWellFormed()) {
+    throw new ResilimitError(
+      ErrorCode.INVALID_KEY,
+      `Expected \`key\` to be a well-formed string of 1 to ${MAX_KEY_LENGTH} characters, got ${describe(key)}`,
+    );
+  }
+}
+
+/** Returns the cost of a call (1 when absent); throws `ERR_RESILIMIT_INVALID_COST` unless it is an integer in 1..limit. */
+export function checkCost(cost: unknown, limit: number): number {
+  if (cost === undefined) return 1;
+  if (typeof cost !== 'number' || !Number.isInteger(cost) || cost < 1 || cost > limit) {
+    throw new ResilimitError(
+      ErrorCode.INVALID_COST,
+      `Expected \`cost\` to be an integer from 1 to the limit (${limit}), got ${describe(cost)}`,
+    );
+  }
+  return cost;
+}
+
+/** Returns the call's id, generating one when absent; throws `ERR_RESILIMIT_INVALID_ID` for a bad one. */
+export function checkId(id: unknown): string {
+  if (id === undefined) return nextId();
+  if (typeof id !== 'string' || id.length === 0 || id.length > MAX_ID_LENGTH || !id.isWellFormed()) {
+    throw new ResilimitError(
+      ErrorCode.INVALID_ID,
+      `Expected \`id\` to be a well-formed string of 1 to ${MAX_ID_LENGTH} characters, got ${describe(id)}`,
+    );
+  }
+  return id;
+}
+
+// A random per-process prefix (48 bits) and a counter: unique across processes with overwhelming
+// probability, short (it is stored once per admitted call), and cheap to make.
+const processTag = randomBytes(6).toString('base64url');
+let counter = 0;
+
+/** A new call id, unique across processes: a counter followed by a random per-process tag. */
+export function nextId(): string {
+  counter += 1;
+  return counter.toString(36) + processTag;
+}

@@ -1,0 +1,21 @@
+/**
+ * Builds the Redis key of a user key: `<prefix>{<escaped key>}`.
+ *
+ * The whole user key is the hash tag, so every key of one user key lands in one Cluster slot. `%`,
+ * `{` and `}` are percent-encoded, so a user key can neither close the tag early (changing the slot)
+ * nor collide with another user key; the prefix may hold no braces, so it cannot open a tag of its
+ * own. Any other character passes through unchanged (ioredis sends it as UTF-8).
+ */
+export function redisKey(prefix: string, key: string): string {
+  return `${prefix}{${escapeBraces(key)}}`;
+}
+
+const special = /[%{}]/g;
+const codes: Record<string, string> = { '%': '%25', '{': '%7B', '}': '%7D' };
+
+function escapeBraces(key: string): string {
+  // Most keys hold none of the three characters: skip the replace for them.
+  return key.includes('%') || key.includes('{') || key.includes('}')
+    ? key.replace(special, (c) => codes[c] as string)
+    : key;
+}

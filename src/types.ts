@@ -1,0 +1,49 @@
+/** Which tier made a decision. */
+export type DecisionSource = 'redis' | 'local' | 'fail-open' | 'fail-closed' | 'disabled';
+
+/**
+ * The answer to "may this call go ahead?". A rejection is a decision, never an exception.
+ */
+export type Decision = {
+  /** True when the call was admitted (and its cost consumed). */
+  allowed: boolean;
+  /** The limit that applied: permits per window. */
+  limit: number;
+  /** Permits left in the window after this call, 0 or more. */
+  remaining: number;
+  /** 0 when allowed; otherwise how long until enough permits leave the window for this cost, in ms. */
+  retryAfterMs: number;
+  /** When the window will hold no permits, in ms since the epoch (the decision's time if it holds none). */
+  resetAtMs: number;
+  /** Which tier decided. */
+  source: DecisionSource;
+};
+
+/** Per-call options of `limit()`. */
+export type LimitOptions = {
+  /**
+   * Permits this call takes: an integer from 1 to the limit. A call is admitted whole or not at all.
+   * @default 1
+   */
+  cost?: number;
+  /**
+   * A unique id for this call (at most 128 characters). A call re-sent with an id that is still in
+   * the window is admitted again without being counted twice. Generated when absent.
+   */
+  id?: string;
+};
+
+/**
+ * The seam both tiers implement: the same question, the same semantics, the same decision type.
+ * The Redis tier answers with promises, the local tier synchronously; `await` works on both.
+ */
+export interface RateWindow {
+  /** The resolved limit and window length this window applies. */
+  readonly options: { readonly limit: number; readonly windowMs: number };
+  /** Decides one call of `key`, consuming its cost when admitted. */
+  limit(key: string, options?: LimitOptions): Decision | Promise<Decision>;
+  /** Tells what a call of cost 1 would get now, without consuming anything. */
+  peek(key: string): Decision | Promise<Decision>;
+  /** Forgets every permit used by `key`. */
+  reset(key: string): void | Promise<void>;
+}
