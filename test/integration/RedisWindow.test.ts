@@ -1,0 +1,248 @@
+import { randomUUID } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { Redis } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { RedisWindow, type RedisDecision } from '../../src/index.js';
+import { prng, ReferenceWindow } from '../support/model.js';
+import { useRedis, waitReady, type RedisHandle } from '../support/redis.js';
+
+let server: RedisHandle;
+let redis: Redis;
+
+beforeAll(async () => {
+  server = await useRedis();
+  redis = server.client();
+  await waitReady(redis);
+});
+afterAll(async () => {
+  await server?.close();
+});
+
+/** A window under a prefix of its own, so that tests never share keys (even on a shared REDIS_URL). */
+function window(options: { limit: number; windowMs: number; now?: () => number }, client: Redis = redis) {
+  return new RedisWindow({ redis: client, prefix: `t:${randomUUID()}:`, ...options });
+}
+
+function clock(start = 1_000_000) {
+  const c = { t: start, now: () => c.t };
+  return c;
+}
+
+/** The largest number of permits admitted within any window (t - windowMs, t], from the decisions' times. */
+function maxInAnyWindow(decisions: RedisDecision[], windowMs: number, cost = 1): number {
+  const times = decisions.filter((d) => d.allowed).map((d) => d.nowMs).sort((a, b) => a - b);
+  let max = 0;
+  let start = 0;
+  for (let end = 0; end < times.length; end++) {
+    while ((times[start] as number) <= (times[end] as number) - windowMs) start++;
+    max = Math.max(max, (end - start + 1) * cost);
+  }
+  return max;
+}
+
+describe('RedisWindow', () => {
+  it('never admits more than the limit in a burst from many clients at once', async () => {
+    const clients = Array.from({ length: 8 }, () => server.client());
+    await Promise.all(clients.map((c) => waitReady(c)));
+    const key = 'burst';
+    const prefix = `t:${randomUUID()}:`;
+    const windows = clients.map((c) => new RedisWindow({ redis: c, prefix, limit: 100, windowMs: 60_000 }));
+    const decisions = await Promise.all(
+      Array.from({ length: 1000 }, (_, i) => (windows[i % windows.length] as RedisWindow).limit(key)),
+    );
+    expect(decisions.filter((d) => d.allowed)).toHaveLength(100);
+    expect(await redis.zcard(windows[0]!.keyOf(key))).toBe(100);
+    const last = decisions.filter((d) => d.allowed).map((d) => d.remaining).sort((a, b) => a - b);
+    expect(last[0]).toBe(0);
+    expect(new Set(last).size).toBe(100);
+  });
+
+  it('holds the limit in every window of a sustained load from many clients', async () => {
+    const clients = Array.from({ length: 8 }, () => server.client());
+    await Promise.all(clients.map((c) => waitReady(c)));
+    const prefix = `t:${randomUUID()}:`;
+    const windowMs = 100;
+    const limit = 20;
+    const windows = clients.map((c) => new RedisWindow({ redis: c, prefix, limit, windowMs }));
+    const decisions: RedisDecision[] = [];
+    const until = Date.now() + 800;
+    await Promise.all(
+      windows.flatMap((w) =>
+        Array.from({ length: 4 }, async () => {
+          while (Date.now() < until) decisions.push(await w.limit('sustained'));
+        }),
+      ),
+    );
+    const admitted = decisions.filter((d) => d.allowed).length;
+    expect(decisions.length).toBeGreaterThan(1000);
+    expect(maxInAnyWindow(decisions, windowMs)).toBe(limit);
+    // About 8 full windows passed: the limit was also reached, not just respected.
+    expect(admitted).toBeGreaterThanOrEqual(limit * 6);
+    expect(admitted).toBeLessThanOrEqual(limit * 10);
+  });
+
+  it('counts every call made in the same millisecond', async () => {
+    const c = clock();
+    const w = window({ limit: 100, windowMs: 1000, now: c.now });
+    const decisions = await Promise.all(Array.from({ length: 250 }, () => w.limit('same-ms')));
+    expect(decisions.filter((d) => d.allowed)).toHaveLength(100);
+    expect(await redis.zcard(w.keyOf('same-ms'))).toBe(100);
+  });
+
+  it('admits a call of cost c whole or not at all, and rejected calls consume nothing', async () => {
+    const c = clock();
+    const w = window({ limit: 5, windowMs: 1000, now: c.now });
+    expect((await w.limit('k', { cost: 4 })).remaining).toBe(1);
+    const rejected = await w.limit('k', { cost: 2 });
+    expect(rejected).toMatchObject({ allowed: false, remaining: 1, retryAfterMs: 1000 });
+    for (let i = 0; i < 10; i++) await w.limit('k', { cost: 3 });
+    expect(await redis.zcard(w.keyOf('k'))).toBe(2); // the cost-4 call and its "*" tally
+    expect(await w.limit('k')).toMatchObject({ allowed: true, remaining: 0 });
+  });
+
+  it('counts a re-sent id once while it is in the window', async () => {
+    const w = window({ limit: 2, windowMs: 60_000 });
+    expect(await w.limit('k', { id: 'req-1' })).toMatchObject({ allowed: true, remaining: 1, duplicate: false });
+    expect(await w.limit('k', { id: 'req-1' })).toMatchObject({ allowed: true, remaining: 1, duplicate: true });
+    expect(await w.limit('k', { id: 'req-2' })).toMatchObject({ allowed: true, remaining: 0 });
+    expect(await w.limit('k', { id: 'req-1' })).toMatchObject({ allowed: true, duplicate: true });
+    expect(await w.limit('k', { id: 'req-3' })).toMatchObject({ allowed: false });
+  });
+
+  it('matches the reference model call by call over random traffic', async () => {
+    for (const seed of [11, 12, 13]) {
+      const random = prng(seed);
+      const c = clock();
+      const limit = 1 + Math.floor(random() * 15);
+      const windowMs = 50 + Math.floor(random() * 400);
+      const w = window({ limit, windowMs, now: c.now });
+      const model = new ReferenceWindow(limit, windowMs);
+      for (let i = 0; i < 400; i++) {
+        c.t += Math.floor(random() * random() * 40);
+        const cost = random() < 0.3 ? 1 + Math.floor(random() * limit) : 1;
+        const id = random() < 0.1 ? `id*${Math.floor(random() * 30)}` : undefined;
+        const got = await w.limit('model', id === undefined ? { cost } : { cost, id });
+        const want = model.limitAt(c.t, cost, id);
+        const { nowMs, duplicate, ...decision } = got;
+        expect({ seed, i, ...decision }).toEqual({ seed, i, ...want, limit, source: 'redis' });
+        expect(nowMs).toBe(c.t);
+        expect(duplicate).toBeTypeOf('boolean');
+        if (random() < 0.05) {
+          expect(await w.peek('model')).toMatchObject({ remaining: Math.max(limit - model.used(c.t), 0) });
+        }
+      }
+    }
+  });
+
+  it('admits a rejected call when retried after retryAfterMs, and not meaningfully before', async () => {
+    const w = window({ limit: 2, windowMs: 400 });
+    await w.limit('retry');
+    await sleep(100);
+    await w.limit('retry');
+    const rejected = await w.limit('retry');
+    expect(rejected.allowed).toBe(false);
+    expect(rejected.retryAfterMs).toBeGreaterThan(250);
+    expect(rejected.retryAfterMs).toBeLessThanOrEqual(300);
+    const startedAt = Date.now();
+    await sleep(rejected.retryAfterMs - 60);
+    expect((await w.limit('retry')).allowed).toBe(false);
+    await sleep(rejected.retryAfterMs - (Date.now() - startedAt) + 2);
+    expect((await w.limit('retry')).allowed).toBe(true);
+  });
+
+  it("takes time from Redis's clock by default", async () => {
+    const w = window({ limit: 5, windowMs: 1000 });
+    const [before] = await redis.time();
+    const decision = await w.limit('clock');
+    const [after] = await redis.time();
+    expect(decision.nowMs).toBeGreaterThanOrEqual(Number(before) * 1000);
+    expect(decision.nowMs).toBeLessThan((Number(after) + 1) * 1000);
+  });
+
+  it('gives every key a TTL in milliseconds that ends when its window empties', async () => {
+    const w = window({ limit: 3, windowMs: 250 });
+    const first = await w.limit('ttl');
+    const pttl = await redis.pttl(w.keyOf('ttl'));
+    expect(pttl).toBeGreaterThan(150);
+    expect(pttl).toBeLessThanOrEqual(250);
+    expect(first.resetAtMs).toBe(first.nowMs + 250);
+    await sleep(350);
+    expect(await redis.exists(w.keyOf('ttl'))).toBe(0);
+  });
+
+  it('leaves no key without a TTL after mixed traffic', async () => {
+    const prefix = `t:${randomUUID()}:`;
+    const w = new RedisWindow({ redis, prefix, limit: 4, windowMs: 200 });
+    const random = prng(7);
+    for (let i = 0; i < 300; i++) {
+      await w.limit(`k${Math.floor(random() * 10)}`, { cost: 1 + Math.floor(random() * 4) });
+      if (i % 50 === 0) await sleep(60);
+    }
+    const keys = await redis.keys(`${prefix}*`);
+    expect(keys.length).toBeGreaterThan(0);
+    for (const key of keys) expect(await redis.pttl(key)).toBeGreaterThan(0);
+  });
+
+  it('peeks without writing anything', async () => {
+    const w = window({ limit: 2, windowMs: 60_000 });
+    expect(await w.peek('peek')).toMatchObject({ allowed: true, remaining: 2, retryAfterMs: 0 });
+    expect(await redis.exists(w.keyOf('peek'))).toBe(0);
+    await w.limit('peek', { cost: 2 });
+    const peeked = await w.peek('peek');
+    expect(peeked).toMatchObject({ allowed: false, remaining: 0 });
+    expect(peeked.retryAfterMs).toBeGreaterThan(59_000);
+    expect(await redis.zcard(w.keyOf('peek'))).toBe(2);
+  });
+
+  it('forgets a key on reset', async () => {
+    const w = window({ limit: 1, windowMs: 60_000 });
+    await w.limit('reset');
+    expect((await w.limit('reset')).allowed).toBe(false);
+    await w.reset('reset');
+    expect((await w.limit('reset')).allowed).toBe(true);
+  });
+
+  it('keeps user keys with braces and other bytes apart and inside the prefix', async () => {
+    const w = window({ limit: 1, windowMs: 60_000 });
+    const keys = ['a', '{a}', 'a}', '{a', '%7Ba%7D', 'a%', 'ключ', '🙂', 'a\u0000b', 'a b\r\n'];
+    for (const key of keys) expect((await w.limit(key)).allowed).toBe(true);
+    for (const key of keys) expect((await w.limit(key)).allowed).toBe(false);
+    const stored = await redis.keys(`${w.options.prefix}*`);
+    expect(stored).toHaveLength(keys.length);
+  });
+
+  it('runs again after SCRIPT FLUSH', async () => {
+    const w = window({ limit: 5, windowMs: 60_000 });
+    await w.limit('flush');
+    await redis.script('FLUSH');
+    expect(await w.limit('flush')).toMatchObject({ allowed: true, remaining: 3 });
+  });
+
+  it('reports a wrong-type key as a reply error, not as Redis being unavailable', async () => {
+    const w = window({ limit: 5, windowMs: 60_000 });
+    await redis.set(w.keyOf('wrong'), 'x');
+    await expect(w.limit('wrong')).rejects.toMatchObject({ code: 'ERR_RESILIMIT_REDIS_REPLY' });
+  });
+
+  it('rejects with ERR_RESILIMIT_REDIS_UNAVAILABLE when the client cannot reach Redis', async () => {
+    const offline = server.client({ lazyConnect: true, enableOfflineQueue: false, maxRetriesPerRequest: 0 });
+    const w = window({ limit: 5, windowMs: 60_000 }, offline);
+    await expect(w.limit('offline')).rejects.toMatchObject({ code: 'ERR_RESILIMIT_REDIS_UNAVAILABLE' });
+  });
+
+  it('refuses bad input with coded errors', async () => {
+    const w = window({ limit: 5, windowMs: 60_000 });
+    await expect(w.limit('')).rejects.toMatchObject({ code: 'ERR_RESILIMIT_INVALID_KEY' });
+    await expect(w.limit('k', { cost: 6 })).rejects.toMatchObject({ code: 'ERR_RESILIMIT_INVALID_COST' });
+    await expect(w.limit('k', { id: '' })).rejects.toMatchObject({ code: 'ERR_RESILIMIT_INVALID_ID' });
+    expect(() => new RedisWindow({ limit: 5, windowMs: 1000 } as never)).toThrow(
+      expect.objectContaining({
+        code: 'ERR_RESILIMIT_INVALID_OPTION',
+        message: 'Expected `redis` to be an ioredis Redis or Cluster client, got `undefined` (undefined)',
+      }),
+    );
+    expect(() => new RedisWindow({ redis, limit: 5, windowMs: 1000, prefix: 'a{' })).toThrow(
+      expect.objectContaining({ code: 'ERR_RESILIMIT_INVALID_OPTION' }),
+    );
+  });
+});

@@ -1,0 +1,153 @@
+import { describe, expect, it } from 'vitest';
+import { LocalWindow, ResilimitError } from '../../src/index.js';
+import { prng, ReferenceWindow } from '../support/model.js';
+
+function clock(start = 1_000_000) {
+  const c = { t: start, now: () => c.t };
+  return c;
+}
+
+describe('LocalWindow', () => {
+  it('admits up to the limit, then rejects with the exact wait', () => {
+    const c = clock();
+    const w = new LocalWindow({ limit: 3, windowMs: 1000, maxKeys: 10, now: c.now });
+    expect([1, 2, 3].map(() => w.limit('k').allowed)).toEqual([true, true, true]);
+    c.t += 400;
+    expect(w.limit('k')).toEqual({
+      allowed: false,
+      limit: 3,
+      remaining: 0,
+      retryAfterMs: 600,
+      resetAtMs: 1_001_000,
+      source: 'local',
+    });
+    c.t += 599;
+    expect(w.limit('k').allowed).toBe(false);
+    c.t += 1;
+    expect(w.limit('k').allowed).toBe(true);
+  });
+
+  it('counts every call made in the same millisecond', () => {
+    const c = clock();
+    const w = new LocalWindow({ limit: 100, windowMs: 1000, maxKeys: 10, now: c.now });
+    let admitted = 0;
+    for (let i = 0; i < 250; i++) if (w.limit('k').allowed) admitted++;
+    expect(admitted).toBe(100);
+  });
+
+  it('admits a call of cost c whole or not at all, and rejected calls consume nothing', () => {
+    const c = clock();
+    const w = new LocalWindow({ limit: 5, windowMs: 1000, maxKeys: 10, now: c.now });
+    expect(w.limit('k', { cost: 4 }).remaining).toBe(1);
+    const rejected = w.limit('k', { cost: 2 });
+    expect(rejected).toMatchObject({ allowed: false, remaining: 1, retryAfterMs: 1000 });
+    for (let i = 0; i < 10; i++) w.limit('k', { cost: 3 });
+    expect(w.limit('k', { cost: 1 })).toMatchObject({ allowed: true, remaining: 0 });
+  });
+
+  it('counts a re-sent id once while it is in the window', () => {
+    const c = clock();
+    const w = new LocalWindow({ limit: 2, windowMs: 1000, maxKeys: 10, now: c.now });
+    expect(w.limit('k', { id: 'a' }).remaining).toBe(1);
+    expect(w.limit('k', { id: 'a' })).toMatchObject({ allowed: true, remaining: 1 });
+    expect(w.limit('k', { id: 'b' }).remaining).toBe(0);
+    c.t += 1000;
+    expect(w.limit('k', { id: 'a' })).toMatchObject({ allowed: true, remaining: 1 });
+  });
+
+  it('peeks without consuming', () => {
+    const c = clock();
+    const w = new LocalWindow({ limit: 1, windowMs: 1000, maxKeys: 10, now: c.now });
+    expect(w.peek('k')).toMatchObject({ allowed: true, remaining: 1, resetAtMs: c.t });
+    expect(w.peek('k').remaining).toBe(1);
+    w.limit('k');
+    c.t += 250;
+    expect(w.peek('k')).toMatchObject({ allowed: false, remaining: 0, retryAfterMs: 750 });
+  });
+
+  it('forgets a key on reset', () => {
+    const w = new LocalWindow({ limit: 1, windowMs: 1000, maxKeys: 10 });
+    w.limit('k');
+    expect(w.limit('k').allowed).toBe(false);
+    w.reset('k');
+    expect(w.limit('k').allowed).toBe(true);
+  });
+
+  it('keeps at most maxKeys keys, forgetting the least recently used', () => {
+    const w = new LocalWindow({ limit: 1, windowMs: 60_000, maxKeys: 100 });
+    for (let i = 0; i < 1000; i++) w.limit(`k${i}`);
+    expect(w.size).toBe(100);
+    // k999 is recent and still limited; k0 was evicted, so it starts from an empty window.
+    expect(w.limit('k999').allowed).toBe(false);
+    expect(w.limit('k0').allowed).toBe(true);
+  });
+
+  it('never lets a clock that steps back shorten the window', () => {
+    const c = clock();
+    const w = new LocalWindow({ limit: 1, windowMs: 1000, maxKeys: 10, now: c.now });
+    w.limit('k');
+    c.t -= 5000;
+    expect(w.limit('k')).toMatchObject({ allowed: false, retryAfterMs: 6000 });
+    c.t += 5999;
+    expect(w.limit('k').allowed).toBe(false);
+    c.t += 1;
+    expect(w.limit('k').allowed).toBe(true);
+  });
+
+  it('matches the reference model call by call over random traffic', () => {
+    for (const seed of [1, 2, 3, 4, 5]) {
+      const random = prng(seed);
+      const c = clock();
+      const limit = 1 + Math.floor(random() * 20);
+      const windowMs = 50 + Math.floor(random() * 500);
+      const w = new LocalWindow({ limit, windowMs, maxKeys: 10, now: c.now });
+      const model = new ReferenceWindow(limit, windowMs);
+      for (let i = 0; i < 2000; i++) {
+        c.t += Math.floor(random() * random() * 40);
+        const cost = random() < 0.3 ? 1 + Math.floor(random() * limit) : 1;
+        const id = random() < 0.1 ? `id${Math.floor(random() * 50)}` : undefined;
+        const got = w.limit('k', id === undefined ? { cost } : { cost, id });
+        const want = model.limitAt(c.t, cost, id);
+        expect({ seed, i, ...got }).toEqual({ seed, i, ...want, limit, source: 'local' });
+      }
+      expect(model.maxInAnyWindow()).toBeLessThanOrEqual(limit);
+    }
+  });
+
+  it.each([
+    [{ limit: 0, windowMs: 1000, maxKeys: 1 }, 'Expected `limit` to be an integer from 1 to 2147483647, got `0` (number)'],
+    [{ limit: 1.5, windowMs: 1000, maxKeys: 1 }, 'Expected `limit` to be an integer from 1 to 2147483647, got `1.5` (number)'],
+    [{ limit: 1, windowMs: '1000', maxKeys: 1 }, 'Expected `windowMs` to be an integer from 1 to 2147483647, got `"1000"` (string of length 4)'],
+    [{ limit: 1, windowMs: 1000 }, 'Expected `maxKeys` to be an integer from 1 to 16777216, got `undefined` (undefined)'],
+    [{ limit: 1, windowMs: 1000, maxKeys: 1, now: 5 }, 'Expected `now` to be a function returning milliseconds, got `5` (number)'],
+    [undefined, 'Expected `options` to be an object, got `undefined` (undefined)'],
+  ])('refuses bad options %#', (options, message) => {
+    expect(() => new LocalWindow(options as never)).toThrow(
+      expect.objectContaining({ code: 'ERR_RESILIMIT_INVALID_OPTION', message }),
+    );
+  });
+
+  it.each([
+    ['', 'ERR_RESILIMIT_INVALID_KEY'],
+    ['x'.repeat(1025), 'ERR_RESILIMIT_INVALID_KEY'],
+    ['\uD800', 'ERR_RESILIMIT_INVALID_KEY'],
+    [42, 'ERR_RESILIMIT_INVALID_KEY'],
+  ])('refuses a bad key %#', (key, code) => {
+    const w = new LocalWindow({ limit: 5, windowMs: 1000, maxKeys: 1 });
+    expect(() => w.limit(key as string)).toThrow(expect.objectContaining({ code }));
+    expect(() => w.peek(key as string)).toThrow(expect.objectContaining({ code }));
+    expect(() => w.reset(key as string)).toThrow(ResilimitError);
+  });
+
+  it.each([0, -1, 6, 1.5, Number.NaN, '2'])('refuses cost %s', (cost) => {
+    const w = new LocalWindow({ limit: 5, windowMs: 1000, maxKeys: 1 });
+    expect(() => w.limit('k', { cost: cost as number })).toThrow(
+      expect.objectContaining({ code: 'ERR_RESILIMIT_INVALID_COST' }),
+    );
+  });
+
+  it.each(['', 'x'.repeat(129), 7])('refuses id %s', (id) => {
+    const w = new LocalWindow({ limit: 5, windowMs: 1000, maxKeys: 1 });
+    expect(() => w.limit('k', { id: id as string })).toThrow(expect.objectContaining({ code: 'ERR_RESILIMIT_INVALID_ID' }));
+  });
+});

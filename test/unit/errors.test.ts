@@ -1,0 +1,43 @@
+import { describe, expect, it } from 'vitest';
+import { ErrorCode, isRedisUnavailable, isResilimitError, ResilimitError } from '../../src/index.js';
+
+function replyError(message: string): Error {
+  const error = new Error(message);
+  error.name = 'ReplyError';
+  return error;
+}
+
+describe('errors', () => {
+  it('carries a fixed name, a stable code and the cause', () => {
+    const cause = new Error('boom');
+    const error = new ResilimitError(ErrorCode.REDIS_UNAVAILABLE, 'x', { cause });
+    expect(error).toMatchObject({ name: 'ResilimitError', code: 'ERR_RESILIMIT_REDIS_UNAVAILABLE', cause });
+    expect(error).toBeInstanceOf(Error);
+  });
+
+  it('recognises resilimit errors from another copy of the package', () => {
+    const foreign = Object.assign(new Error('x'), { code: 'ERR_RESILIMIT_INVALID_KEY' });
+    Object.defineProperty(foreign, Symbol.for('resilimit.error'), { value: true });
+    expect(isResilimitError(foreign)).toBe(true);
+    expect(isResilimitError(Object.assign(new Error('x'), { code: 'ERR_RESILIMIT_INVALID_KEY' }))).toBe(false);
+    expect(isResilimitError(null)).toBe(false);
+    expect(isResilimitError('ERR_RESILIMIT_INVALID_KEY')).toBe(false);
+  });
+
+  it.each([
+    ['a command timeout', new Error('Command timed out'), true],
+    ['a closed connection', new Error('Connection is closed.'), true],
+    ['a client that is not ready', new Error("Stream isn't writeable and enableOfflineQueue options is false"), true],
+    ['a refused connection', Object.assign(new Error('connect ECONNREFUSED'), { code: 'ECONNREFUSED' }), true],
+    ['a busy script', replyError('BUSY Redis is busy running a script.'), true],
+    ['a loading server', replyError('LOADING Redis is loading the dataset in memory'), true],
+    ['a replica that cannot write', replyError("READONLY You can't write against a read only replica."), true],
+    ['a cluster that is down', replyError('CLUSTERDOWN The cluster is down'), true],
+    ['a script error', replyError('ERR resilimit: cost must be an integer between 0 and limit'), false],
+    ['a key of another type', replyError('WRONGTYPE Operation against a key holding the wrong kind of value'), false],
+    ['a missing permission', replyError('NOPERM this user has no permissions'), false],
+    ['a programming error of ours', new TypeError('x is not a function'), false],
+  ])('decides whether %s means Redis is unavailable', (_, error, unavailable) => {
+    expect(isRedisUnavailable(error)).toBe(unavailable);
+  });
+});
