@@ -41,7 +41,11 @@ export interface RedisChild extends RedisHandle {
   thaw(): void;
   /** SIGKILL; resolves once the process has exited. Data is lost. */
   kill(): Promise<void>;
-  /** Starts a new process on the same port (stopping the current one if needed). */
+  /**
+   * Starts a new process on the same port and data directory (stopping the current one
+   * if needed). Empty unless `args` turned persistence back on. Throws, with logs, if
+   * the port cannot be reclaimed.
+   */
   restart(): Promise<void>;
   /** SIGTERM (SIGKILL after 2 s), waits for exit, removes the data directory. */
   stop(): Promise<void>;
@@ -182,7 +186,7 @@ function makeHandle(
 async function withProbe<T>(conn: ClientOptions, fn: (c: Redis) => Promise<T>): Promise<T> {
   const c = new Redis({
     ...conn, lazyConnect: true, maxRetriesPerRequest: 0, enableOfflineQueue: false,
-    retryStrategy: () => null, connectTimeout: 500,
+    retryStrategy: () => null, connectTimeout: 500, commandTimeout: 2_000,
   });
   c.on('error', () => {});
   try {
