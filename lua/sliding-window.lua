@@ -9,6 +9,9 @@ ARGV[3]  cost      permits this call takes, integer 0..limit; 0 = peek (read onl
 ARGV[4]  id        this call's unique id (string, ignored for a peek). A call re-sent with an id
                    that is still in the window is not counted again.
 ARGV[5]  nowMs     the caller's clock in milliseconds since the epoch, or "" to use Redis's TIME
+ARGV[6]  notAfterMs  optional staleness guard, ms since the epoch on the same clock as nowMs, or "":
+                   a call that runs after it (a client gave up on it: its deadline passed while Redis
+                   was frozen or busy) changes nothing and replies stale
 
 Reply: an array of integers
   [1] allowed       1 admitted (or already admitted under this id), 0 rejected
@@ -18,6 +21,7 @@ Reply: an array of integers
   [4] resetAtMs     when the window will hold no permits (nowMs when it holds none already)
   [5] nowMs         the time the decision was made at
   [6] duplicate     1 when the id was already in the window (nothing was added)
+  [7] stale         1 when notAfterMs had passed: nothing was read or written, [1]..[4] are 0
 
 Data model (one sorted set per user key):
   - every admitted call is one member, scored with its admission time in ms;
@@ -36,6 +40,7 @@ local window = tonumber(ARGV[2])
 local cost = tonumber(ARGV[3])
 local id = ARGV[4]
 local now = tonumber(ARGV[5])
+local notAfter = tonumber(ARGV[6])
 
 if not limit or limit < 1 or limit % 1 ~= 0 then
   return redis.error_reply('ERR resilimit: limit must be a positive integer')
@@ -54,6 +59,9 @@ if not now then
   now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 elseif now < 1 or now % 1 ~= 0 then
   return redis.error_reply('ERR resilimit: nowMs must be a positive integer')
+end
+if notAfter and now > notAfter then
+  return { 0, 0, 0, 0, now, 0, 1 }
 end
 
 local cutoff = now - window
@@ -151,4 +159,4 @@ if cost > 0 then
   end
 end
 
-return { allowed, math.max(limit - used, 0), retryAfter, resetAt, now, duplicate }
+return { allowed, math.max(limit - used, 0), retryAfter, resetAt, now, duplicate, 0 }

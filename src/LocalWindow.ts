@@ -1,6 +1,12 @@
 import { LRUCache } from 'lru-cache';
 import { checkCost, checkId, checkKey } from './input.js';
-import { resolveLocalWindowOptions, type LocalWindowOptions, type ResolvedLocalWindowOptions } from './options.js';
+import { configure, decide } from './internal.js';
+import {
+  resolveLocalWindowOptions,
+  resolveWindowOptions,
+  type LocalWindowOptions,
+  type ResolvedLocalWindowOptions,
+} from './options.js';
 import type { Decision, LimitOptions, RateWindow } from './types.js';
 
 /**
@@ -85,15 +91,20 @@ class Log {
  * if (!decision.allowed) reply429(decision.retryAfterMs);
  */
 export class LocalWindow implements RateWindow {
-  readonly options: ResolvedLocalWindowOptions;
+  #options: ResolvedLocalWindowOptions;
   readonly #logs: LRUCache<string, Log>;
   readonly #now: () => number;
 
   /** @throws {ResilimitError} `ERR_RESILIMIT_INVALID_OPTION` for a missing or out-of-range option. */
   constructor(options: LocalWindowOptions) {
-    this.options = resolveLocalWindowOptions(options);
-    this.#now = this.options.now;
-    this.#logs = new LRUCache<string, Log>({ max: this.options.maxKeys });
+    this.#options = resolveLocalWindowOptions(options);
+    this.#now = this.#options.now;
+    this.#logs = new LRUCache<string, Log>({ max: this.#options.maxKeys });
+  }
+
+  /** The resolved options (frozen). */
+  get options(): ResolvedLocalWindowOptions {
+    return this.#options;
   }
 
   /** Keys currently held (at most `maxKeys`). */
@@ -107,10 +118,31 @@ export class LocalWindow implements RateWindow {
    */
   limit(key: string, options?: LimitOptions): Decision {
     checkKey(key);
-    const { limit, windowMs } = this.options;
-    const cost = checkCost(options?.cost, limit);
-    const id = options?.id === undefined ? undefined : checkId(options.id);
-    const now = this.#now();
+    const cost = checkCost(options?.cost, this.#options.limit);
+    return this[decide](key, cost, options?.id === undefined ? undefined : checkId(options.id));
+  }
+
+  /**
+   * Records a call admitted elsewhere (by Redis) at time `at`, without a limit check, so that this
+   * window holds the recent traffic when it has to take over. Arguments are not checked.
+   * @internal
+   */
+  record(key: string, at: number, cost: number): void {
+    const log = this.#logs.get(key);
+    if (log === undefined) {
+      const fresh = new Log();
+      fresh.add(at, cost, undefined);
+      this.#logs.set(key, fresh);
+      return;
+    }
+    log.expire(this.#now() - this.#options.windowMs);
+    const newest = log.newest();
+    log.add(newest !== undefined && newest > at ? newest : at, cost, undefined);
+  }
+
+  /** {@link limit} with checked arguments; `id` undefined means no idempotency check. @internal */
+  [decide](key: string, cost: number, id: string | undefined, now = this.#now()): Decision {
+    const { limit, windowMs } = this.#options;
     let log = this.#logs.get(key);
     if (log === undefined) {
       log = new Log();
@@ -137,8 +169,8 @@ export class LocalWindow implements RateWindow {
     const now = this.#now();
     const log = this.#logs.peek(key);
     if (log === undefined) return this.#empty(now);
-    log.expire(now - this.options.windowMs);
-    return this.#decide(log, now, log.used + 1 <= this.options.limit, 1);
+    log.expire(now - this.#options.windowMs);
+    return this.#decide(log, now, log.used + 1 <= this.#options.limit, 1);
   }
 
   /** Forgets every permit used by `key`. @throws {ResilimitError} `ERR_RESILIMIT_INVALID_KEY`. */
@@ -152,8 +184,13 @@ export class LocalWindow implements RateWindow {
     this.#logs.clear();
   }
 
+  /** Changes the limit and window for the calls that follow; the recorded calls stay. @internal */
+  [configure](changes: { limit?: number; windowMs?: number }): void {
+    this.#options = Object.freeze({ ...this.#options, ...resolveWindowOptions({ ...this.#options, ...changes }) });
+  }
+
   #decide(log: Log, now: number, allowed: boolean, cost: number): Decision {
-    const { limit, windowMs } = this.options;
+    const { limit, windowMs } = this.#options;
     const newest = log.newest();
     return {
       allowed,
@@ -166,7 +203,7 @@ export class LocalWindow implements RateWindow {
   }
 
   #empty(now: number): Decision {
-    const { limit } = this.options;
+    const { limit } = this.#options;
     return { allowed: true, limit, remaining: limit, retryAfterMs: 0, resetAtMs: now, source: 'local' };
   }
 }

@@ -1,7 +1,13 @@
 import { ErrorCode, ResilimitError } from './errors.js';
 import { redisCallError } from './failures.js';
+import { configure, decide } from './internal.js';
 import { checkCost, checkId, checkKey } from './input.js';
-import { resolveRedisWindowOptions, type RedisWindowOptions, type ResolvedRedisWindowOptions } from './options.js';
+import {
+  resolveRedisWindowOptions,
+  resolveWindowOptions,
+  type RedisWindowOptions,
+  type ResolvedRedisWindowOptions,
+} from './options.js';
 import { redisKey } from './redisKey.js';
 import { loadScript, runScript } from './script.js';
 import type { Decision, LimitOptions, RateWindow } from './types.js';
@@ -30,17 +36,22 @@ export type RedisDecision = Decision & {
  * const decision = await window.limit('user:42');
  */
 export class RedisWindow implements RateWindow {
-  readonly options: ResolvedRedisWindowOptions;
+  #options: ResolvedRedisWindowOptions;
 
   /** @throws {ResilimitError} `ERR_RESILIMIT_INVALID_OPTION` for a missing or out-of-range option. */
   constructor(options: RedisWindowOptions) {
-    this.options = resolveRedisWindowOptions(options);
+    this.#options = resolveRedisWindowOptions(options);
+  }
+
+  /** The resolved options (frozen). */
+  get options(): ResolvedRedisWindowOptions {
+    return this.#options;
   }
 
   /** The Redis key that holds the window of `key`. @throws {ResilimitError} `ERR_RESILIMIT_INVALID_KEY`. */
   keyOf(key: string): string {
     checkKey(key);
-    return redisKey(this.options.prefix, key);
+    return redisKey(this.#options.prefix, key);
   }
 
   /**
@@ -51,28 +62,33 @@ export class RedisWindow implements RateWindow {
    */
   async limit(key: string, options?: LimitOptions): Promise<RedisDecision> {
     checkKey(key);
-    const cost = checkCost(options?.cost, this.options.limit);
-    return this.#run(key, cost, checkId(options?.id));
+    const cost = checkCost(options?.cost, this.#options.limit);
+    return this[decide](key, cost, checkId(options?.id));
   }
 
   /** Tells what a call of cost 1 would get now, without consuming anything (the script writes nothing). */
   async peek(key: string): Promise<RedisDecision> {
     checkKey(key);
-    return this.#run(key, 0, '');
+    return this[decide](key, 0, '');
   }
 
   /** Forgets every permit used by `key`. */
   async reset(key: string): Promise<void> {
     const redisKeyOfKey = this.keyOf(key);
     try {
-      await this.options.redis.del(redisKeyOfKey);
+      await this.#options.redis.del(redisKeyOfKey);
     } catch (error) {
       throw redisCallError(error);
     }
   }
 
-  async #run(key: string, cost: number, id: string): Promise<RedisDecision> {
-    const { redis, prefix, limit, windowMs, now } = this.options;
+  /**
+   * Runs the script with checked arguments. `notAfterMs` (on the window's clock) makes a call that
+   * reaches Redis after it change nothing, so a call its caller gave up on cannot consume quota later.
+   * @internal
+   */
+  async [decide](key: string, cost: number, id: string, notAfterMs?: number): Promise<RedisDecision> {
+    const { redis, prefix, limit, windowMs, now } = this.#options;
     let reply: unknown;
     try {
       reply = await runScript(redis, slidingWindow, [redisKey(prefix, key)], [
@@ -81,20 +97,29 @@ export class RedisWindow implements RateWindow {
         cost,
         id,
         now === undefined ? '' : Math.floor(now()),
+        notAfterMs === undefined ? '' : Math.ceil(notAfterMs),
       ]);
     } catch (error) {
       throw redisCallError(error);
     }
     return toDecision(reply, limit);
   }
+
+  /** Changes the limit and window for the calls that follow. @internal */
+  [configure](changes: { limit?: number; windowMs?: number }): void {
+    this.#options = Object.freeze({ ...this.#options, ...resolveWindowOptions({ ...this.#options, ...changes }) });
+  }
 }
 
-/** Reads the script's reply: [allowed, remaining, retryAfterMs, resetAtMs, nowMs, duplicate]. */
+/** Reads the script's reply: [allowed, remaining, retryAfterMs, resetAtMs, nowMs, duplicate, stale]. */
 function toDecision(reply: unknown, limit: number): RedisDecision {
-  if (!Array.isArray(reply) || reply.length !== 6 || !reply.every((n) => typeof n === 'number')) {
+  if (!Array.isArray(reply) || reply.length !== 7 || !reply.every((n) => typeof n === 'number')) {
     throw new ResilimitError(ErrorCode.REDIS_REPLY, `Unexpected reply from the sliding-window script: ${JSON.stringify(reply)}`);
   }
-  const [allowed, remaining, retryAfterMs, resetAtMs, nowMs, duplicate] = reply as number[];
+  const [allowed, remaining, retryAfterMs, resetAtMs, nowMs, duplicate, stale] = reply as number[];
+  if (stale === 1) {
+    throw new ResilimitError(ErrorCode.REDIS_UNAVAILABLE, 'Redis ran the call after its deadline; it changed nothing');
+  }
   return {
     allowed: allowed === 1,
     limit,

@@ -1,0 +1,6 @@
+/**
+ * Symbols for the methods the tiers offer to `ResilientLimiter` only: they skip the argument checks
+ * that the limiter has already made. Not exported from the package root.
+ */
+export const decide = Symbol('resilimit.decide');
+export const configure = Symbol('resilimit.configure');
