@@ -1,7 +1,25 @@
-export type { Decision, DecisionSource, LimitOptions, RateWindow } from './types.js';
-export type { LocalWindowOptions, RedisWindowOptions, WindowOptions } from './options.js';
+export type { Decision, DecisionReason, DecisionSource, LimitOptions, RateWindow } from './types.js';
+export type {
+  BreakerOptions,
+  LocalTierOptions,
+  LocalWindowOptions,
+  Mode,
+  RedisWindowOptions,
+  ResilientLimiterOptions,
+  WindowOptions,
+} from './options.js';
 export { MAX_ID_LENGTH, MAX_INT, MAX_KEY_LENGTH, MAX_PREFIX_LENGTH } from './options.js';
 export { LocalWindow } from './LocalWindow.js';
 export { RedisWindow, type RedisDecision } from './RedisWindow.js';
+export {
+  ResilientLimiter,
+  type DecisionMessage,
+  type LimiterDecision,
+  type LimiterEvents,
+  type LimiterStats,
+} from './ResilientLimiter.js';
+export type { BreakerState } from './breaker.js';
+export type { ReconcileResult } from './Reconciler.js';
+export { createRedisClient, SAFE_CLIENT_OPTIONS, type ClientOptions } from './redisClient.js';
 export { ErrorCode, ResilimitError, isResilimitError } from './errors.js';
 export { isRedisUnavailable } from './failures.js';

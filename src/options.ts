@@ -129,3 +129,199 @@ function prefix(value: unknown): string {
   }
   return value;
 }
+
+/** What answers when Redis cannot: the local window, an allow, or a deny. */
+export type Mode = 'local' | 'fail-open' | 'fail-closed';
+const MODES: readonly Mode[] = ['local', 'fail-open', 'fail-closed'];
+
+/** The breaker in front of every Redis call. Defaults are chosen for a request path. */
+export type BreakerOptions = {
+  /**
+   * The deadline of one Redis call, in ms. Past it the call is answered by the fallback (the Redis
+   * command itself cannot be cancelled; the script's staleness guard makes it a no-op if it runs late).
+   * @default 50 (range 1 … 60,000)
+   */
+  timeoutMs?: number;
+  /**
+   * Opens when more than this percentage of the calls in the rolling window failed.
+   * @default 50 (range 1 … 100)
+   */
+  errorThresholdPercentage?: number;
+  /**
+   * Calls needed in the rolling window before the error rate may open the breaker, so that one error
+   * does not open it. Also the number of calls diverted during a stall that, with a missed deadline,
+   * opens it at once.
+   * @default 10 (range 1 … 1,000,000)
+   */
+  volumeThreshold?: number;
+  /**
+   * How long the breaker stays open before one trial call, in ms. Doubles after each failed trial.
+   * @default 1000 (range 1 … 3,600,000)
+   */
+  resetTimeoutMs?: number;
+  /**
+   * The longest open period the doubling reaches, in ms.
+   * @default 30000 (range resetTimeoutMs … 3,600,000)
+   */
+  maxResetTimeoutMs?: number;
+  /**
+   * The rolling window over which the error rate is measured, in ms.
+   * @default 1000 (range 100 … 600,000)
+   */
+  rollingWindowMs?: number;
+};
+
+/** The local tier: its share of the global limit and its memory bound. */
+export type LocalTierOptions = {
+  /** The local window's limit. When absent, `ceil(limit / instances)`. Integer 1 … 2^31 - 1. */
+  limit?: number;
+  /**
+   * How many instances share the global limit: a number, or `'auto'` to count live limiter
+   * instances (same Redis, same prefix) through heartbeats in Redis while it is healthy, keeping the
+   * last count during an outage.
+   * @default 'auto'
+   */
+  instances?: number | 'auto';
+  /** Keys kept by the local window and by the deny cache (each). @default 10000 (range 1 … 2^24) */
+  maxKeys?: number;
+};
+
+/** Options of `ResilientLimiter`. */
+export type ResilientLimiterOptions = WindowOptions & {
+  /** An ioredis `Redis` or `Cluster` client, ideally from `createRedisClient()`. Never closed by resilimit. */
+  redis: Redis | Cluster;
+  /** Prefix of every Redis key; one prefix per limiter. @default 'resilimit:' */
+  prefix?: string;
+  /** What answers when Redis cannot. @default 'local' */
+  mode?: Mode;
+  /** The local tier. */
+  local?: LocalTierOptions;
+  /** The breaker. */
+  breaker?: BreakerOptions;
+  /**
+   * Redis calls outstanding at once (timed-out calls still running count too). Past it, calls are
+   * answered by the fallback at once with reason `'saturated'`.
+   * @default 256 (range 1 … 1,000,000)
+   */
+  maxInFlight?: number;
+  /**
+   * When the oldest outstanding Redis call is older than this, in ms, new calls go to the fallback
+   * at once with reason `'slow'`, so that a frozen Redis stops receiving calls well before the
+   * deadline. `'auto'`: 4 × the average latency of recent calls, at least 5 ms, at most `timeoutMs`.
+   * @default 'auto'
+   */
+  slowCallMs?: number | 'auto';
+  /**
+   * A clock in ms since the epoch for every tier. When given, it replaces Redis's `TIME` too (tests,
+   * or deployments that trust their clients' clocks); when absent, Redis decides with its own clock
+   * and the local tier uses `Date.now`.
+   */
+  clock?: () => number;
+  /**
+   * How often, in ms, an `instances: 'auto'` limiter beats; an instance silent for 3 beats is gone.
+   * @default 1000 (range 100 … 60,000)
+   */
+  heartbeatMs?: number;
+  /** The most locally admitted calls kept for reconciliation; the oldest are dropped past it. @default 100000 */
+  maxPending?: number;
+};
+
+export type ResolvedLimiterOptions = Readonly<{
+  redis: Redis | Cluster;
+  prefix: string;
+  limit: number;
+  windowMs: number;
+  mode: Mode;
+  localLimit: number | undefined;
+  instances: number | 'auto';
+  maxKeys: number;
+  breaker: Readonly<{
+    timeoutMs: number;
+    errorThresholdPercentage: number;
+    volumeThreshold: number;
+    resetTimeoutMs: number;
+    maxResetTimeoutMs: number;
+    rollingWindowMs: number;
+  }>;
+  maxInFlight: number;
+  slowCallMs: number | 'auto';
+  clock: (() => number) | undefined;
+  heartbeatMs: number;
+  maxPending: number;
+}>;
+
+function optionalInteger(name: string, value: unknown, min: number, max: number, fallback: number): number {
+  return value === undefined ? fallback : integer(name, value, min, max);
+}
+
+function optionalObject(name: string, value: unknown): Record<string, unknown> {
+  if (value === undefined) return {};
+  if (!isObject(value)) throw invalidOption(name, 'an object', value);
+  return value;
+}
+
+/** Checks a mode. */
+export function mode(name: string, value: unknown): Mode {
+  if (!MODES.includes(value as Mode)) throw invalidOption(name, "one of 'local', 'fail-open', 'fail-closed'", value);
+  return value as Mode;
+}
+
+/** Validates {@link ResilientLimiterOptions} and returns a frozen copy with defaults filled in. */
+export function resolveLimiterOptions(raw: unknown): ResolvedLimiterOptions {
+  const options = requireObject(raw);
+  const local = optionalObject('local', options['local']);
+  const breaker = optionalObject('breaker', options['breaker']);
+  const window = resolveWindowOptions(options);
+  const instances = local['instances'];
+  const timeoutMs = optionalInteger('breaker.timeoutMs', breaker['timeoutMs'], 1, 60_000, 50);
+  const resetTimeoutMs = optionalInteger('breaker.resetTimeoutMs', breaker['resetTimeoutMs'], 1, 3_600_000, 1000);
+  const slowCallMs = options['slowCallMs'];
+  return Object.freeze({
+    ...window,
+    redis: redisClient(options['redis']),
+    prefix: prefix(options['prefix']),
+    mode: options['mode'] === undefined ? 'local' : mode('mode', options['mode']),
+    localLimit: local['limit'] === undefined ? undefined : integer('local.limit', local['limit'], 1, MAX_INT),
+    instances:
+      instances === undefined || instances === 'auto'
+        ? 'auto'
+        : typeof instances === 'number' && Number.isInteger(instances) && instances >= 1 && instances <= 1_000_000
+          ? instances
+          : (() => {
+              throw invalidOption('local.instances', "an integer from 1 to 1000000 or 'auto'", instances);
+            })(),
+    maxKeys: optionalInteger('local.maxKeys', local['maxKeys'], 1, 2 ** 24, 10_000),
+    breaker: Object.freeze({
+      timeoutMs,
+      errorThresholdPercentage: optionalInteger(
+        'breaker.errorThresholdPercentage',
+        breaker['errorThresholdPercentage'],
+        1,
+        100,
+        50,
+      ),
+      volumeThreshold: optionalInteger('breaker.volumeThreshold', breaker['volumeThreshold'], 1, 1_000_000, 10),
+      resetTimeoutMs,
+      maxResetTimeoutMs: optionalInteger(
+        'breaker.maxResetTimeoutMs',
+        breaker['maxResetTimeoutMs'],
+        resetTimeoutMs,
+        3_600_000,
+        Math.max(30_000, resetTimeoutMs),
+      ),
+      rollingWindowMs: optionalInteger('breaker.rollingWindowMs', breaker['rollingWindowMs'], 100, 600_000, 1000),
+    }),
+    maxInFlight: optionalInteger('maxInFlight', options['maxInFlight'], 1, 1_000_000, 256),
+    slowCallMs:
+      slowCallMs === undefined || slowCallMs === 'auto'
+        ? 'auto'
+        : typeof slowCallMs === 'number' && Number.isInteger(slowCallMs) && slowCallMs >= 1 && slowCallMs <= timeoutMs
+          ? slowCallMs
+          : (() => {
+              throw invalidOption('slowCallMs', `an integer from 1 to breaker.timeoutMs (${timeoutMs}) or 'auto'`, slowCallMs);
+            })(),
+    clock: optionalFunction('clock', options['clock']),
+    heartbeatMs: optionalInteger('heartbeatMs', options['heartbeatMs'], 100, 60_000, 1000),
+    maxPending: optionalInteger('maxPending', options['maxPending'], 1, 10_000_000, 100_000),
+  });
+}

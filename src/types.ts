@@ -2,6 +2,31 @@
 export type DecisionSource = 'redis' | 'local' | 'fail-open' | 'fail-closed' | 'disabled';
 
 /**
+ * Why a decision was made where it was:
+ * - `decided`: Redis decided;
+ * - `breaker-open`: the breaker is open (or the half-open trial is already running): Redis not called;
+ * - `timeout`: the Redis call missed `breaker.timeoutMs`;
+ * - `redis-error`: Redis could not answer (connection lost or refused, `BUSY`, `LOADING`, …);
+ * - `redis-reply-error`: Redis answered with an error about the request (see the `redisReplyError` event);
+ * - `not-ready`: the client is not connected yet (or again);
+ * - `saturated`: `maxInFlight` Redis calls are already outstanding;
+ * - `slow`: the oldest outstanding Redis call is older than `slowCallMs`;
+ * - `deny-cache`: Redis rejected this key and its `retryAfterMs` has not passed;
+ * - `disabled`: the limiter is switched off (`setEnabled(false)`).
+ */
+export type DecisionReason =
+  | 'decided'
+  | 'breaker-open'
+  | 'timeout'
+  | 'redis-error'
+  | 'redis-reply-error'
+  | 'not-ready'
+  | 'saturated'
+  | 'slow'
+  | 'deny-cache'
+  | 'disabled';
+
+/**
  * The answer to "may this call go ahead?". A rejection is a decision, never an exception.
  */
 export type Decision = {
@@ -17,6 +42,8 @@ export type Decision = {
   resetAtMs: number;
   /** Which tier decided. */
   source: DecisionSource;
+  /** Why that tier decided; set by `ResilientLimiter`, absent on the tiers used alone. */
+  reason?: DecisionReason;
 };
 
 /** Per-call options of `limit()`. */

@@ -1,0 +1,68 @@
+--[[
+resilimit: write calls admitted by a local window during an outage back into the Redis window, so
+that the window after recovery does not grant a fresh full limit on top of them.
+
+KEYS[1]  the window's sorted set (as in sliding-window.lua)
+ARGV[1]  windowMs  window length in milliseconds, integer >= 1
+ARGV[2]  nowMs     the caller's clock in milliseconds since the epoch, or "" to use Redis's TIME
+ARGV[3], ARGV[4], ARGV[5], ...  triples: atMs (admission time, ms since the epoch, on the clock of
+         nowMs), cost (integer >= 1), id (the call's unique id)
+
+Reply: an array of integers
+  [1] written   calls added to the window
+  [2] expired   calls skipped because they have already left the window
+  [3] present   calls skipped because their id is already in the window (a phantom write, or a
+                reconciliation sent twice): every call is counted at most once
+
+Calls are added with their original times and ids and without a limit check: they were admitted.
+Members are named as in sliding-window.lua (the id for cost 1 when it holds no '*', else
+`<cost>*<id>`), and the "*" member's negative score keeps the sum of (cost - 1). The key's TTL is
+set, in milliseconds, to the moment its newest member leaves the window.
+]]
+
+local key = KEYS[1]
+local window = tonumber(ARGV[1])
+local now = tonumber(ARGV[2])
+if not window or window < 1 or window % 1 ~= 0 then
+  return redis.error_reply('ERR resilimit: windowMs must be a positive integer')
+end
+if (#ARGV - 2) % 3 ~= 0 then
+  return redis.error_reply('ERR resilimit: expected triples of atMs, cost, id')
+end
+if not now then
+  local t = redis.call('TIME')
+  now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+local cutoff = now - window
+
+local written, expired, present, added = 0, 0, 0, 0
+for i = 3, #ARGV, 3 do
+  local at = tonumber(ARGV[i])
+  local cost = tonumber(ARGV[i + 1])
+  local id = ARGV[i + 2]
+  if not at or at < 1 or not cost or cost < 1 or cost % 1 ~= 0 or id == '' then
+    return redis.error_reply('ERR resilimit: bad triple at ARGV[' .. i .. ']')
+  end
+  if at <= cutoff then
+    expired = expired + 1
+  else
+    local member = id
+    if cost ~= 1 or string.find(id, '*', 1, true) then member = cost .. '*' .. id end
+    if redis.call('ZADD', key, 'NX', at, member) == 1 then
+      written = written + 1
+      added = added + cost - 1
+    else
+      present = present + 1
+    end
+  end
+end
+
+if added > 0 then
+  local stored = redis.call('ZSCORE', key, '*')
+  redis.call('ZADD', key, -((stored and -tonumber(stored) or 0) + added), '*')
+end
+if written > 0 then
+  local newest = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
+  redis.call('PEXPIRE', key, math.max(tonumber(newest[2]) + window - now, 1))
+end
+return { written, expired, present }

@@ -1,0 +1,106 @@
+/** A call admitted by the local window while Redis could not answer. */
+export type PendingCall = { key: string; at: number; cost: number; id: string };
+
+/** What one reconciliation pass did. */
+export type ReconcileResult = {
+  /** Calls added to their Redis window. */
+  written: number;
+  /** Calls already out of the window, not written. */
+  expired: number;
+  /** Calls whose id was already in the Redis window (a timed-out call that still ran): not counted twice. */
+  present: number;
+  /** Calls still waiting (the pass stopped because Redis failed again). */
+  remaining: number;
+};
+
+/** Writes a batch of one key's calls into Redis: [written, expired, present]. */
+export type WriteBatch = (key: string, calls: readonly PendingCall[]) => Promise<[number, number, number]>;
+
+const BATCH = 200;
+const CONCURRENCY = 8;
+
+/**
+ * The journal of locally admitted calls, written back into Redis once it is healthy again, so that
+ * the window after recovery does not grant a fresh full limit on top of them. Memory is bounded by
+ * `maxPending` (the oldest calls are dropped first and counted in `dropped`).
+ */
+export class Reconciler {
+  #calls: PendingCall[] = [];
+  #head = 0;
+  dropped = 0;
+
+  constructor(readonly maxPending: number) {}
+
+  get size(): number {
+    return this.#calls.length - this.#head;
+  }
+
+  add(call: PendingCall): void {
+    this.#calls.push(call);
+    if (this.size > this.maxPending) {
+      this.#head += 1;
+      this.dropped += 1;
+      if (this.#head > 1024 && this.#head * 2 > this.#calls.length) {
+        this.#calls = this.#calls.slice(this.#head);
+        this.#head = 0;
+      }
+    }
+  }
+
+  /**
+   * Writes every pending call admitted after `cutoff` (local clock), grouped by key, in batches of
+   * 200, 8 at a time. On the first failure the unwritten calls go back to the journal and the error
+   * is rethrown.
+   */
+  async flush(cutoff: number, write: WriteBatch): Promise<ReconcileResult> {
+    const taken = this.#calls.slice(this.#head);
+    this.#calls = [];
+    this.#head = 0;
+    const result: ReconcileResult = { written: 0, expired: 0, present: 0, remaining: 0 };
+    const byKey = new Map<string, PendingCall[]>();
+    for (const call of taken) {
+      if (call.at <= cutoff) {
+        result.expired += 1;
+        continue;
+      }
+      const calls = byKey.get(call.key);
+      if (calls === undefined) byKey.set(call.key, [call]);
+      else calls.push(call);
+    }
+    const batches: PendingCall[][] = [];
+    for (const calls of byKey.values()) {
+      for (let i = 0; i < calls.length; i += BATCH) batches.push(calls.slice(i, i + BATCH));
+    }
+    let next = 0;
+    let failure: { error: unknown } | undefined;
+    const unwritten: PendingCall[][] = [];
+    const worker = async (): Promise<void> => {
+      while (next < batches.length) {
+        const batch = batches[next++] as PendingCall[];
+        if (failure !== undefined) {
+          unwritten.push(batch);
+          continue;
+        }
+        try {
+          const [written, expired, present] = await write((batch[0] as PendingCall).key, batch);
+          result.written += written;
+          result.expired += expired;
+          result.present += present;
+        } catch (error) {
+          failure ??= { error };
+          unwritten.push(batch);
+        }
+      }
+    };
+    await Promise.all(Array.from({ length: Math.min(CONCURRENCY, batches.length) }, worker));
+    if (failure !== undefined) {
+      // A failed batch may have been written before its reply was lost: its ids make a re-send harmless.
+      const back = unwritten.flat();
+      this.#calls = back.concat(this.#calls);
+      result.remaining = this.size;
+      throw Object.assign(failure.error as object, { partial: result });
+    }
+    result.remaining = this.size;
+    return result;
+  }
+}

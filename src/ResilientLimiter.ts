@@ -1,0 +1,514 @@
+import { channel } from 'node:diagnostics_channel';
+import { EventEmitter } from 'node:events';
+import { performance } from 'node:perf_hooks';
+import { Breaker, isOpenRejection, isTimeout, type BreakerState } from './breaker.js';
+import { DenyCache } from './DenyCache.js';
+import { ErrorCode, invalidOption, isResilimitError, ResilimitError } from './errors.js';
+import { checkCost, checkId, checkKey } from './input.js';
+import { InstanceCounter } from './InstanceCounter.js';
+import { configure, decide } from './internal.js';
+import { LocalWindow } from './LocalWindow.js';
+import {
+  integer,
+  MAX_INT,
+  mode as checkMode,
+  resolveLimiterOptions,
+  type Mode,
+  type ResilientLimiterOptions,
+  type ResolvedLimiterOptions,
+} from './options.js';
+import { Reconciler, type ReconcileResult } from './Reconciler.js';
+import { redisKey } from './redisKey.js';
+import { warnIfUnsafe } from './redisClient.js';
+import { RedisWindow } from './RedisWindow.js';
+import { loadScript, runScript } from './script.js';
+import type { Decision, DecisionReason, DecisionSource, LimitOptions } from './types.js';
+
+const reconcileScript = loadScript('reconcile');
+const heartbeatScript = loadScript('heartbeat');
+
+/** A decision of {@link ResilientLimiter}: it always says why it was made where it was. */
+export type LimiterDecision = Decision & { reason: DecisionReason };
+
+/** Counters since the limiter was created; read with {@link ResilientLimiter.stats}. */
+export type LimiterStats = {
+  state: BreakerState;
+  mode: Mode;
+  enabled: boolean;
+  limit: number;
+  windowMs: number;
+  /** The local window's limit: `local.limit`, or `ceil(limit / instances)`. */
+  localLimit: number;
+  instances: number;
+  decisions: number;
+  allowed: number;
+  bySource: Record<DecisionSource, number>;
+  byReason: Record<DecisionReason, number>;
+  /** Redis calls outstanding now (timed-out calls still running included). */
+  inFlight: number;
+  /** Average latency of recent successful Redis calls, ms. */
+  redisLatencyMs: number;
+  /** The slow-call threshold in force, ms. */
+  slowCallMs: number;
+  /** Times the breaker opened. */
+  opened: number;
+  reconcile: { pending: number; written: number; expired: number; present: number; dropped: number };
+};
+
+/** The events of {@link ResilientLimiter}. */
+export type LimiterEvents = {
+  /** The breaker changed state. */
+  stateChange: [change: { state: BreakerState; previous: BreakerState }];
+  /** `setMode()` changed the mode. */
+  modeChange: [change: { mode: Mode; previous: Mode }];
+  /** A reconciliation pass ended (`remaining` > 0 when Redis failed again during it). */
+  reconciled: [result: ReconcileResult];
+  /** Redis answered with an error about the request (not counted by the breaker); the call was answered by the fallback. */
+  redisReplyError: [error: ResilimitError];
+  /** The count of live instances changed (`instances: 'auto'`). */
+  instances: [count: number];
+};
+
+/** Published on the `resilimit:decision` diagnostics channel for every decision (free without subscribers). */
+export type DecisionMessage = { limiter: ResilientLimiter; key: string; cost: number; decision: LimiterDecision };
+
+const decisionChannel = channel('resilimit:decision');
+
+const REASONS: readonly DecisionReason[] = [
+  'decided',
+  'breaker-open',
+  'timeout',
+  'redis-error',
+  'redis-reply-error',
+  'not-ready',
+  'saturated',
+  'slow',
+  'deny-cache',
+  'disabled',
+];
+
+const NOT_READY = new ResilimitError(ErrorCode.REDIS_UNAVAILABLE, 'The Redis client is not ready');
+
+/**
+ * A rate limiter for request paths: an exact sliding window in Redis behind a circuit breaker, with a
+ * warm local window that answers while Redis cannot, and reconciliation once it can again.
+ *
+ * `limit()` never throws because of Redis and never waits for it much longer than
+ * `breaker.timeoutMs`; misuse (a bad key or cost, use after `close()`) throws a coded error.
+ *
+ * @example
+ * const limiter = new ResilientLimiter({ redis: createRedisClient(url), limit: 100, windowMs: 60_000 });
+ * const decision = await limiter.limit(`user:${userId}`);
+ * if (!decision.allowed) return reply429(decision.retryAfterMs);
+ */
+export class ResilientLimiter extends EventEmitter<LimiterEvents> {
+  readonly #options: ResolvedLimiterOptions;
+  readonly #redis: RedisWindow;
+  readonly #local: LocalWindow;
+  readonly #deny: DenyCache;
+  readonly #breaker: Breaker;
+  readonly #reconciler: Reconciler;
+  readonly #instances: InstanceCounter | undefined;
+  readonly #now: () => number;
+  #limit: number;
+  #windowMs: number;
+  #mode: Mode;
+  #enabled = true;
+  #closed = false;
+  #everReady = false;
+
+  // Outstanding Redis calls: start times (performance.now) in call order, so the first is the oldest.
+  readonly #outstanding = new Map<number, number>();
+  #sequence = 0;
+  #diverted = 0;
+  #unsettled = 0;
+  #whenSettled: (() => void) | undefined;
+  #latencyMs = 1;
+  /** Redis clock minus local clock, ms; undefined until the first Redis decision (or with an injected clock). */
+  #offsetMs: number | undefined;
+  #reconciling: Promise<void> | undefined;
+  #opened = 0;
+  readonly #byReason = Object.fromEntries(REASONS.map((r) => [r, 0])) as Record<DecisionReason, number>;
+  readonly #bySource: Record<DecisionSource, number> = { redis: 0, local: 0, 'fail-open': 0, 'fail-closed': 0, disabled: 0 };
+  #allowed = 0;
+  readonly #reconciled = { written: 0, expired: 0, present: 0 };
+
+  /** @throws {ResilimitError} `ERR_RESILIMIT_INVALID_OPTION` for a missing or out-of-range option. */
+  constructor(options: ResilientLimiterOptions) {
+    super();
+    const resolved = resolveLimiterOptions(options);
+    this.#options = resolved;
+    this.#limit = resolved.limit;
+    this.#windowMs = resolved.windowMs;
+    this.#mode = resolved.mode;
+    this.#now = resolved.clock ?? Date.now;
+    warnIfUnsafe(resolved.redis);
+    this.#redis = new RedisWindow({
+      redis: resolved.redis,
+      prefix: resolved.prefix,
+      limit: resolved.limit,
+      windowMs: resolved.windowMs,
+      ...(resolved.clock === undefined ? {} : { now: resolved.clock }),
+    });
+    const instances = resolved.instances === 'auto' ? 1 : resolved.instances;
+    this.#local = new LocalWindow({
+      limit: resolved.localLimit ?? Math.ceil(resolved.limit / instances),
+      windowMs: resolved.windowMs,
+      maxKeys: resolved.maxKeys,
+      now: this.#now,
+    });
+    this.#deny = new DenyCache(resolved.maxKeys);
+    this.#reconciler = new Reconciler(resolved.maxPending);
+    this.#breaker = new Breaker(resolved.breaker, (state, previous) => {
+      if (state === 'open') this.#opened += 1;
+      this.emit('stateChange', { state, previous });
+      if (state === 'closed') this.#scheduleReconcile();
+    });
+    if (resolved.instances === 'auto') {
+      const key = `${resolved.prefix}instances`;
+      const member = checkId(undefined);
+      const ttlMs = resolved.heartbeatMs * 3;
+      this.#instances = new InstanceCounter(
+        resolved.heartbeatMs,
+        (leave) => {
+          if (!this.#breaker.accepting || resolved.redis.status !== 'ready') return Promise.reject(NOT_READY);
+          return this.#breaker.fire(
+            () => runScript(resolved.redis, heartbeatScript, [key], [member, ttlMs, leave ? '1' : '0']) as Promise<number>,
+          );
+        },
+        (count) => {
+          this.#applyLocalLimit();
+          this.emit('instances', count);
+        },
+      );
+      this.#instances.start();
+    }
+  }
+
+  /** The breaker's state: `closed` (Redis decides), `open` (the fallback answers), `half-open` (one trial). */
+  get state(): BreakerState {
+    return this.#breaker.state;
+  }
+
+  /** The mode in force: what answers when Redis cannot. */
+  get mode(): Mode {
+    return this.#mode;
+  }
+
+  /** False while the kill switch is on (`setEnabled(false)`). */
+  get enabled(): boolean {
+    return this.#enabled;
+  }
+
+  /**
+   * Decides one call of `key` and consumes its cost when admitted. Resolves with a decision whatever
+   * Redis does; see `source` and `reason` for who decided and why.
+   * @throws {ResilimitError} `ERR_RESILIMIT_INVALID_KEY`, `ERR_RESILIMIT_INVALID_COST`,
+   *   `ERR_RESILIMIT_INVALID_ID` (rejections of the returned promise), `ERR_RESILIMIT_CLOSED` after `close()`.
+   */
+  async limit(key: string, options?: LimitOptions): Promise<LimiterDecision> {
+    if (this.#closed) throw new ResilimitError(ErrorCode.CLOSED, 'limit() was called after close()');
+    checkKey(key);
+    const cost = checkCost(options?.cost, this.#limit);
+    const id = checkId(options?.id);
+    if (!this.#enabled) return this.#publish(key, cost, this.#fixed(true, 'disabled', 'disabled', this.#now()));
+    const now = this.#now();
+    const denial = this.#deny.check(key, cost, now);
+    if (denial !== undefined) {
+      return this.#publish(key, cost, {
+        allowed: false,
+        limit: this.#limit,
+        remaining: denial.remaining,
+        retryAfterMs: denial.until - now,
+        resetAtMs: denial.resetAtMs,
+        source: 'local',
+        reason: 'deny-cache',
+      });
+    }
+    const diverted = this.#gate();
+    if (diverted !== undefined) return this.#publish(key, cost, this.#fallback(key, cost, id, diverted));
+    return this.#publish(key, cost, await this.#fromRedis(key, cost, id, now));
+  }
+
+  /** Why a call must not go to Redis now, or undefined when it may. */
+  #gate(): DecisionReason | undefined {
+    const state = this.#breaker.state;
+    if (state === 'open') return 'breaker-open';
+    if (state === 'half-open') return undefined; // opossum lets exactly one trial through
+    if (!this.#everReady) {
+      if (this.#options.redis.status !== 'ready') return 'not-ready';
+      this.#everReady = true;
+    }
+    const inFlight = this.#outstanding.size;
+    if (inFlight === 0) return undefined;
+    if (inFlight >= this.#options.maxInFlight) {
+      this.#diverted += 1;
+      return 'saturated';
+    }
+    const oldest = this.#outstanding.values().next().value as number;
+    if (performance.now() - oldest > this.#slowCallMs()) {
+      this.#diverted += 1;
+      return 'slow';
+    }
+    return undefined;
+  }
+
+  async #fromRedis(key: string, cost: number, id: string, now: number): Promise<LimiterDecision> {
+    const divertedBefore = this.#diverted;
+    // Without an injected clock the script uses Redis's TIME; the guard is on that clock.
+    const notAfter =
+      this.#options.clock === undefined && this.#offsetMs !== undefined
+        ? now + this.#offsetMs + this.#options.breaker.timeoutMs
+        : undefined;
+    let sentAt = 0;
+    this.#unsettled += 1;
+    try {
+      const decision = await this.#breaker.fire(() => {
+        if (this.#options.redis.status !== 'ready') return Promise.reject(NOT_READY);
+        const sequence = ++this.#sequence;
+        sentAt = performance.now();
+        this.#outstanding.set(sequence, sentAt);
+        const done = (): void => {
+          this.#outstanding.delete(sequence);
+        };
+        const call = this.#redis[decide](key, cost, id, notAfter);
+        call.then(done, done);
+        return call;
+      });
+      const latency = performance.now() - sentAt;
+      this.#latencyMs += (latency - this.#latencyMs) * 0.05;
+      if (this.#options.clock === undefined) {
+        const sample = decision.nowMs - (now + this.#now()) / 2;
+        this.#offsetMs = this.#offsetMs === undefined ? sample : this.#offsetMs + (sample - this.#offsetMs) * 0.1;
+      }
+      if (decision.allowed) {
+        // Warm standby: the local window holds this instance's recent traffic when it takes over.
+        if (!decision.duplicate) this.#local.record(key, now, cost);
+      } else {
+        this.#deny.deny(key, now + decision.retryAfterMs, cost, decision.remaining, decision.resetAtMs);
+      }
+      if (this.#reconciler.size > 0) this.#scheduleReconcile();
+      return {
+        allowed: decision.allowed,
+        limit: decision.limit,
+        remaining: decision.remaining,
+        retryAfterMs: decision.retryAfterMs,
+        resetAtMs: decision.resetAtMs,
+        source: 'redis',
+        reason: 'decided',
+      };
+    } catch (error) {
+      return this.#fallback(key, cost, id, this.#reasonFor(error, divertedBefore));
+    } finally {
+      this.#unsettled -= 1;
+      if (this.#unsettled === 0) this.#whenSettled?.();
+    }
+  }
+
+  #reasonFor(error: unknown, divertedBefore: number): DecisionReason {
+    if (isOpenRejection(error)) return 'breaker-open';
+    if (isTimeout(error)) {
+      // A stall: the deadline passed while calls behind this one had to be diverted. One such
+      // deadline is evidence enough; waiting for an error rate would let more calls wait.
+      if (this.#diverted - divertedBefore >= this.#options.breaker.volumeThreshold) this.#breaker.open();
+      return 'timeout';
+    }
+    if (error === NOT_READY) return 'not-ready';
+    if (isResilimitError(error) && error.code === ErrorCode.REDIS_UNAVAILABLE) return 'redis-error';
+    const replyError =
+      isResilimitError(error) && error.code === ErrorCode.REDIS_REPLY
+        ? error
+        : new ResilimitError(ErrorCode.REDIS_REPLY, `Unexpected failure of a Redis call: ${String(error)}`, { cause: error });
+    if (this.listenerCount('redisReplyError') > 0) this.emit('redisReplyError', replyError);
+    return 'redis-reply-error';
+  }
+
+  /** The answer when Redis does not decide, by mode. */
+  #fallback(key: string, cost: number, id: string, reason: DecisionReason): LimiterDecision {
+    const now = this.#now();
+    switch (this.#mode) {
+      case 'local': {
+        const decision = this.#local[decide](key, cost, id, now);
+        if (decision.allowed) this.#reconciler.add({ key, at: now, cost, id });
+        return { ...decision, reason };
+      }
+      case 'fail-open':
+        return this.#fixed(true, 'fail-open', reason, now);
+      case 'fail-closed':
+        return this.#fixed(false, 'fail-closed', reason, now);
+    }
+  }
+
+  #fixed(allowed: boolean, source: DecisionSource, reason: DecisionReason, now: number): LimiterDecision {
+    const retryAfterMs = allowed ? 0 : this.#breaker.resetTimeoutMs;
+    return {
+      allowed,
+      limit: this.#limit,
+      remaining: allowed ? this.#limit : 0,
+      retryAfterMs,
+      resetAtMs: now + retryAfterMs,
+      source,
+      reason,
+    };
+  }
+
+  #publish(key: string, cost: number, decision: LimiterDecision): LimiterDecision {
+    this.#byReason[decision.reason] += 1;
+    this.#bySource[decision.source] += 1;
+    if (decision.allowed) this.#allowed += 1;
+    if (decisionChannel.hasSubscribers) {
+      decisionChannel.publish({ limiter: this, key, cost, decision } satisfies DecisionMessage);
+    }
+    return decision;
+  }
+
+  #slowCallMs(): number {
+    const set = this.#options.slowCallMs;
+    if (set !== 'auto') return set;
+    return Math.min(Math.max(5, 4 * this.#latencyMs), this.#options.breaker.timeoutMs);
+  }
+
+  #localLimit(): number {
+    return this.#options.localLimit ?? Math.ceil(this.#limit / (this.#instances?.count ?? this.#instancesSet()));
+  }
+
+  #instancesSet(): number {
+    return this.#options.instances === 'auto' ? 1 : this.#options.instances;
+  }
+
+  #applyLocalLimit(): void {
+    this.#local[configure]({ limit: this.#localLimit() });
+  }
+
+  #scheduleReconcile(): void {
+    if (this.#reconciling !== undefined || this.#reconciler.size === 0 || this.#closed) return;
+    this.#reconciling = this.#reconcile().finally(() => {
+      this.#reconciling = undefined;
+    });
+  }
+
+  /** Writes the locally admitted calls into Redis (same ids, original times, only those still in the window). */
+  async #reconcile(): Promise<void> {
+    if (this.#breaker.state !== 'closed') return;
+    const { redis, prefix, clock } = this.#options;
+    const windowMs = this.#windowMs;
+    const offset = clock === undefined ? (this.#offsetMs ?? 0) : 0;
+    let result: ReconcileResult;
+    try {
+      result = await this.#reconciler.flush(this.#now() - windowMs, (key, calls) =>
+        this.#breaker.fire(async () => {
+          const args: (string | number)[] = [windowMs, clock === undefined ? '' : Math.floor(clock())];
+          for (const call of calls) args.push(Math.round(call.at + offset), call.cost, call.id);
+          return (await runScript(redis, reconcileScript, [redisKey(prefix, key)], args)) as [number, number, number];
+        }),
+      );
+    } catch (error) {
+      result = (error as { partial?: ReconcileResult }).partial ?? {
+        written: 0,
+        expired: 0,
+        present: 0,
+        remaining: this.#reconciler.size,
+      };
+    }
+    this.#reconciled.written += result.written;
+    this.#reconciled.expired += result.expired;
+    this.#reconciled.present += result.present;
+    this.emit('reconciled', result);
+  }
+
+  /**
+   * Writes pending reconciliation now, if the breaker is closed, and resolves when done.
+   * Reconciliation also starts by itself after the breaker closes and after any Redis decision.
+   */
+  async reconcile(): Promise<void> {
+    this.#scheduleReconcile();
+    await this.#reconciling;
+  }
+
+  /** Counters since creation. Cheap, but not meant for every request. */
+  stats(): LimiterStats {
+    return {
+      state: this.#breaker.state,
+      mode: this.#mode,
+      enabled: this.#enabled,
+      limit: this.#limit,
+      windowMs: this.#windowMs,
+      localLimit: this.#local.options.limit,
+      instances: this.#instances?.count ?? this.#instancesSet(),
+      decisions: Object.values(this.#bySource).reduce((a, b) => a + b, 0),
+      allowed: this.#allowed,
+      bySource: { ...this.#bySource },
+      byReason: { ...this.#byReason },
+      inFlight: this.#outstanding.size,
+      redisLatencyMs: this.#latencyMs,
+      slowCallMs: this.#slowCallMs(),
+      opened: this.#opened,
+      reconcile: { pending: this.#reconciler.size, ...this.#reconciled, dropped: this.#reconciler.dropped },
+    };
+  }
+
+  /** Switches what answers when Redis cannot, from the next call on. @throws {ResilimitError} `ERR_RESILIMIT_INVALID_OPTION`. */
+  setMode(mode: Mode): void {
+    const next = checkMode('mode', mode);
+    const previous = this.#mode;
+    if (next === previous) return;
+    this.#mode = next;
+    this.emit('modeChange', { mode: next, previous });
+  }
+
+  /** The kill switch: `false` admits every call at once (source `'disabled'`) without touching Redis. */
+  setEnabled(enabled: boolean): void {
+    if (typeof enabled !== 'boolean') throw invalidOption('enabled', 'a boolean', enabled);
+    this.#enabled = enabled;
+  }
+
+  /**
+   * Changes the limit and/or the window for the calls that follow, in both tiers; the calls already
+   * recorded stay. The deny cache is cleared.
+   * @throws {ResilimitError} `ERR_RESILIMIT_INVALID_OPTION`.
+   */
+  update(changes: { limit?: number; windowMs?: number }): void {
+    if (typeof changes !== 'object' || changes === null) throw invalidOption('changes', 'an object', changes);
+    const limit = changes.limit === undefined ? this.#limit : integer('limit', changes.limit, 1, MAX_INT);
+    const windowMs = changes.windowMs === undefined ? this.#windowMs : integer('windowMs', changes.windowMs, 1, MAX_INT);
+    this.#limit = limit;
+    this.#windowMs = windowMs;
+    this.#redis[configure]({ limit, windowMs });
+    this.#local[configure]({ limit: this.#localLimit(), windowMs });
+    this.#deny.clear();
+  }
+
+  /** Opens the breaker and holds it open (no trial calls) until {@link forceClose}. */
+  forceOpen(): void {
+    this.#breaker.forceOpen();
+  }
+
+  /** Closes the breaker now (also one forced open); Redis decides again from the next call. */
+  forceClose(): void {
+    this.#breaker.forceClose();
+  }
+
+  /**
+   * Stops the limiter: writes pending reconciliation if Redis is healthy, leaves the instance count,
+   * waits for outstanding calls to settle (at most about `breaker.timeoutMs`), then clears every timer
+   * and listener it created. The Redis client stays open (it is yours). Idempotent.
+   */
+  async close(): Promise<void> {
+    if (this.#closed) return;
+    if (this.#reconciler.size > 0) await this.reconcile();
+    this.#closed = true;
+    await this.#instances?.stop();
+    await this.#reconciling;
+    if (this.#unsettled > 0) {
+      await new Promise<void>((resolve) => {
+        this.#whenSettled = resolve;
+      });
+    }
+    this.#breaker.shutdown();
+  }
+
+  /** Same as {@link close}, for `await using`. */
+  async [Symbol.asyncDispose](): Promise<void> {
+    await this.close();
+  }
+}

@@ -1,0 +1,142 @@
+import CircuitBreaker from 'opossum';
+import { ErrorCode, isResilimitError } from './errors.js';
+
+/** The breaker's state: `closed` (Redis decides), `open` (nothing is sent), `half-open` (one trial call). */
+export type BreakerState = 'closed' | 'open' | 'half-open';
+
+/** Resolved breaker options; see `BreakerOptions` in options.ts for their meaning. */
+export type ResolvedBreakerOptions = Readonly<{
+  timeoutMs: number;
+  errorThresholdPercentage: number;
+  volumeThreshold: number;
+  resetTimeoutMs: number;
+  maxResetTimeoutMs: number;
+  rollingWindowMs: number;
+}>;
+
+/**
+ * The rule for what a breaker counts as a failure: a deadline missed, or an error that says Redis
+ * could not answer (`ERR_RESILIMIT_REDIS_UNAVAILABLE`, see `isRedisUnavailable`). Anything else — a
+ * reply about the request, a bug of ours — is not Redis's health and does not move the breaker.
+ */
+export function countsAsFailure(error: unknown): boolean {
+  if (isResilimitError(error)) return error.code === ErrorCode.REDIS_UNAVAILABLE;
+  return (error as { code?: unknown } | null)?.code === 'ETIMEDOUT';
+}
+
+/** True for opossum's own rejection of a call while open (or while the half-open trial runs). */
+export function isOpenRejection(error: unknown): boolean {
+  return (error as { code?: unknown } | null)?.code === 'EOPENBREAKER';
+}
+
+/** True for opossum's rejection of a call that missed its deadline. */
+export function isTimeout(error: unknown): boolean {
+  return (error as { code?: unknown } | null)?.code === 'ETIMEDOUT';
+}
+
+type Action = (run: () => Promise<unknown>) => Promise<unknown>;
+
+/**
+ * The one place opossum is used: a breaker per limiter, with critical-path settings (a deadline in
+ * tens of milliseconds, a volume threshold, no percentiles or snapshots) and an open period that
+ * doubles after every failed half-open trial, up to `maxResetTimeoutMs`, and returns to
+ * `resetTimeoutMs` once the breaker closes. `forceOpen()` holds it open until `forceClose()`.
+ */
+export class Breaker {
+  readonly #breaker: CircuitBreaker<[() => Promise<unknown>], unknown>;
+  readonly #options: ResolvedBreakerOptions;
+  #forced = false;
+  #state: BreakerState = 'closed';
+  readonly #onChange: (state: BreakerState, previous: BreakerState) => void;
+
+  constructor(options: ResolvedBreakerOptions, onChange: (state: BreakerState, previous: BreakerState) => void) {
+    this.#options = options;
+    this.#onChange = onChange;
+    const action: Action = (run) => run();
+    this.#breaker = new CircuitBreaker(action, {
+      timeout: options.timeoutMs,
+      errorThresholdPercentage: options.errorThresholdPercentage,
+      volumeThreshold: options.volumeThreshold,
+      resetTimeout: options.resetTimeoutMs,
+      rollingCountTimeout: options.rollingWindowMs,
+      rollingCountBuckets: 10,
+      // Off: with them on, every failure sorts every latency sample in the window (measured: ms of
+      // blocked event loop per failure under load), and a timer does the same each bucket.
+      rollingPercentilesEnabled: false,
+      enableSnapshots: false,
+      errorFilter: (error: unknown) => !countsAsFailure(error),
+    } as CircuitBreaker.Options<[() => Promise<unknown>]>);
+    this.#breaker.on('open', () => this.#set('open'));
+    this.#breaker.on('halfOpen', () => {
+      // Set before the trial: if it fails, the next open period uses the doubled value.
+      const next = Math.min(this.#tunables.resetTimeout * 2, this.#options.maxResetTimeoutMs);
+      this.#tunables.resetTimeout = next;
+      if (!this.#forced) this.#set('half-open');
+    });
+    this.#breaker.on('close', () => {
+      this.#tunables.resetTimeout = this.#options.resetTimeoutMs;
+      this.#set('closed');
+    });
+  }
+
+  /** The current state (`open` while forced open). */
+  get state(): BreakerState {
+    return this.#state;
+  }
+
+  /** The open period that the next opening will use, in ms. */
+  get resetTimeoutMs(): number {
+    return this.#tunables.resetTimeout;
+  }
+
+  /** True when a call may be fired now: closed, or half-open with the trial slot possibly free. */
+  get accepting(): boolean {
+    return this.#state !== 'open';
+  }
+
+  /**
+   * Runs `run` inside the breaker. Rejects at once with `EOPENBREAKER` while open (and for every
+   * caller but the one trial while half-open), with `ETIMEDOUT` after `timeoutMs`.
+   */
+  fire<T>(run: () => Promise<T>): Promise<T> {
+    return this.#breaker.fire(run) as Promise<T>;
+  }
+
+  /** Opens the breaker now, as the rule for stalls does (it then half-opens after the open period). */
+  open(): void {
+    this.#breaker.open();
+  }
+
+  /** Opens the breaker and holds it open, with no trial, until {@link forceClose}. */
+  forceOpen(): void {
+    this.#forced = true;
+    this.#breaker.open();
+    this.#set('open');
+  }
+
+  /** Closes the breaker (also a forced one) and resets the open period. */
+  forceClose(): void {
+    this.#forced = false;
+    this.#breaker.close();
+    this.#tunables.resetTimeout = this.#options.resetTimeoutMs;
+    this.#set('closed');
+  }
+
+  /** Clears opossum's timers and listeners. The breaker answers nothing afterwards. */
+  shutdown(): void {
+    this.#breaker.shutdown();
+  }
+
+  /** opossum reads `options.resetTimeout` each time it opens; its types do not declare `options`. */
+  get #tunables(): { resetTimeout: number } {
+    return (this.#breaker as unknown as { options: { resetTimeout: number } }).options;
+  }
+
+  #set(state: BreakerState): void {
+    if (this.#forced && state !== 'open') return;
+    const previous = this.#state;
+    if (previous === state) return;
+    this.#state = state;
+    this.#onChange(state, previous);
+  }
+}

@@ -1,0 +1,71 @@
+import { Cluster, Redis, type RedisOptions } from 'ioredis';
+
+/**
+ * The client settings resilimit needs on a request path, and why:
+ * - `enableOfflineQueue: false`: while disconnected, a command fails at once instead of queueing
+ *   without bound and replaying later (a replayed ZADD is quota spent twice);
+ * - `maxRetriesPerRequest: 0`: an in-flight command fails when its connection closes, instead of
+ *   being retried for up to ~73 s; with it, `autoResendUnfulfilledCommands` re-sends nothing;
+ * - `connectTimeout: 1000`: a black-holed connect fails in 1 s, not 10 s;
+ * - a reconnect back-off of 50 ms doubling to 2 s, with jitter, forever (the breaker, not the
+ *   client, decides when to give up on Redis);
+ * - `enableAutoPipelining: false` (measured here: it raised p99 on loopback).
+ */
+export const SAFE_CLIENT_OPTIONS = Object.freeze({
+  enableOfflineQueue: false,
+  maxRetriesPerRequest: 0,
+  autoResendUnfulfilledCommands: false,
+  connectTimeout: 1000,
+  enableAutoPipelining: false,
+  retryStrategy: (times: number): number => Math.min(50 * 2 ** Math.min(times - 1, 6), 2000) + Math.floor(Math.random() * 50),
+}) satisfies RedisOptions;
+
+/** ioredis options accepted by {@link createRedisClient} (RESP3 reply mapping is not supported). */
+export type ClientOptions = Omit<RedisOptions, 'replyMapping'>;
+
+/**
+ * Creates an ioredis client with {@link SAFE_CLIENT_OPTIONS} (your options win where given) and an
+ * `'error'` listener, so that a Redis outage never crashes the process through an unhandled
+ * `'error'` event. You own the client: `quit()` it when done.
+ *
+ * @example
+ * const redis = createRedisClient(process.env.REDIS_URL ?? 'redis://127.0.0.1:6379');
+ */
+export function createRedisClient(urlOrOptions: string | ClientOptions, options: ClientOptions = {}): Redis {
+  const client =
+    typeof urlOrOptions === 'string'
+      ? new Redis(urlOrOptions, { ...SAFE_CLIENT_OPTIONS, ...options })
+      : new Redis({ ...SAFE_CLIENT_OPTIONS, ...urlOrOptions, ...options });
+  client.on('error', () => {
+    // Connection errors are reported through the limiter's decisions and stats; reconnection is automatic.
+  });
+  return client;
+}
+
+const warned = new WeakSet<object>();
+
+
+/**
+ * Emits one process warning (`RESILIMIT_UNSAFE_REDIS_CLIENT`) per client whose settings make calls
+ * wait or replay while Redis is down: an offline queue, or retries per request.
+ */
+export function warnIfUnsafe(client: Redis | Cluster): void {
+  if (warned.has(client)) return;
+  const problems: string[] = [];
+  if (client instanceof Cluster || (client as { isCluster?: boolean }).isCluster === true) {
+    const options = (client as Cluster).options;
+    if (options.enableOfflineQueue !== false) problems.push('enableOfflineQueue is not false (set it in ClusterOptions)');
+    if (options.redisOptions?.maxRetriesPerRequest !== 0) problems.push('redisOptions.maxRetriesPerRequest is not 0');
+  } else {
+    const options = (client as Redis).options;
+    if (options.enableOfflineQueue !== false) problems.push('enableOfflineQueue is not false');
+    if (options.maxRetriesPerRequest !== 0) problems.push('maxRetriesPerRequest is not 0');
+  }
+  if (problems.length === 0) return;
+  warned.add(client);
+  process.emitWarning(
+    `This ioredis client's settings let commands queue and replay while Redis is down (${problems.join('; ')}). ` +
+      'Use createRedisClient() from resilimit, or set enableOfflineQueue: false and maxRetriesPerRequest: 0.',
+    { type: 'ResilimitWarning', code: 'RESILIMIT_UNSAFE_REDIS_CLIENT' },
+  );
+}
