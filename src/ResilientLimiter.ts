@@ -124,6 +124,9 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
   #unsettled = 0;
   #whenSettled: (() => void) | undefined;
   #latencyMs = 1;
+  /** When the last Redis call settled (performance.now). */
+  #lastReplyAt = 0;
+  #turnStartedAt: number | undefined;
   /** Redis clock minus local clock, ms; undefined until the first Redis decision (or with an injected clock). */
   #offsetMs: number | undefined;
   #reconciling: Promise<void> | undefined;
@@ -245,13 +248,28 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
       this.#diverted += 1;
       return 'saturated';
     }
-    const oldest = this.#outstanding.values().next().value as number;
-    if (performance.now() - oldest > this.#slowCallMs()) {
+    // How long Redis has gone without answering, measured up to the start of this event-loop turn:
+    // replies cannot be read while the current turn runs, so a burst of calls issued in one turn must
+    // not look like a stall of its own making.
+    const waiting = this.#turnStart() - Math.max(this.#outstanding.values().next().value as number, this.#lastReplyAt);
+    if (waiting > this.#slowCallMs()) {
       this.#diverted += 1;
       return 'slow';
     }
     return undefined;
   }
+
+  #turnStart(): number {
+    if (this.#turnStartedAt === undefined) {
+      this.#turnStartedAt = performance.now();
+      setImmediate(this.#endTurn).unref();
+    }
+    return this.#turnStartedAt;
+  }
+
+  readonly #endTurn = (): void => {
+    this.#turnStartedAt = undefined;
+  };
 
   async #fromRedis(key: string, cost: number, id: string, now: number): Promise<LimiterDecision> {
     const divertedBefore = this.#diverted;
@@ -270,6 +288,7 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
         this.#outstanding.set(sequence, sentAt);
         const done = (): void => {
           this.#outstanding.delete(sequence);
+          this.#lastReplyAt = performance.now();
         };
         const call = this.#redis[decide](key, cost, id, notAfter);
         call.then(done, done);

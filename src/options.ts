@@ -201,13 +201,15 @@ export type ResilientLimiterOptions = WindowOptions & {
   /**
    * Redis calls outstanding at once (timed-out calls still running count too). Past it, calls are
    * answered by the fallback at once with reason `'saturated'`.
-   * @default 256 (range 1 … 1,000,000)
+   * @default 1000 (range 1 … 1,000,000)
    */
   maxInFlight?: number;
   /**
-   * When the oldest outstanding Redis call is older than this, in ms, new calls go to the fallback
-   * at once with reason `'slow'`, so that a frozen Redis stops receiving calls well before the
-   * deadline. `'auto'`: 4 × the average latency of recent calls, at least 5 ms, at most `timeoutMs`.
+   * When Redis has not answered for this long, in ms, while calls are outstanding (counted from the
+   * later of the oldest outstanding call and the last reply, up to the start of the current
+   * event-loop turn), new calls go to the fallback at once with reason `'slow'`, so that a frozen
+   * Redis stops receiving calls well before the deadline. `'auto'`: 4 × the average latency of
+   * recent calls, at least 5 ms, at most `timeoutMs`.
    * @default 'auto'
    */
   slowCallMs?: number | 'auto';
@@ -311,7 +313,7 @@ export function resolveLimiterOptions(raw: unknown): ResolvedLimiterOptions {
       ),
       rollingWindowMs: optionalInteger('breaker.rollingWindowMs', breaker['rollingWindowMs'], 100, 600_000, 1000),
     }),
-    maxInFlight: optionalInteger('maxInFlight', options['maxInFlight'], 1, 1_000_000, 256),
+    maxInFlight: optionalInteger('maxInFlight', options['maxInFlight'], 1, 1_000_000, 1000),
     slowCallMs:
       slowCallMs === undefined || slowCallMs === 'auto'
         ? 'auto'

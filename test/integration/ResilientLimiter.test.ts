@@ -1,0 +1,260 @@
+import { randomUUID } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { Redis } from 'ioredis';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import {
+  createRedisClient,
+  ResilientLimiter,
+  type LimiterDecision,
+  type ReconcileResult,
+  type ResilientLimiterOptions,
+} from '../../src/index.js';
+import { startRedisServer, waitReady, type RedisChild } from '../support/redis.js';
+
+let server: RedisChild;
+let admin: Redis;
+const clients: Redis[] = [];
+const limiters: ResilientLimiter[] = [];
+
+beforeAll(async () => {
+  server = await startRedisServer();
+  admin = server.client();
+  await waitReady(admin);
+});
+afterEach(async () => {
+  await Promise.all(limiters.splice(0).map((l) => l.close()));
+  for (const c of clients.splice(0)) c.disconnect();
+});
+afterAll(async () => {
+  await server?.close();
+});
+
+async function client(): Promise<Redis> {
+  const c = createRedisClient({ host: '127.0.0.1', port: server.port });
+  clients.push(c);
+  await waitReady(c);
+  return c;
+}
+
+async function limiter(options: Partial<ResilientLimiterOptions> & { limit: number; windowMs: number }) {
+  const l = new ResilientLimiter({
+    redis: await client(),
+    prefix: `t:${randomUUID()}:`,
+    local: { instances: 1 },
+    ...options,
+  });
+  limiters.push(l);
+  return l;
+}
+
+function count(decisions: LimiterDecision[], predicate: (d: LimiterDecision) => boolean) {
+  return decisions.filter(predicate).length;
+}
+
+/** A clock the test moves by hand, shared by both tiers (it replaces Redis TIME too). */
+function clock(start = Date.now()) {
+  const c = { t: start, now: () => c.t };
+  return c;
+}
+
+async function run(l: ResilientLimiter, key: string, n: number, options?: { cost?: number }) {
+  const out: LimiterDecision[] = [];
+  for (let i = 0; i < n; i++) out.push(await l.limit(key, options));
+  return out;
+}
+
+describe('ResilientLimiter with a healthy Redis', () => {
+  it('lets Redis decide, exactly, with reason decided', async () => {
+    const l = await limiter({ limit: 10, windowMs: 60_000 });
+    const decisions = await Promise.all(Array.from({ length: 25 }, () => l.limit('k')));
+    expect(count(decisions, (d) => d.allowed)).toBe(10);
+    expect(decisions.every((d) => d.source === 'redis' || d.reason === 'deny-cache')).toBe(true);
+    expect(l.state).toBe('closed');
+    expect(l.stats()).toMatchObject({ decisions: 25, allowed: 10, inFlight: 0 });
+  });
+
+  it('holds the limit across several limiters sharing one Redis key space', async () => {
+    const prefix = `t:${randomUUID()}:`;
+    const many = await Promise.all(Array.from({ length: 4 }, () => limiter({ prefix, limit: 50, windowMs: 60_000 })));
+    const decisions = await Promise.all(Array.from({ length: 400 }, (_, i) => many[i % 4]!.limit('shared')));
+    expect(count(decisions, (d) => d.allowed)).toBe(50);
+  });
+});
+
+describe('the deny cache', () => {
+  it('rejects a key that Redis rejected without calling Redis until retryAfterMs passes', async () => {
+    const c = clock();
+    const l = await limiter({ limit: 2, windowMs: 1000, clock: c.now });
+    await run(l, 'abuser', 2);
+    const rejected = await l.limit('abuser');
+    expect(rejected).toMatchObject({ allowed: false, source: 'redis', retryAfterMs: 1000 });
+    const before = await commandsProcessed();
+    const cached = await run(l, 'abuser', 20);
+    expect(await commandsProcessed()).toBe(before + perInfo);
+    expect(cached.every((d) => !d.allowed && d.reason === 'deny-cache' && d.source === 'local')).toBe(true);
+    expect(cached[0]!.retryAfterMs).toBe(1000);
+    c.t += 1000;
+    expect(await l.limit('abuser')).toMatchObject({ allowed: true, source: 'redis' });
+  });
+
+  it('keeps known offenders blocked during an outage', async () => {
+    const l = await limiter({ limit: 2, windowMs: 60_000, mode: 'fail-open' });
+    await run(l, 'abuser', 3);
+    l.forceOpen();
+    expect(await l.limit('abuser')).toMatchObject({ allowed: false, reason: 'deny-cache' });
+    expect(await l.limit('someone-else')).toMatchObject({ allowed: true, source: 'fail-open' });
+  });
+});
+
+let perInfo = 0;
+async function commandsProcessed(): Promise<number> {
+  const read = async () => Number(/total_commands_processed:(\d+)/.exec(await admin.info('stats'))![1]);
+  if (perInfo === 0) {
+    const a = await read();
+    const b = await read();
+    perInfo = b - a;
+  }
+  return read();
+}
+
+describe('warm standby', () => {
+  it('has the recent traffic in the local window at failover, so there is no fresh-window burst', async () => {
+    const l = await limiter({ limit: 20, windowMs: 60_000 });
+    const healthy = await run(l, 'k', 20);
+    expect(count(healthy, (d) => d.allowed && d.source === 'redis')).toBe(20);
+    l.forceOpen();
+    const degraded = await run(l, 'k', 20);
+    expect(degraded.every((d) => d.source === 'local' && d.reason === 'breaker-open')).toBe(true);
+    expect(count(degraded, (d) => d.allowed)).toBe(0);
+    // A key this instance never saw starts fresh within its local share.
+    expect(count(await run(l, 'other', 25), (d) => d.allowed)).toBe(20);
+  });
+
+  it('limits the local window to ceil(limit / instances)', async () => {
+    const l = await limiter({ limit: 10, windowMs: 60_000, local: { instances: 3 } });
+    l.forceOpen();
+    expect(count(await run(l, 'k', 10), (d) => d.allowed)).toBe(4);
+    expect(l.stats().localLimit).toBe(4);
+  });
+});
+
+describe('reconciliation', () => {
+  it('writes locally admitted calls into Redis after recovery, so Redis grants no fresh full limit', async () => {
+    const l = await limiter({ limit: 10, windowMs: 60_000 });
+    l.forceOpen();
+    const degraded = await run(l, 'k', 6);
+    expect(count(degraded, (d) => d.allowed && d.source === 'local')).toBe(6);
+    expect(l.stats().reconcile.pending).toBe(6);
+    const reconciled = new Promise<ReconcileResult>((resolve) => l.once('reconciled', resolve));
+    l.forceClose();
+    expect(await reconciled).toEqual({ written: 6, expired: 0, present: 0, remaining: 0 });
+    const after = await run(l, 'k', 10);
+    expect(count(after, (d) => d.allowed && d.source === 'redis')).toBe(4);
+    expect(l.stats().reconcile).toMatchObject({ pending: 0, written: 6 });
+  });
+
+  it('writes calls with their original times, and skips those that left the window', async () => {
+    const c = clock();
+    const l = await limiter({ limit: 10, windowMs: 1000, clock: c.now });
+    l.forceOpen();
+    await run(l, 'k', 3);
+    c.t += 600;
+    await run(l, 'k', 2);
+    c.t += 500; // the first three have left the window
+    const reconciled = new Promise<ReconcileResult>((resolve) => l.once('reconciled', resolve));
+    l.forceClose();
+    await l.reconcile();
+    expect(await reconciled).toEqual({ written: 2, expired: 3, present: 0, remaining: 0 });
+    // 2 permits in use until they leave at t0 + 600 + 1000.
+    expect(await l.limit('k')).toMatchObject({ source: 'redis', remaining: 7 });
+  });
+
+  it('counts a timed-out call that still ran in Redis once, not twice (idempotent ids)', async () => {
+    const c = clock();
+    const l = await limiter({ limit: 10, windowMs: 60_000, clock: c.now, breaker: { timeoutMs: 30 } });
+    server.freeze();
+    let decision: LimiterDecision;
+    try {
+      decision = await l.limit('k', { id: 'req-1' });
+    } finally {
+      server.thaw();
+    }
+    // The fallback admitted it; the call queued in the frozen Redis runs after the thaw (a phantom write).
+    expect(decision).toMatchObject({ allowed: true, source: 'local', reason: 'timeout' });
+    await sleep(50);
+    await l.reconcile();
+    expect(l.stats().reconcile).toMatchObject({ written: 0, present: 1, pending: 0 });
+    expect(await l.limit('k')).toMatchObject({ source: 'redis', remaining: 8 });
+  });
+
+  it('keeps pending calls when Redis fails again during reconciliation, and writes them later', async () => {
+    const l = await limiter({ limit: 10, windowMs: 60_000, breaker: { timeoutMs: 30, resetTimeoutMs: 100 } });
+    l.forceOpen();
+    await run(l, 'k', 3);
+    server.freeze();
+    try {
+      l.forceClose();
+      await l.reconcile();
+      expect(l.stats().reconcile).toMatchObject({ pending: 3, written: 0 });
+    } finally {
+      server.thaw();
+    }
+    await sleep(50);
+    await l.reconcile();
+    // The timed-out batch may itself have run after the thaw; either way each call is counted once.
+    const { pending, written, present } = l.stats().reconcile;
+    expect({ pending, total: written + present }).toEqual({ pending: 0, total: 3 });
+    expect(await l.limit('k')).toMatchObject({ source: 'redis', remaining: 6 });
+  });
+});
+
+describe('run-time control', () => {
+  it('changes the limit and window in both tiers with update()', async () => {
+    const l = await limiter({ limit: 5, windowMs: 60_000 });
+    await run(l, 'k', 5);
+    l.update({ limit: 8 });
+    expect(count(await run(l, 'k', 5), (d) => d.allowed)).toBe(3);
+    l.forceOpen();
+    l.update({ limit: 20 });
+    expect(l.stats()).toMatchObject({ limit: 20, localLimit: 20 });
+  });
+
+  it('admits everything without touching Redis while disabled', async () => {
+    const l = await limiter({ limit: 1, windowMs: 60_000 });
+    l.setEnabled(false);
+    const before = await commandsProcessed();
+    const decisions = await run(l, 'k', 10);
+    expect(await commandsProcessed()).toBe(before + perInfo);
+    expect(decisions.every((d) => d.allowed && d.source === 'disabled' && d.reason === 'disabled')).toBe(true);
+    l.setEnabled(true);
+    expect(count(await run(l, 'k', 2), (d) => d.allowed)).toBe(1);
+  });
+});
+
+describe('instances: auto', () => {
+  it('counts live instances through heartbeats and derives the local share from them', async () => {
+    const prefix = `t:${randomUUID()}:`;
+    const options = { prefix, limit: 12, windowMs: 60_000, heartbeatMs: 100, local: { instances: 'auto' as const } };
+    const a = await limiter(options);
+    const b = await limiter(options);
+    const c = await limiter(options);
+    await sleep(350);
+    for (const l of [a, b, c]) expect(l.stats()).toMatchObject({ instances: 3, localLimit: 4 });
+    await c.close();
+    await sleep(250);
+    expect(a.stats()).toMatchObject({ instances: 2, localLimit: 6 });
+  });
+
+  it('keeps the last count during an outage', async () => {
+    const prefix = `t:${randomUUID()}:`;
+    const options = { prefix, limit: 12, windowMs: 60_000, heartbeatMs: 100, local: { instances: 'auto' as const } };
+    const a = await limiter(options);
+    const b = await limiter(options);
+    await sleep(250);
+    expect(a.stats().instances).toBe(2);
+    a.forceOpen();
+    b.forceOpen();
+    await sleep(400); // beyond the 3-beat expiry: nobody could beat
+    expect(a.stats()).toMatchObject({ instances: 2, localLimit: 6 });
+  });
+});
