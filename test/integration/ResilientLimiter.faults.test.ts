@@ -330,7 +330,7 @@ describe('ResilientLimiter while Redis is frozen (SIGSTOP)', () => {
     expect(halfOpened.at - opened.at).toBeLessThanOrEqual(1.5 * RESET_MS + 50);
   });
 
-  it("answers one-at-a-time callers at once after the first missed deadline, with reason 'slow'", async () => {
+  it('answers one-at-a-time callers at once after the first missed deadline, and opens the breaker on the stall', async () => {
     const l = await limiter();
     await warm(l);
     server.freeze();
@@ -350,12 +350,25 @@ describe('ResilientLimiter while Redis is frozen (SIGSTOP)', () => {
     expect(first.decision).toMatchObject({ reason: 'timeout', source: 'local', allowed: true });
     expect(first.ms).toBeGreaterThanOrEqual(TIMEOUT_MS - 2);
     expect(first.ms).toBeLessThanOrEqual(TIMEOUT_MS + MARGIN_MS);
-    // The timed-out call is still outstanding in the frozen Redis: nobody waits for it again.
-    expect(rest.every((s) => s.decision?.reason === 'slow' || s.decision?.reason === 'breaker-open')).toBe(true);
-    expect(maxMs(rest)).toBeLessThan(5);
+    // The timed-out call is still outstanding in the frozen Redis: nobody waits for it again, and the
+    // next caller sees Redis silent past the deadline, which opens the breaker even at this low rate.
+    expect(rest[0]!.decision?.reason).toBe('breaker-open');
+    // Later, the half-open trials (one per open period) wait for their deadline; nobody else does.
+    const trials = rest.filter((s) => s.decision?.reason === 'timeout');
+    const others = rest.filter((s) => s.decision?.reason !== 'timeout');
+    expect(others.every((s) => s.decision?.reason === 'slow' || s.decision?.reason === 'breaker-open')).toBe(true);
+    expect(maxMs(others)).toBeLessThan(5);
+    expect(trials.length).toBeLessThanOrEqual(3);
+    expect(maxMs(trials)).toBeLessThanOrEqual(TIMEOUT_MS + MARGIN_MS);
+    expect(l.stats().opened).toBeGreaterThanOrEqual(1);
     console.log(`one at a time: ${JSON.stringify(reasons(samples))}, breaker ${l.state}, opened ${l.stats().opened}`);
-    // Once thawed, the stuck call settles and Redis decides again.
+    // Once thawed, the stuck call settles, the next trial closes the breaker and Redis decides again.
     await until(() => l.stats().inFlight === 0, 1_000, 'the stuck call to settle');
+    const closed = performance.now() + 2_000;
+    while (l.state !== 'closed' && performance.now() < closed) {
+      await l.limit('probe');
+      await sleep(10);
+    }
     expect(await l.limit('after')).toMatchObject({ source: 'redis', reason: 'decided' });
   });
 
@@ -379,7 +392,10 @@ describe('ResilientLimiter while Redis is frozen (SIGSTOP)', () => {
         expect(s.ms).toBeLessThanOrEqual(TIMEOUT_MS + MARGIN_MS);
       }
       for (const s of samples.slice(4)) expect(s.ms).toBeLessThan(5);
-      // A deadline missed while 16 (>= volumeThreshold) calls were diverted: the breaker opened.
+      // The four calls are still stuck in the frozen Redis: the next caller sees a silence longer than
+      // the deadline, a stall, and the breaker opens without waiting for an error rate.
+      expect(l.stats()).toMatchObject({ state: 'closed', inFlight: 4 });
+      expect(await l.limit('next')).toMatchObject({ reason: 'breaker-open', source: 'local' });
       expect(l.stats()).toMatchObject({ state: 'open', opened: 1, inFlight: 4 });
     } finally {
       server.thaw();

@@ -1,0 +1,268 @@
+/**
+ * `close()` must leave nothing that keeps the process alive: each case runs a real limiter in a
+ * child `node` process (the built package, as users get it) that never calls `process.exit`, and
+ * checks that the child exits by itself once the limiter is closed and the client is closed.
+ */
+import { spawn } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { createRedisClient, ResilientLimiter } from '../../src/index.js';
+import { startRedisServer, waitReady, type RedisChild } from '../support/redis.js';
+
+/** The built package: `npm test` builds it before vitest runs. */
+const DIST = pathToFileURL(fileURLToPath(new URL('../../dist/index.js', import.meta.url))).href;
+/** How long the child may stay alive after printing 'closed'. */
+const EXIT_WITHIN_MS = 3000;
+const TIMEOUT_MS = 50;
+
+let server: RedisChild;
+let dir: string;
+
+beforeAll(async () => {
+  server = await startRedisServer();
+  dir = mkdtempSync(join(tmpdir(), 'resilimit-close-'));
+});
+
+afterAll(async () => {
+  await server?.close();
+  if (dir !== undefined) rmSync(dir, { recursive: true, force: true });
+});
+
+/** Lines shared by both child scripts: connect, wait for ready, and report what keeps the process alive. */
+const PRELUDE = `
+import { createRedisClient, ResilientLimiter } from ${JSON.stringify(DIST)};
+
+const redis = createRedisClient({ host: '127.0.0.1', port: Number(process.env.REDIS_PORT), ...JSON.parse(process.env.CLIENT_OPTIONS ?? '{}') });
+await new Promise((resolve, reject) => {
+  const timer = setTimeout(() => reject(new Error('client not ready after 5 s')), 5000);
+  redis.once('ready', () => { clearTimeout(timer); resolve(); });
+});
+const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** After 'closed', an unref'd timer: it fires only if something else keeps the process alive. */
+function closed(result) {
+  console.log('result ' + JSON.stringify(result));
+  console.log('closed');
+  setTimeout(() => {
+    console.error('still alive 2.5 s after close; active resources: ' + JSON.stringify(process.getActiveResourcesInfo()));
+  }, 2500).unref();
+}
+`;
+
+type Run = {
+  code: number | null;
+  signal: NodeJS.Signals | null;
+  stdout: string;
+  stderr: string;
+  exitAfterClosedMs: number | undefined;
+};
+
+/**
+ * Runs `source` as an ES module in a child node process. Resolves once it exits; kills it (and
+ * resolves) if it is still alive EXIT_WITHIN_MS after printing 'closed', or after `limitMs`.
+ */
+function runChild(
+  name: string,
+  source: string,
+  options: {
+    onLine?: (line: string, stdin: NodeJS.WritableStream) => void;
+    clientOptions?: Record<string, unknown>;
+    limitMs?: number;
+  } = {},
+): Promise<Run> {
+  const file = join(dir, `${name}.mjs`);
+  writeFileSync(file, PRELUDE + source);
+  const child = spawn(process.execPath, [file], {
+    env: { ...process.env, REDIS_PORT: String(server.port), CLIENT_OPTIONS: JSON.stringify(options.clientOptions ?? {}) },
+    stdio: ['pipe', 'pipe', 'pipe'],
+  });
+  let stdout = '';
+  let stderr = '';
+  let closedAt: number | undefined;
+  let pending = '';
+  return new Promise((resolve) => {
+    let killer = setTimeout(() => child.kill('SIGKILL'), options.limitMs ?? 20_000);
+    child.stdout.setEncoding('utf8').on('data', (chunk: string) => {
+      stdout += chunk;
+      pending += chunk;
+      let nl: number;
+      while ((nl = pending.indexOf('\n')) >= 0) {
+        const line = pending.slice(0, nl);
+        pending = pending.slice(nl + 1);
+        if (line === 'closed') {
+          closedAt = performance.now();
+          clearTimeout(killer);
+          killer = setTimeout(() => child.kill('SIGKILL'), EXIT_WITHIN_MS);
+        }
+        options.onLine?.(line, child.stdin);
+      }
+    });
+    child.stderr.setEncoding('utf8').on('data', (chunk: string) => {
+      stderr += chunk;
+    });
+    child.once('exit', (code, signal) => {
+      clearTimeout(killer);
+      const exitAfterClosedMs = closedAt === undefined ? undefined : performance.now() - closedAt;
+      // Let the pipes drain so that the last lines of output are kept.
+      setImmediate(() => resolve({ code, signal, stdout, stderr, exitAfterClosedMs }));
+    });
+  });
+}
+
+function resultOf(run: Run): Record<string, unknown> {
+  const line = run.stdout.split('\n').find((l) => l.startsWith('result '));
+  if (line === undefined) throw new Error(`no result line\nstdout:\n${run.stdout}\nstderr:\n${run.stderr}`);
+  return JSON.parse(line.slice('result '.length)) as Record<string, unknown>;
+}
+
+/** Asserts that the child printed 'closed' and then exited by itself, cleanly, in time. */
+function expectExitedByItself(run: Run): void {
+  const diagnosis = `exit code ${run.code}, signal ${run.signal}\nstdout:\n${run.stdout}\nstderr:\n${run.stderr}`;
+  expect(run.exitAfterClosedMs, diagnosis).toBeDefined();
+  expect(run.signal, diagnosis).toBeNull();
+  expect(run.code, diagnosis).toBe(0);
+  expect(run.exitAfterClosedMs, diagnosis).toBeLessThan(EXIT_WITHIN_MS);
+}
+
+describe('close()', () => {
+  it('leaves no active handle: the process exits by itself after close() and quit()', async () => {
+    const run = await runChild(
+      'healthy',
+      `
+const limiter = new ResilientLimiter({
+  redis, limit: 1000, windowMs: 60_000, prefix: 'close-healthy:',
+  local: { instances: 'auto' }, heartbeatMs: 100,
+});
+await sleep(250); // a few heartbeats
+for (let i = 0; i < 200; i += 20) {
+  await Promise.all(Array.from({ length: 20 }, (_, j) => limiter.limit('k' + ((i + j) % 7))));
+}
+limiter.forceOpen();
+const whileOpen = await limiter.limit('k0');
+limiter.forceClose();
+const afterClose = await limiter.limit('k0');
+await limiter.close();
+await redis.quit();
+const stats = limiter.stats();
+closed({ decisions: stats.decisions, bySource: stats.bySource, byReason: stats.byReason, state: stats.state,
+  instances: stats.instances, whileOpen: whileOpen.reason, afterClose: afterClose.source });
+`,
+    );
+    expectExitedByItself(run);
+    const result = resultOf(run);
+    expect(result).toMatchObject({ decisions: 202, state: 'closed', instances: 1, whileOpen: 'breaker-open', afterClose: 'redis' });
+    const bySource = result['bySource'] as Record<string, number>;
+    // Mode 'local': whatever Redis did not decide, the local window did.
+    expect((bySource['redis'] ?? 0) + (bySource['local'] ?? 0)).toBe(202);
+    expect(bySource['redis']).toBeGreaterThan(0);
+    // The leave beat removed this instance from the count.
+    const probe = server.client();
+    await waitReady(probe);
+    expect(await probe.zcard('close-healthy:instances')).toBe(0);
+    probe.disconnect();
+  });
+
+  it('resolves within timeoutMs + 200 ms with calls outstanding on a frozen Redis, and the process still exits by itself', async () => {
+    let frozen = false;
+    try {
+      const run = await runChild(
+        'frozen',
+        `
+const limiter = new ResilientLimiter({
+  redis, limit: 1000, windowMs: 60_000, prefix: 'close-frozen:',
+  local: { instances: 'auto' }, heartbeatMs: 100, breaker: { timeoutMs: ${TIMEOUT_MS} },
+});
+await sleep(250);
+for (let i = 0; i < 20; i++) await limiter.limit('k' + (i % 3));
+console.log('freeze me');
+for await (const _ of process.stdin); // the parent ends stdin once Redis is frozen
+const outstanding = Array.from({ length: 50 }, (_, i) => limiter.limit('k' + (i % 3)));
+const started = performance.now();
+await limiter.close();
+const closeMs = performance.now() - started;
+const decisions = await Promise.all(outstanding);
+redis.disconnect();
+const stats = limiter.stats();
+closed({ closeMs, inFlight: stats.inFlight, decided: decisions.length,
+  reasons: [...new Set(decisions.map((d) => d.reason))].sort(), sources: [...new Set(decisions.map((d) => d.source))].sort() });
+`,
+        {
+          // ioredis's disconnect() ends the socket and waits up to disconnectTimeout (2 s by default)
+          // for a frozen server to close it before destroying it: the client's delay, not the limiter's.
+          clientOptions: { disconnectTimeout: 200 },
+          onLine: (line, stdin) => {
+            if (line !== 'freeze me') return;
+            server.freeze();
+            frozen = true;
+            stdin.end();
+          },
+        },
+      );
+      expectExitedByItself(run);
+      const result = resultOf(run);
+      expect(result['closeMs']).toBeLessThanOrEqual(TIMEOUT_MS + 200);
+      expect(result).toMatchObject({ decided: 50, sources: ['local'] });
+      // The first calls reached the frozen server and missed the deadline; the ones behind them were diverted.
+      expect(result['reasons']).toContain('timeout');
+      expect(result['reasons']).not.toContain('decided');
+    } finally {
+      if (frozen) server.thaw();
+    }
+    // Thawed, the server answers again.
+    const probe = server.client();
+    await waitReady(probe);
+    expect(await probe.ping()).toBe('PONG');
+    probe.disconnect();
+  });
+});
+
+describe('close() called twice at once', () => {
+  // BUG (src/ResilientLimiter.ts, close): `#closed` is set only after `await this.reconcile()`, so a
+  // second close() made while the first reconciles runs the whole sequence too; both then wait for
+  // the outstanding calls through the single `#whenSettled` slot, the later one overwrites the
+  // earlier one's resolver, and that close() never resolves.
+  it.fails('resolves both calls when pending reconciliation and an outstanding call meet a frozen Redis', async () => {
+    const timeoutMs = 100;
+    const redis = createRedisClient({ host: '127.0.0.1', port: server.port, disconnectTimeout: 200 });
+    let frozen = false;
+    try {
+      await waitReady(redis);
+      const limiter = new ResilientLimiter({
+        redis,
+        limit: 100,
+        windowMs: 60_000,
+        prefix: 'close-twice:',
+        local: { instances: 1 },
+        breaker: { timeoutMs },
+      });
+      expect((await limiter.limit('k')).reason).toBe('decided');
+      // Two calls miss their deadline: admitted locally, pending reconciliation; the breaker stays closed.
+      server.freeze();
+      frozen = true;
+      expect((await Promise.all([limiter.limit('k'), limiter.limit('k')])).map((d) => d.reason)).toEqual(['timeout', 'timeout']);
+      server.thaw();
+      frozen = false;
+      for (let i = 0; i < 100 && limiter.stats().inFlight > 0; i++) await sleep(10);
+      expect(limiter.stats()).toMatchObject({ state: 'closed', inFlight: 0, reconcile: { pending: 2 } });
+      // Frozen again: the first close() reconciles (and waits out timeoutMs), a call is outstanding,
+      // and a second close() comes in meanwhile.
+      server.freeze();
+      frozen = true;
+      const first = limiter.close();
+      const outstanding = limiter.limit('k');
+      const second = limiter.close();
+      const settled = (p: Promise<void>) =>
+        Promise.race([p.then(() => 'resolved'), sleep(timeoutMs * 5).then(() => 'pending')]);
+      const states = await Promise.all([settled(first), settled(second)]);
+      expect((await outstanding).reason).toBe('timeout');
+      expect(states).toEqual(['resolved', 'resolved']);
+    } finally {
+      if (frozen) server.thaw();
+      redis.disconnect();
+    }
+  });
+});

@@ -1,0 +1,405 @@
+import { afterEach, describe, expect, it, vi } from 'vitest';
+import { DenyCache } from '../../src/DenyCache.js';
+import { InstanceCounter } from '../../src/InstanceCounter.js';
+import { Reconciler, type PendingCall, type WriteBatch } from '../../src/Reconciler.js';
+
+/** A promise settled by hand. */
+function deferred<T>() {
+  let resolve!: (value: T) => void;
+  let reject!: (error: unknown) => void;
+  const promise = new Promise<T>((res, rej) => {
+    resolve = res;
+    reject = rej;
+  });
+  return { promise, resolve, reject };
+}
+
+/** Lets pending promise callbacks run. */
+async function ticks(n = 10): Promise<void> {
+  for (let i = 0; i < n; i++) await Promise.resolve();
+}
+
+describe('DenyCache', () => {
+  it('rejects a call of at least the denied cost until `until`, with what Redis said', () => {
+    const cache = new DenyCache(10);
+    cache.deny('k', 1000, 3, 1, 5000);
+    const denial = { until: 1000, cost: 3, remaining: 1, resetAtMs: 5000 };
+    expect(cache.check('k', 3, 0)).toEqual(denial);
+    expect(cache.check('k', 4, 500)).toEqual(denial);
+    expect(cache.check('k', 3, 999)).toEqual(denial);
+  });
+
+  it('lets a smaller cost through and keeps the denial for larger ones', () => {
+    const cache = new DenyCache(10);
+    cache.deny('k', 1000, 3, 2, 5000);
+    expect(cache.check('k', 2, 500)).toBeUndefined();
+    expect(cache.check('k', 1, 500)).toBeUndefined();
+    expect(cache.check('k', 3, 500)).toMatchObject({ cost: 3 });
+    expect(cache.size).toBe(1);
+  });
+
+  it('forgets a denial once `until` is reached', () => {
+    const cache = new DenyCache(10);
+    cache.deny('k', 1000, 1, 0, 5000);
+    expect(cache.check('k', 1, 1000)).toBeUndefined();
+    expect(cache.size).toBe(0);
+    // Forgotten, not just skipped: an earlier clock does not bring it back.
+    expect(cache.check('k', 1, 0)).toBeUndefined();
+  });
+
+  it('answers only for the denied key', () => {
+    const cache = new DenyCache(10);
+    cache.deny('a', 1000, 1, 0, 5000);
+    expect(cache.check('b', 1, 0)).toBeUndefined();
+    expect(cache.check('A', 1, 0)).toBeUndefined();
+  });
+
+  it('replaces an earlier denial of the same key', () => {
+    const cache = new DenyCache(10);
+    cache.deny('k', 1000, 5, 0, 5000);
+    cache.deny('k', 2000, 2, 1, 6000);
+    expect(cache.check('k', 2, 1500)).toEqual({ until: 2000, cost: 2, remaining: 1, resetAtMs: 6000 });
+    expect(cache.size).toBe(1);
+  });
+
+  it('keeps at most maxKeys keys, forgetting the least recently used', () => {
+    const cache = new DenyCache(2);
+    cache.deny('a', 1000, 1, 0, 5000);
+    cache.deny('b', 1000, 1, 0, 5000);
+    expect(cache.check('a', 1, 0)).toBeDefined(); // a is now the most recently used
+    cache.deny('c', 1000, 1, 0, 5000);
+    expect(cache.size).toBe(2);
+    expect(cache.check('b', 1, 0)).toBeUndefined();
+    expect(cache.check('a', 1, 0)).toBeDefined();
+    expect(cache.check('c', 1, 0)).toBeDefined();
+    for (let i = 0; i < 1000; i++) cache.deny(`k${i}`, 1000, 1, 0, 5000);
+    expect(cache.size).toBe(2);
+  });
+
+  it('forgets everything on clear', () => {
+    const cache = new DenyCache(10);
+    cache.deny('a', 1000, 1, 0, 5000);
+    cache.deny('b', 1000, 1, 0, 5000);
+    cache.clear();
+    expect(cache.size).toBe(0);
+    expect(cache.check('a', 1, 0)).toBeUndefined();
+  });
+});
+
+function call(key: string, at: number, n: number, cost = 1): PendingCall {
+  return { key, at, cost, id: `${key}-${n}` };
+}
+
+/** A writer that records every batch it receives and reports every call written. */
+function recorder() {
+  const batches: { key: string; ids: string[] }[] = [];
+  const write: WriteBatch = async (key, calls) => {
+    batches.push({ key, ids: calls.map((c) => c.id) });
+    return [calls.length, 0, 0];
+  };
+  return { batches, write };
+}
+
+describe('Reconciler', () => {
+  it('writes nothing and calls no writer when empty', async () => {
+    const r = new Reconciler(100);
+    const writer = vi.fn<WriteBatch>();
+    expect(await r.flush(0, writer)).toEqual({ written: 0, expired: 0, present: 0, remaining: 0 });
+    expect(writer).not.toHaveBeenCalled();
+  });
+
+  it('drops calls at or before the cutoff and counts them as expired', async () => {
+    const r = new Reconciler(100);
+    r.add(call('k', 100, 1));
+    r.add(call('k', 101, 2));
+    r.add(call('k', 102, 3));
+    r.add(call('j', 50, 4));
+    const { batches, write } = recorder();
+    expect(await r.flush(101, write)).toEqual({ written: 1, expired: 3, present: 0, remaining: 0 });
+    expect(batches).toEqual([{ key: 'k', ids: ['k-3'] }]);
+    expect(r.size).toBe(0);
+  });
+
+  it('adds up what the writer reports: written, expired in Redis, already present', async () => {
+    const r = new Reconciler(100);
+    for (let i = 0; i < 5; i++) r.add(call('a', 10, i));
+    for (let i = 0; i < 3; i++) r.add(call('b', 10, i));
+    const write: WriteBatch = async (key) => (key === 'a' ? [2, 1, 2] : [1, 1, 1]);
+    expect(await r.flush(0, write)).toEqual({ written: 3, expired: 2, present: 3, remaining: 0 });
+  });
+
+  it('groups calls by key, in call order, in batches of at most 200', async () => {
+    const r = new Reconciler(10_000);
+    for (let i = 0; i < 450; i++) {
+      r.add(call('a', 10 + i, i));
+      if (i < 3) r.add(call('b', 10 + i, i));
+    }
+    const { batches, write } = recorder();
+    expect(await r.flush(0, write)).toEqual({ written: 453, expired: 0, present: 0, remaining: 0 });
+    expect(batches.map((b) => [b.key, b.ids.length])).toEqual([
+      ['a', 200],
+      ['a', 200],
+      ['a', 50],
+      ['b', 3],
+    ]);
+    const ids = (from: number, to: number) => Array.from({ length: to - from }, (_, i) => `a-${from + i}`);
+    expect(batches[0]?.ids).toEqual(ids(0, 200));
+    expect(batches[1]?.ids).toEqual(ids(200, 400));
+    expect(batches[2]?.ids).toEqual(ids(400, 450));
+    expect(batches[3]?.ids).toEqual(['b-0', 'b-1', 'b-2']);
+  });
+
+  it('passes each call whole: key, time, cost and id', async () => {
+    const r = new Reconciler(100);
+    r.add({ key: 'k', at: 1234, cost: 7, id: 'req-1' });
+    const seen: PendingCall[][] = [];
+    await r.flush(0, async (_, calls) => {
+      seen.push([...calls]);
+      return [1, 0, 0];
+    });
+    expect(seen).toEqual([[{ key: 'k', at: 1234, cost: 7, id: 'req-1' }]]);
+  });
+
+  it('runs at most 8 batches at once', async () => {
+    const r = new Reconciler(100);
+    for (let k = 0; k < 20; k++) r.add(call(`k${k}`, 10, 0));
+    let running = 0;
+    let most = 0;
+    const started: string[] = [];
+    const gates: (() => void)[] = [];
+    const flushing = r.flush(0, async (key) => {
+      started.push(key);
+      running += 1;
+      most = Math.max(most, running);
+      await new Promise<void>((resolve) => gates.push(resolve));
+      running -= 1;
+      return [1, 0, 0];
+    });
+    await ticks();
+    expect(started).toHaveLength(8);
+    expect(running).toBe(8);
+    // Releasing one batch lets exactly one more start.
+    gates.shift()?.();
+    await ticks();
+    expect(started).toHaveLength(9);
+    while (gates.length > 0) {
+      gates.shift()?.();
+      await ticks();
+    }
+    expect(await flushing).toEqual({ written: 20, expired: 0, present: 0, remaining: 0 });
+    expect(most).toBe(8);
+    expect(new Set(started).size).toBe(20);
+  });
+
+  it('on a writer failure puts the unwritten calls back and rethrows the error with `partial`', async () => {
+    const r = new Reconciler(100);
+    for (let k = 0; k < 10; k++) r.add(call(`k${k}`, 10, 0));
+    r.add(call('old', 1, 0)); // expired
+    const failure = new Error('Redis could not answer');
+    const sent: string[] = [];
+    const thrown = await r
+      .flush(5, async (key) => {
+        sent.push(key);
+        if (key === 'k0') throw failure;
+        await ticks(3);
+        return [1, 0, 0];
+      })
+      .catch((error: unknown) => error);
+    expect(thrown).toBe(failure);
+    // k0..k7 were sent at once; k0 failed; k8 and k9 were never sent.
+    expect(sent).toEqual(['k0', 'k1', 'k2', 'k3', 'k4', 'k5', 'k6', 'k7']);
+    expect((thrown as { partial: unknown }).partial).toEqual({ written: 7, expired: 1, present: 0, remaining: 3 });
+    expect(r.size).toBe(3);
+    // The next pass writes exactly the calls that were put back.
+    const { batches, write } = recorder();
+    expect(await r.flush(5, write)).toEqual({ written: 3, expired: 0, present: 0, remaining: 0 });
+    expect(batches.map((b) => b.key).sort()).toEqual(['k0', 'k8', 'k9']);
+    expect(r.size).toBe(0);
+  });
+
+  it('restores its size when every batch fails', async () => {
+    const r = new Reconciler(1000);
+    for (let i = 0; i < 250; i++) r.add(call('k', 10, i));
+    const thrown = await r.flush(0, () => Promise.reject(new Error('down'))).catch((error: unknown) => error);
+    expect((thrown as { partial: unknown }).partial).toEqual({ written: 0, expired: 0, present: 0, remaining: 250 });
+    expect(r.size).toBe(250);
+  });
+
+  it('keeps calls added during a failed pass behind the ones put back', async () => {
+    const r = new Reconciler(100);
+    r.add(call('a', 10, 1));
+    const thrown = await r
+      .flush(0, async () => {
+        r.add(call('b', 20, 2));
+        throw new Error('down');
+      })
+      .catch((error: unknown) => error);
+    expect((thrown as { partial: { remaining: number } }).partial.remaining).toBe(2);
+    const { batches, write } = recorder();
+    await r.flush(0, write);
+    expect(batches).toEqual([
+      { key: 'a', ids: ['a-1'] },
+      { key: 'b', ids: ['b-2'] },
+    ]);
+  });
+
+  it('bounds memory by maxPending, dropping the oldest calls and counting them in `dropped`', async () => {
+    const r = new Reconciler(3);
+    for (let i = 0; i < 5; i++) r.add(call('k', 10 + i, i));
+    expect(r.size).toBe(3);
+    expect(r.dropped).toBe(2);
+    const { batches, write } = recorder();
+    expect(await r.flush(0, write)).toEqual({ written: 3, expired: 0, present: 0, remaining: 0 });
+    expect(batches).toEqual([{ key: 'k', ids: ['k-2', 'k-3', 'k-4'] }]);
+    expect(r.dropped).toBe(2);
+  });
+
+  it('keeps the newest maxPending calls in order over many drops', async () => {
+    const r = new Reconciler(1000);
+    for (let i = 0; i < 5000; i++) r.add(call('k', 10 + i, i));
+    expect(r.size).toBe(1000);
+    expect(r.dropped).toBe(4000);
+    const { batches, write } = recorder();
+    await r.flush(0, write);
+    expect(batches.flatMap((b) => b.ids)).toEqual(Array.from({ length: 1000 }, (_, i) => `k-${4000 + i}`));
+  });
+
+  // BUG (src/Reconciler.ts, flush's failure path): the calls put back are prepended to the journal
+  // without re-applying maxPending, so calls admitted during a failed pass push it past the bound,
+  // and add() only ever drops one call per call added, so it never comes back under it.
+  it.fails('stays within maxPending after a failed pass during which calls were added', async () => {
+    const r = new Reconciler(3);
+    for (let i = 0; i < 3; i++) r.add(call('a', 10, i));
+    await r
+      .flush(0, async () => {
+        for (let i = 0; i < 3; i++) r.add(call('b', 20, i));
+        throw new Error('down');
+      })
+      .catch(() => undefined);
+    r.add(call('c', 30, 0));
+    expect(r.size).toBeLessThanOrEqual(3);
+  });
+});
+
+describe('InstanceCounter', () => {
+  afterEach(() => {
+    vi.useRealTimers();
+  });
+
+  /** A counter whose beats answer from `answers` in order (a function answer is called). */
+  function counter(answers: (number | Error)[], intervalMs = 100) {
+    vi.useFakeTimers();
+    const beats: boolean[] = [];
+    const changes: number[] = [];
+    let i = 0;
+    const c = new InstanceCounter(
+      intervalMs,
+      async (leave) => {
+        beats.push(leave);
+        if (leave) return 0;
+        const answer = answers[Math.min(i++, answers.length - 1)] as number | Error;
+        if (answer instanceof Error) throw answer;
+        return answer;
+      },
+      (count) => changes.push(count),
+    );
+    return { c, beats, changes };
+  }
+
+  it('counts 1 before any beat', () => {
+    const c = new InstanceCounter(100, async () => 5, () => undefined);
+    expect(c.count).toBe(1);
+  });
+
+  it('beats at once on start, then every intervalMs', async () => {
+    const { c, beats } = counter([1]);
+    c.start();
+    await vi.advanceTimersByTimeAsync(0);
+    expect(beats).toEqual([false]);
+    await vi.advanceTimersByTimeAsync(99);
+    expect(beats).toEqual([false]);
+    await vi.advanceTimersByTimeAsync(1);
+    expect(beats).toEqual([false, false]);
+    await vi.advanceTimersByTimeAsync(300);
+    expect(beats).toHaveLength(5);
+    await c.stop();
+  });
+
+  it('calls onChange only when the count changes', async () => {
+    const { c, changes } = counter([1, 1, 3, 3, 3, 2, 2]);
+    c.start();
+    await vi.advanceTimersByTimeAsync(600);
+    expect(changes).toEqual([3, 2]);
+    expect(c.count).toBe(2);
+    await c.stop();
+  });
+
+  it('keeps the last count while beats reject', async () => {
+    const down = new Error('Redis could not answer');
+    const { c, changes } = counter([4, down, down, down, 4, 5]);
+    c.start();
+    await vi.advanceTimersByTimeAsync(0);
+    expect(c.count).toBe(4);
+    await vi.advanceTimersByTimeAsync(300);
+    expect(c.count).toBe(4);
+    expect(changes).toEqual([4]);
+    await vi.advanceTimersByTimeAsync(200);
+    expect(c.count).toBe(5);
+    expect(changes).toEqual([4, 5]);
+    await c.stop();
+  });
+
+  it('treats a count of 0 as 1', async () => {
+    const { c, changes } = counter([0, 3, 0]);
+    c.start();
+    await vi.advanceTimersByTimeAsync(0);
+    expect(c.count).toBe(1);
+    expect(changes).toEqual([]);
+    await vi.advanceTimersByTimeAsync(200);
+    expect(c.count).toBe(1);
+    expect(changes).toEqual([3, 1]);
+    await c.stop();
+  });
+
+  it('sends a leave beat on stop and beats no more', async () => {
+    const { c, beats } = counter([2]);
+    c.start();
+    await vi.advanceTimersByTimeAsync(100);
+    expect(beats).toEqual([false, false]);
+    await c.stop();
+    expect(beats).toEqual([false, false, true]);
+    expect(vi.getTimerCount()).toBe(0);
+    await vi.advanceTimersByTimeAsync(1000);
+    expect(beats).toEqual([false, false, true]);
+  });
+
+  it('resolves stop even when the leave beat rejects', async () => {
+    vi.useFakeTimers();
+    const leaves: boolean[] = [];
+    const c = new InstanceCounter(
+      100,
+      async (leave) => {
+        leaves.push(leave);
+        throw new Error('down');
+      },
+      () => undefined,
+    );
+    c.start();
+    await expect(c.stop()).resolves.toBeUndefined();
+    expect(leaves).toEqual([false, true]);
+    expect(vi.getTimerCount()).toBe(0);
+  });
+
+  it('ignores a beat that answers after stop', async () => {
+    vi.useFakeTimers();
+    const pending = deferred<number>();
+    const changes: number[] = [];
+    const c = new InstanceCounter(100, (leave) => (leave ? Promise.resolve(0) : pending.promise), (n) => changes.push(n));
+    c.start();
+    await c.stop();
+    pending.resolve(7);
+    await ticks();
+    expect(c.count).toBe(1);
+    expect(changes).toEqual([]);
+  });
+});
