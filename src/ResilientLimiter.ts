@@ -120,7 +120,6 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
   // Outstanding Redis calls: start times (performance.now) in call order, so the first is the oldest.
   readonly #outstanding = new Map<number, number>();
   #sequence = 0;
-  #diverted = 0;
   #unsettled = 0;
   #whenSettled: (() => void) | undefined;
   #latencyMs = 1;
@@ -244,18 +243,18 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
     }
     const inFlight = this.#outstanding.size;
     if (inFlight === 0) return undefined;
-    if (inFlight >= this.#options.maxInFlight) {
-      this.#diverted += 1;
-      return 'saturated';
-    }
     // How long Redis has gone without answering, measured up to the start of this event-loop turn:
     // replies cannot be read while the current turn runs, so a burst of calls issued in one turn must
     // not look like a stall of its own making.
     const waiting = this.#turnStart() - Math.max(this.#outstanding.values().next().value as number, this.#lastReplyAt);
-    if (waiting > this.#slowCallMs()) {
-      this.#diverted += 1;
-      return 'slow';
+    if (waiting > this.#options.breaker.timeoutMs) {
+      // A stall: Redis has been silent for longer than the deadline while calls wait on it. That is
+      // evidence enough to open at once; an error rate would need calls that we are not sending.
+      this.#breaker.open();
+      return 'breaker-open';
     }
+    if (inFlight >= this.#options.maxInFlight) return 'saturated';
+    if (waiting > this.#slowCallMs()) return 'slow';
     return undefined;
   }
 
@@ -272,11 +271,12 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
   };
 
   async #fromRedis(key: string, cost: number, id: string, now: number): Promise<LimiterDecision> {
-    const divertedBefore = this.#diverted;
-    // Without an injected clock the script uses Redis's TIME; the guard is on that clock.
+    // Without an injected clock the script uses Redis's TIME; the guard is on that clock, a little
+    // inside the deadline to allow for whole milliseconds and the offset's error.
+    const { timeoutMs } = this.#options.breaker;
     const notAfter =
       this.#options.clock === undefined && this.#offsetMs !== undefined
-        ? now + this.#offsetMs + this.#options.breaker.timeoutMs
+        ? now + this.#offsetMs + Math.max(timeoutMs - 2, timeoutMs / 2)
         : undefined;
     let sentAt = 0;
     this.#unsettled += 1;
@@ -317,21 +317,16 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
         reason: 'decided',
       };
     } catch (error) {
-      return this.#fallback(key, cost, id, this.#reasonFor(error, divertedBefore));
+      return this.#fallback(key, cost, id, this.#reasonFor(error));
     } finally {
       this.#unsettled -= 1;
       if (this.#unsettled === 0) this.#whenSettled?.();
     }
   }
 
-  #reasonFor(error: unknown, divertedBefore: number): DecisionReason {
+  #reasonFor(error: unknown): DecisionReason {
     if (isOpenRejection(error)) return 'breaker-open';
-    if (isTimeout(error)) {
-      // A stall: the deadline passed while calls behind this one had to be diverted. One such
-      // deadline is evidence enough; waiting for an error rate would let more calls wait.
-      if (this.#diverted - divertedBefore >= this.#options.breaker.volumeThreshold) this.#breaker.open();
-      return 'timeout';
-    }
+    if (isTimeout(error)) return 'timeout';
     if (error === NOT_READY) return 'not-ready';
     if (isResilimitError(error) && error.code === ErrorCode.REDIS_UNAVAILABLE) return 'redis-error';
     const replyError =

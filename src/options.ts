@@ -149,8 +149,7 @@ export type BreakerOptions = {
   errorThresholdPercentage?: number;
   /**
    * Calls needed in the rolling window before the error rate may open the breaker, so that one error
-   * does not open it. Also the number of calls diverted during a stall that, with a missed deadline,
-   * opens it at once.
+   * does not open it.
    * @default 10 (range 1 … 1,000,000)
    */
   volumeThreshold?: number;
