@@ -196,10 +196,18 @@ export class LocalWindow implements RateWindow {
       allowed,
       limit,
       remaining: Math.max(limit - log.used, 0),
-      retryAfterMs: allowed ? 0 : log.freedAt(log.used + cost - limit) + windowMs - now,
+      retryAfterMs: allowed ? 0 : this.#retryAfter(log, now, cost),
       resetAtMs: newest === undefined ? now : newest + windowMs,
       source: 'local',
     };
+  }
+
+  #retryAfter(log: Log, now: number, cost: number): number {
+    const need = log.used + cost - this.#options.limit;
+    // A cost above this window's limit (a limiter's local share can be below the global limit it
+    // was checked against) never fits: answer with the time until the window is empty, at least one window.
+    if (need > log.used) return (log.newest() ?? now) + this.#options.windowMs - now;
+    return log.freedAt(need) + this.#options.windowMs - now;
   }
 
   #empty(now: number): Decision {

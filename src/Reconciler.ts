@@ -97,8 +97,16 @@ export class Reconciler {
       // A failed batch may have been written before its reply was lost: its ids make a re-send harmless.
       const back = unwritten.flat();
       this.#calls = back.concat(this.#calls);
+      const excess = this.size - this.maxPending;
+      if (excess > 0) {
+        // Calls were added during the pass: the bound holds again by dropping the oldest.
+        this.#calls = this.#calls.slice(excess);
+        this.dropped += excess;
+      }
       result.remaining = this.size;
-      throw Object.assign(failure.error as object, { partial: result });
+      const error =
+        typeof failure.error === 'object' && failure.error !== null ? failure.error : new Error(String(failure.error));
+      throw Object.assign(error, { partial: result });
     }
     result.remaining = this.size;
     return result;

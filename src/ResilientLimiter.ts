@@ -19,6 +19,7 @@ import {
 } from './options.js';
 import { Reconciler, type ReconcileResult } from './Reconciler.js';
 import { redisKey } from './redisKey.js';
+import { redisCallError } from './failures.js';
 import { warnIfUnsafe } from './redisClient.js';
 import { RedisWindow } from './RedisWindow.js';
 import { loadScript, runScript } from './script.js';
@@ -115,6 +116,7 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
   #mode: Mode;
   #enabled = true;
   #closed = false;
+  #closing: Promise<void> | undefined;
   #everReady = false;
 
   // Outstanding Redis calls: start times (performance.now) in call order, so the first is the oldest.
@@ -174,8 +176,11 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
         resolved.heartbeatMs,
         (leave) => {
           if (!this.#breaker.accepting || resolved.redis.status !== 'ready') return Promise.reject(NOT_READY);
-          return this.#breaker.fire(
-            () => runScript(resolved.redis, heartbeatScript, [key], [member, ttlMs, leave ? '1' : '0']) as Promise<number>,
+          return this.#breaker.fire(() =>
+            runScript(resolved.redis, heartbeatScript, [key], [member, ttlMs, leave ? '1' : '0']).then(
+              (count) => count as number,
+              (error: unknown) => Promise.reject(redisCallError(error)),
+            ),
           );
         },
         (count) => {
@@ -403,7 +408,7 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
 
   /** Writes the locally admitted calls into Redis (same ids, original times, only those still in the window). */
   async #reconcile(): Promise<void> {
-    if (this.#breaker.state !== 'closed') return;
+    if (this.#breaker.state !== 'closed' || this.#options.redis.status !== 'ready') return;
     const { redis, prefix, clock } = this.#options;
     const windowMs = this.#windowMs;
     const offset = clock === undefined ? (this.#offsetMs ?? 0) : 0;
@@ -413,7 +418,11 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
         this.#breaker.fire(async () => {
           const args: (string | number)[] = [windowMs, clock === undefined ? '' : Math.floor(clock())];
           for (const call of calls) args.push(Math.round(call.at + offset), call.cost, call.id);
-          return (await runScript(redis, reconcileScript, [redisKey(prefix, key)], args)) as [number, number, number];
+          try {
+            return (await runScript(redis, reconcileScript, [redisKey(prefix, key)], args)) as [number, number, number];
+          } catch (error) {
+            throw redisCallError(error);
+          }
         }),
       );
     } catch (error) {
@@ -507,8 +516,12 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
    * waits for outstanding calls to settle (at most about `breaker.timeoutMs`), then clears every timer
    * and listener it created. The Redis client stays open (it is yours). Idempotent.
    */
-  async close(): Promise<void> {
-    if (this.#closed) return;
+  close(): Promise<void> {
+    this.#closing ??= this.#close();
+    return this.#closing;
+  }
+
+  async #close(): Promise<void> {
     if (this.#reconciler.size > 0) await this.reconcile();
     this.#closed = true;
     await this.#instances?.stop();

@@ -68,10 +68,15 @@ export class Breaker {
     } as CircuitBreaker.Options<[() => Promise<unknown>]>);
     this.#breaker.on('open', () => this.#set('open'));
     this.#breaker.on('halfOpen', () => {
+      if (this.#forced) {
+        // Held open: no trial, and no doubling of the open period.
+        this.#breaker.open();
+        return;
+      }
       // Set before the trial: if it fails, the next open period uses the doubled value.
       const next = Math.min(this.#tunables.resetTimeout * 2, this.#options.maxResetTimeoutMs);
       this.#tunables.resetTimeout = next;
-      if (!this.#forced) this.#set('half-open');
+      this.#set('half-open');
     });
     this.#breaker.on('close', () => {
       this.#tunables.resetTimeout = this.#options.resetTimeoutMs;

@@ -225,7 +225,7 @@ describe('close() called twice at once', () => {
   // second close() made while the first reconciles runs the whole sequence too; both then wait for
   // the outstanding calls through the single `#whenSettled` slot, the later one overwrites the
   // earlier one's resolver, and that close() never resolves.
-  it.fails('resolves both calls when pending reconciliation and an outstanding call meet a frozen Redis', async () => {
+  it('resolves both calls when pending reconciliation and an outstanding call meet a frozen Redis', async () => {
     const timeoutMs = 100;
     const redis = createRedisClient({ host: '127.0.0.1', port: server.port, disconnectTimeout: 200 });
     let frozen = false;
