@@ -1,18 +1,10 @@
 import CircuitBreaker from 'opossum';
 import { ErrorCode, isResilimitError } from './errors.js';
+import type { ResolvedBreakerOptions } from './options.js';
 
 /** The breaker's state: `closed` (Redis decides), `open` (nothing is sent), `half-open` (one trial call). */
 export type BreakerState = 'closed' | 'open' | 'half-open';
 
-/** Resolved breaker options; see `BreakerOptions` in options.ts for their meaning. */
-export type ResolvedBreakerOptions = Readonly<{
-  timeoutMs: number;
-  errorThresholdPercentage: number;
-  volumeThreshold: number;
-  resetTimeoutMs: number;
-  maxResetTimeoutMs: number;
-  rollingWindowMs: number;
-}>;
 
 /**
  * The rule for what a breaker counts as a failure: a deadline missed, or an error that says Redis

@@ -227,6 +227,9 @@ export type ResilientLimiterOptions = WindowOptions & {
   maxPending?: number;
 };
 
+/** {@link BreakerOptions} with every default filled in. */
+export type ResolvedBreakerOptions = Readonly<Required<BreakerOptions>>;
+
 export type ResolvedLimiterOptions = Readonly<{
   redis: Redis | Cluster;
   prefix: string;
@@ -236,14 +239,7 @@ export type ResolvedLimiterOptions = Readonly<{
   localLimit: number | undefined;
   instances: number | 'auto';
   maxKeys: number;
-  breaker: Readonly<{
-    timeoutMs: number;
-    errorThresholdPercentage: number;
-    volumeThreshold: number;
-    resetTimeoutMs: number;
-    maxResetTimeoutMs: number;
-    rollingWindowMs: number;
-  }>;
+  breaker: ResolvedBreakerOptions;
   maxInFlight: number;
   slowCallMs: number | 'auto';
   clock: (() => number) | undefined;

@@ -1,5 +1,6 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
-import { Breaker, countsAsFailure, type BreakerState, type ResolvedBreakerOptions } from '../../src/breaker.js';
+import { Breaker, countsAsFailure, type BreakerState } from '../../src/breaker.js';
+import type { ResolvedBreakerOptions } from '../../src/options.js';
 import { ErrorCode, ResilimitError } from '../../src/errors.js';
 
 const OPTIONS: ResolvedBreakerOptions = {
