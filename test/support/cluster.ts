@@ -61,7 +61,7 @@ export async function startRedisCluster(masters = 3): Promise<RedisCluster> {
     client(options = {}) {
       const c = new Cluster(
         nodes.map((n) => ({ host: '127.0.0.1', port: n.port })),
-        options,
+        options as ConstructorParameters<typeof Cluster>[1],
       );
       c.on('error', () => {});
       clients.add(c);
