@@ -1,0 +1,31 @@
+import type { ToxicKind } from './kind.ts';
+
+/** Milliseconds. */
+export type LatencyAttributes = { readonly latency: number; readonly jitter: number };
+
+/**
+ * latency: each chunk leaves `latency ± jitter` ms after it was read. The delay is counted from the
+ * chunk's read time, so it is a fixed one-way delay: chunks that queue behind one another do not add
+ * up their delays. Jitter is drawn per chunk, uniform in [-jitter, jitter) (Go's
+ * `rand.Int63n(2*jitter) - jitter`); a negative total delay sends the chunk at once.
+ */
+export const latency: ToxicKind<LatencyAttributes> = {
+  type: 'latency',
+  defaults: { latency: 0, jitter: 0 },
+  go: { struct: 'LatencyToxic', int: 'int64' },
+  async pipe(stub, { latency: latencyMs, jitter }) {
+    for (;;) {
+      const next = await stub.read();
+      if (next.kind === 'interrupted') return;
+      if (next.kind === 'end') return stub.close();
+      const { chunk } = next;
+      const delayMs = latencyMs + (jitter > 0 ? stub.random.intn(2 * jitter) - jitter : 0);
+      if ((await stub.sleepUntil(chunk.readAtMs + delayMs)) === 'interrupted') {
+        stub.write(chunk); // interrupted: hand the chunk on undelayed rather than drop it
+        return;
+      }
+      // Restamped, so that a second latency toxic down the chain adds its delay to this one.
+      stub.write({ data: chunk.data, readAtMs: chunk.readAtMs + delayMs });
+    }
+  },
+};

@@ -1,0 +1,27 @@
+import type { ToxicKind } from './kind.ts';
+
+/** Milliseconds. */
+export type SlowCloseAttributes = { readonly delay: number };
+
+/**
+ * slow_close: data passes untouched; when the source ends, the close reaches the destination
+ * `delay` ms later.
+ */
+export const slowClose: ToxicKind<SlowCloseAttributes> = {
+  type: 'slow_close',
+  defaults: { delay: 0 },
+  go: { struct: 'SlowCloseToxic', int: 'int64' },
+  async pipe(stub, { delay }) {
+    for (;;) {
+      const next = await stub.read();
+      if (next.kind === 'interrupted') return;
+      if (next.kind === 'chunk') {
+        stub.write(next.chunk);
+        continue;
+      }
+      // The end: an interrupted wait returns, and the restarted toxic meets the end again.
+      if ((await stub.sleep(delay)) === 'interrupted') return;
+      return stub.close();
+    }
+  },
+};
