@@ -348,7 +348,7 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
     switch (this.#mode) {
       case 'local': {
         const decision = this.#local[decide](key, cost, id, now);
-        if (decision.allowed) this.#reconciler.add({ key, at: now, cost, id });
+        if (decision.allowed && this.#options.reconcile) this.#reconciler.add({ key, at: now, cost, id });
         return { ...decision, reason };
       }
       case 'fail-open':

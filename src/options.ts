@@ -225,6 +225,12 @@ export type ResilientLimiterOptions = WindowOptions & {
   heartbeatMs?: number;
   /** The most locally admitted calls kept for reconciliation; the oldest are dropped past it. @default 100000 */
   maxPending?: number;
+  /**
+   * Write the calls the local window admitted during an outage into Redis once it answers again.
+   * Turning it off lets the window after recovery grant a full limit on top of them.
+   * @default true
+   */
+  reconcile?: boolean;
 };
 
 /** {@link BreakerOptions} with every default filled in. */
@@ -245,10 +251,17 @@ export type ResolvedLimiterOptions = Readonly<{
   clock: (() => number) | undefined;
   heartbeatMs: number;
   maxPending: number;
+  reconcile: boolean;
 }>;
 
 function optionalInteger(name: string, value: unknown, min: number, max: number, fallback: number): number {
   return value === undefined ? fallback : integer(name, value, min, max);
+}
+
+function optionalBoolean(name: string, value: unknown, fallback: boolean): boolean {
+  if (value === undefined) return fallback;
+  if (typeof value !== 'boolean') throw invalidOption(name, 'a boolean', value);
+  return value;
 }
 
 function optionalObject(name: string, value: unknown): Record<string, unknown> {
@@ -320,5 +333,6 @@ export function resolveLimiterOptions(raw: unknown): ResolvedLimiterOptions {
     clock: optionalFunction('clock', options['clock']),
     heartbeatMs: optionalInteger('heartbeatMs', options['heartbeatMs'], 100, 60_000, 1000),
     maxPending: optionalInteger('maxPending', options['maxPending'], 1, 10_000_000, 100_000),
+    reconcile: optionalBoolean('reconcile', options['reconcile'], true),
   });
 }

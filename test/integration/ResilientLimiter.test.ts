@@ -258,3 +258,15 @@ describe('instances: auto', () => {
     expect(a.stats()).toMatchObject({ instances: 2, localLimit: 6 });
   });
 });
+
+describe('reconciliation turned off', () => {
+  it('lets Redis grant a full limit on top of the calls admitted locally', async () => {
+    const l = await limiter({ limit: 10, windowMs: 60_000, reconcile: false });
+    l.forceOpen();
+    expect(count(await run(l, 'k', 6), (d) => d.allowed)).toBe(6);
+    expect(l.stats().reconcile.pending).toBe(0);
+    l.forceClose();
+    await l.reconcile();
+    expect(count(await run(l, 'k', 12), (d) => d.allowed && d.source === 'redis')).toBe(10);
+  });
+});

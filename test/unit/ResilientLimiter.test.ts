@@ -145,6 +145,7 @@ describe('ResilientLimiter options', () => {
     ['prefix', { prefix: 'a{b}' }, 'Expected `prefix` to be a string of at most 128 characters without `{` or `}`, got `"a{b}"` (string of length 4)'],
     ['heartbeatMs', { heartbeatMs: 99 }, 'Expected `heartbeatMs` to be an integer from 100 to 60000, got `99` (number)'],
     ['maxPending', { maxPending: 0 }, 'Expected `maxPending` to be an integer from 1 to 10000000, got `0` (number)'],
+    ['reconcile', { reconcile: 'yes' }, 'Expected `reconcile` to be a boolean, got `"yes"` (string of length 3)'],
   ])('refuses a bad option: %s', (_, bad, message) => {
     expect(() => new ResilientLimiter({ ...valid(), ...bad } as never)).toThrow(
       expect.objectContaining({ name: 'ResilimitError', code: 'ERR_RESILIMIT_INVALID_OPTION', message }),
