@@ -12,6 +12,17 @@ export default defineConfig({
       },
       {
         test: {
+          name: 'chaos',
+          include: ['chaos/**/*.test.ts'],
+          environment: 'node',
+          // One file at a time: the scenarios measure latency, which other files' load would distort.
+          fileParallelism: false,
+          testTimeout: 60_000,
+          hookTimeout: 120_000,
+        },
+      },
+      {
+        test: {
           name: 'integration',
           include: ['test/integration/**/*.test.ts'],
           environment: 'node',

@@ -1,0 +1,123 @@
+import type { BreakerState, DecisionReason, DecisionSource } from '../src/index.ts';
+import type { Bucket, Percentiles, Phase, ScenarioResult } from './types.ts';
+
+/** One `limit()` call as the load generator saw it. Times are ms from the scenario's start. */
+export type Call = {
+  readonly issuedMs: number;
+  readonly latencyMs: number;
+  readonly instance: number;
+  readonly key: string;
+  readonly allowed: boolean;
+  readonly source: DecisionSource | undefined;
+  readonly reason: DecisionReason | undefined;
+  /** When the deciding tier admitted it, on that tier's clock; undefined when not admitted. */
+  readonly admittedAtMs: number | undefined;
+  readonly threw: boolean;
+};
+
+const SOURCES: readonly DecisionSource[] = ['redis', 'local', 'fail-open', 'fail-closed', 'disabled'];
+
+export function percentiles(values: readonly number[]): Percentiles {
+  if (values.length === 0) return { p50: 0, p99: 0, max: 0, count: 0 };
+  const sorted = [...values].sort((a, b) => a - b);
+  const at = (q: number): number => sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))] as number;
+  return { p50: at(0.5), p99: at(0.99), max: sorted[sorted.length - 1] as number, count: sorted.length };
+}
+
+/**
+ * The largest number of permits admitted over the limit in any window (t - windowMs, t], checked at
+ * every admitted call's time, per key and across instances; and how many admitted calls found their
+ * window over the limit.
+ */
+export function overLimit(calls: readonly Call[], windowMs: number, limit: number): { maxExcess: number; callsOver: number } {
+  const byKey = new Map<string, number[]>();
+  for (const call of calls) {
+    if (call.admittedAtMs === undefined) continue;
+    const times = byKey.get(call.key) ?? [];
+    times.push(call.admittedAtMs);
+    byKey.set(call.key, times);
+  }
+  let maxExcess = 0;
+  let callsOver = 0;
+  for (const times of byKey.values()) {
+    times.sort((a, b) => a - b);
+    let start = 0;
+    for (let end = 0; end < times.length; end++) {
+      // Every call at the same instant as `end` is inside its window too.
+      let last = end;
+      while (last + 1 < times.length && times[last + 1] === times[end]) last++;
+      while ((times[start] as number) <= (times[end] as number) - windowMs) start++;
+      const excess = last - start + 1 - limit;
+      if (excess > 0) {
+        maxExcess = Math.max(maxExcess, excess);
+        callsOver += 1;
+      }
+    }
+  }
+  return { maxExcess, callsOver };
+}
+
+export function measure(input: {
+  calls: readonly Call[];
+  phases: readonly Phase[];
+  windowMs: number;
+  limit: number;
+  durationMs: number;
+  bucketMs: number;
+  instances: number;
+  stateChanges: readonly { atMs: number; instance: number; state: BreakerState }[];
+}): { timeline: Bucket[]; metrics: Omit<ScenarioResult['metrics'], 'unhandledRejections'> } {
+  const { calls, phases, windowMs, limit, durationMs, bucketMs, stateChanges, instances } = input;
+  const faults = phases.filter((p) => p.fault);
+  const inFault = (t: number): boolean => faults.some((p) => t >= p.startMs && t < p.endMs);
+
+  const buckets = Array.from({ length: Math.ceil(durationMs / bucketMs) }, (_, i) => ({
+    atMs: i * bucketMs,
+    decisions: 0,
+    admitted: 0,
+    bySource: Object.fromEntries(SOURCES.map((s) => [s, 0])) as Record<DecisionSource, number>,
+  }));
+  const bySource = Object.fromEntries(SOURCES.map((s) => [s, 0])) as Record<DecisionSource, number>;
+  const byReason: Partial<Record<DecisionReason, number>> = {};
+  for (const call of calls) {
+    const bucket = buckets[Math.min(buckets.length - 1, Math.floor(call.issuedMs / bucketMs))];
+    if (bucket === undefined || call.source === undefined || call.reason === undefined) continue;
+    bucket.decisions += 1;
+    bucket.bySource[call.source] += 1;
+    if (call.allowed) bucket.admitted += 1;
+    bySource[call.source] += 1;
+    byReason[call.reason] = (byReason[call.reason] ?? 0) + 1;
+  }
+
+  const firstFault = faults[0];
+  const lastFault = faults[faults.length - 1];
+  const opened = stateChanges.find((c) => c.state === 'open' && firstFault !== undefined && c.atMs >= firstFault.startMs);
+  let timeToCloseMs: number | undefined;
+  if (lastFault !== undefined) {
+    const finalStates = new Map<number, { state: BreakerState; atMs: number }>();
+    for (const c of stateChanges) finalStates.set(c.instance, c);
+    const allClosed = Array.from({ length: instances }, (_, i) => finalStates.get(i)?.state ?? 'closed').every(
+      (s) => s === 'closed',
+    );
+    if (allClosed) {
+      const lastClose = Math.max(lastFault.endMs, ...[...finalStates.values()].map((c) => c.atMs));
+      timeToCloseMs = lastClose - lastFault.endMs;
+    }
+  }
+
+  return {
+    timeline: buckets,
+    metrics: {
+      decisions: calls.filter((c) => !c.threw).length,
+      admitted: calls.filter((c) => c.allowed).length,
+      exceptions: calls.filter((c) => c.threw).length,
+      faultLatency: percentiles(calls.filter((c) => inFault(c.issuedMs)).map((c) => c.latencyMs)),
+      latency: percentiles(calls.map((c) => c.latencyMs)),
+      bySource,
+      byReason: byReason as Record<DecisionReason, number>,
+      timeToOpenMs: opened === undefined || firstFault === undefined ? undefined : opened.atMs - firstFault.startMs,
+      timeToCloseMs,
+      overLimit: overLimit(calls, windowMs, limit),
+    },
+  };
+}

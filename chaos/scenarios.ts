@@ -1,0 +1,271 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+import { Redis } from 'ioredis';
+import type { Check, PhaseSpec, ScenarioContext, ScenarioSpec } from './runner.ts';
+import type { ScenarioResult } from './types.ts';
+
+// Every scenario: 5 s, healthy for 1.5 s, a fault for 2 s, then 1.5 s of recovery; 10 keys at a
+// limit of 20 per 1 s window, offered 400 calls/s in all (40 per key per window: twice the limit).
+const FAULT = { atMs: 1500, untilMs: 3500 } as const;
+
+/** A fault phase from the proxy's point of view: add a toxic, remove it. */
+function toxic(name: string, type: string, attributes: Record<string, number>, stream = 'downstream'): PhaseSpec {
+  return {
+    name,
+    ...FAULT,
+    start: async ({ redis }) => {
+      await redis.proxy.addToxic({ name, type, stream, toxicity: 1, attributes } as never);
+    },
+    stop: async ({ backend }) => {
+      await backend.toxiproxy.reset();
+    },
+  };
+}
+
+function setEnabled(context: ScenarioContext, enabled: boolean): Promise<unknown> {
+  const { proxy } = context.redis;
+  return proxy.update({ enabled, listen: proxy.listen, upstream: proxy.upstream } as never);
+}
+
+const fraction = (r: ScenarioResult, reason: string): number =>
+  (r.metrics.byReason[reason as keyof typeof r.metrics.byReason] ?? 0) / Math.max(r.metrics.decisions, 1);
+
+function opensAndCloses(r: ScenarioResult): Check[] {
+  return [
+    {
+      name: 'the breaker opened during the fault',
+      pass: r.metrics.timeToOpenMs !== undefined && r.metrics.timeToOpenMs < 1000,
+      detail: `time to open ${r.metrics.timeToOpenMs ?? 'never'} ms`,
+    },
+    {
+      name: 'the breaker closed again after the fault',
+      pass: r.metrics.timeToCloseMs !== undefined && r.metrics.timeToCloseMs < 1200,
+      detail: `time to close ${r.metrics.timeToCloseMs ?? 'never'} ms`,
+    },
+    {
+      name: 'calls during the fault were answered fast (p99 < 10 ms)',
+      pass: r.metrics.faultLatency.p99 < 10,
+      detail: `p99 ${r.metrics.faultLatency.p99.toFixed(2)} ms`,
+    },
+  ];
+}
+
+function staysClosed(r: ScenarioResult): Check[] {
+  const opened = r.stateChanges.filter((c) => c.state === 'open').length;
+  return [
+    { name: 'the breaker never opened', pass: opened === 0, detail: `${opened} openings` },
+    {
+      name: 'Redis decided (at least 90% of decisions)',
+      pass: fraction(r, 'decided') >= 0.9,
+      detail: `${(fraction(r, 'decided') * 100).toFixed(1)}% decided`,
+    },
+  ];
+}
+
+/** The single-instance scenarios: one limiter, one client, one proxy. */
+export const scenarios: readonly ScenarioSpec[] = [
+  {
+    name: 'latency-below-deadline',
+    title: 'Latency 10 ms, below the 50 ms deadline',
+    faults: [toxic('latency', 'latency', { latency: 10, jitter: 0 })],
+    maxExcess: 0,
+    checks: (r) => [
+      ...staysClosed(r),
+      {
+        name: 'fault latency near the added delay (p99 < 50 ms)',
+        pass: r.metrics.faultLatency.p99 < 50,
+        detail: `p50 ${r.metrics.faultLatency.p50.toFixed(1)} ms, p99 ${r.metrics.faultLatency.p99.toFixed(1)} ms`,
+      },
+    ],
+  },
+  {
+    name: 'latency-above-deadline',
+    title: 'Latency 200 ms, above the 50 ms deadline',
+    faults: [toxic('latency', 'latency', { latency: 200, jitter: 0 })],
+    maxExcess: 0,
+    checks: opensAndCloses,
+  },
+  {
+    name: 'outage',
+    title: 'Hard outage (proxy disabled)',
+    faults: [
+      {
+        name: 'proxy disabled',
+        ...FAULT,
+        start: (c) => setEnabled(c, false).then(() => undefined),
+        stop: (c) => setEnabled(c, true).then(() => undefined),
+      },
+    ],
+    maxExcess: 0,
+    checks: opensAndCloses,
+  },
+  {
+    name: 'black-hole',
+    title: 'Black hole (timeout toxic 0: data dropped)',
+    faults: [toxic('black-hole', 'timeout', { timeout: 0 })],
+    maxExcess: 0,
+    checks: opensAndCloses,
+  },
+  {
+    name: 'reset-peer',
+    title: 'Connections reset (reset_peer)',
+    faults: [toxic('reset', 'reset_peer', { timeout: 0 }, 'upstream')],
+    maxExcess: 0,
+    checks: opensAndCloses,
+  },
+  {
+    name: 'limit-data',
+    title: 'Truncated replies (limit_data 20 bytes)',
+    faults: [toxic('truncate', 'limit_data', { bytes: 20 })],
+    maxExcess: 0,
+    checks: (r) => opensAndCloses(r).slice(1),
+  },
+  {
+    name: 'slicer',
+    title: 'Fragmented replies (slicer 3 bytes)',
+    faults: [toxic('slicer', 'slicer', { average_size: 3, size_variation: 1, delay: 0 })],
+    maxExcess: 0,
+    checks: staysClosed,
+  },
+  {
+    name: 'bandwidth',
+    title: 'Low bandwidth (1 KB/s)',
+    faults: [toxic('bandwidth', 'bandwidth', { rate: 1 })],
+    maxExcess: 0,
+    checks: opensAndCloses,
+  },
+  {
+    name: 'flapping',
+    title: 'Flapping (proxy toggled every 300 ms)',
+    faults: [
+      {
+        name: 'flapping',
+        ...FAULT,
+        start: async (c) => {
+          const until = Date.now() + (FAULT.untilMs - FAULT.atMs) - 50;
+          let enabled = true;
+          while (Date.now() < until) {
+            enabled = !enabled;
+            await setEnabled(c, enabled);
+            await sleep(300);
+          }
+          await setEnabled(c, true);
+        },
+      },
+    ],
+    maxExcess: 0,
+    checks: (r) => opensAndCloses(r).slice(1),
+  },
+  {
+    name: 'frozen',
+    title: 'Redis frozen (SIGSTOP, then SIGCONT)',
+    faults: [
+      {
+        name: 'frozen',
+        ...FAULT,
+        start: (c) => processFaults(c).freeze(),
+        stop: (c) => processFaults(c).thaw(),
+      },
+    ],
+    maxExcess: 0,
+    checks: opensAndCloses,
+  },
+  {
+    name: 'killed',
+    title: 'Redis killed and restarted (data lost)',
+    faults: [
+      {
+        name: 'killed',
+        atMs: FAULT.atMs,
+        untilMs: FAULT.atMs + 200,
+        start: (c) => processFaults(c).killAndRestart(),
+      },
+    ],
+    maxExcess: 0,
+    checks: (r) => opensAndCloses(r).slice(1),
+  },
+  {
+    name: 'pause-writes',
+    title: 'CLIENT PAUSE WRITE for 2 s',
+    faults: [
+      {
+        name: 'writes paused',
+        ...FAULT,
+        start: async ({ admin }) => {
+          await admin.call('CLIENT', 'PAUSE', String(FAULT.untilMs - FAULT.atMs), 'WRITE');
+        },
+        stop: async ({ admin }) => {
+          await admin.call('CLIENT', 'UNPAUSE');
+        },
+      },
+    ],
+    maxExcess: 0,
+    checks: opensAndCloses,
+  },
+  {
+    name: 'busy-script',
+    title: 'A busy script (-BUSY replies)',
+    faults: [busyScript()],
+    maxExcess: 0,
+    checks: opensAndCloses,
+  },
+];
+
+/** The multi-instance scenarios: 4 limiters sharing the limit, 2x the limit offered, an outage in the middle. */
+export const multiInstance: readonly ScenarioSpec[] = [true, false].map(
+  (reconcile): ScenarioSpec => ({
+    name: `four-instances-${reconcile ? 'reconciled' : 'not-reconciled'}`,
+    title: `4 instances, outage, ${reconcile ? 'with' : 'without'} reconciliation`,
+    instances: 4,
+    reconcile,
+    faults: [
+      {
+        name: 'proxy disabled',
+        ...FAULT,
+        start: (c) => setEnabled(c, false).then(() => undefined),
+        stop: (c) => setEnabled(c, true).then(() => undefined),
+      },
+    ],
+    // ceil(20 / 4) = 5 per instance: during the outage at most 4 x 5 = limit. Reconciliation is what
+    // stops the first windows after recovery from granting a fresh limit on top of the outage's calls.
+    ...(reconcile ? { maxExcess: 3 } : {}),
+    checks: opensAndCloses,
+  }),
+);
+
+function processFaults(context: ScenarioContext) {
+  const faults = context.backend.process;
+  if (faults === undefined) throw new Error(`the ${context.backend.kind} backend cannot touch the Redis process`);
+  return faults;
+}
+
+/** A script that loops until killed; with busy-reply-threshold at 100 ms, other clients get -BUSY. */
+function busyScript(): PhaseSpec {
+  let looping: Redis | undefined;
+  let settled: Promise<unknown> | undefined;
+  return {
+    name: 'busy script',
+    ...FAULT,
+    start: async ({ admin, backend }) => {
+      await admin.config('SET', 'busy-reply-threshold', '100');
+      looping = new Redis({ host: backend.redis.host, port: backend.redis.port, maxRetriesPerRequest: 0 });
+      looping.on('error', () => undefined);
+      settled = looping.eval('while true do end', 0).catch(() => undefined);
+    },
+    stop: async ({ admin }) => {
+      for (let i = 0; i < 20; i++) {
+        try {
+          await admin.script('KILL');
+          break;
+        } catch {
+          await sleep(20);
+        }
+      }
+      await settled;
+      looping?.disconnect();
+      await admin.config('SET', 'busy-reply-threshold', '5000');
+    },
+  };
+}
+
+/** Scenarios that need to touch the Redis process, skipped (and said so) where the backend cannot. */
+export const needsProcess = new Set(['frozen', 'killed']);
