@@ -27,6 +27,7 @@ const NO_REASONS: Record<DecisionReason, number> = {
   saturated: 0,
   slow: 0,
   'deny-cache': 0,
+  reconciling: 0,
   disabled: 0,
 };
 

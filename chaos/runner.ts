@@ -69,9 +69,15 @@ export async function runScenario(backend: ChaosBackend, spec: ScenarioSpec): Pr
   const windowMs = spec.windowMs ?? 1000;
   const keys = spec.keys ?? 10;
   const rate = spec.rate ?? 400;
-  const durationMs = spec.durationMs ?? 5000;
+  const durationMs = spec.durationMs ?? 6000;
   const reconcile = spec.reconcile ?? true;
-  const breaker: BreakerOptions = { timeoutMs: 50, resetTimeoutMs: 250, volumeThreshold: 5, ...spec.breaker };
+  const breaker: BreakerOptions = {
+    timeoutMs: 50,
+    resetTimeoutMs: 200,
+    maxResetTimeoutMs: 800,
+    volumeThreshold: 5,
+    ...spec.breaker,
+  };
   const timeoutMs = breaker.timeoutMs ?? 50;
 
   const redis = await backend.createRedisProxy(`resilimit-${spec.name}`);

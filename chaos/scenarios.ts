@@ -3,7 +3,7 @@ import { Redis } from 'ioredis';
 import type { Check, PhaseSpec, ScenarioContext, ScenarioSpec } from './runner.ts';
 import type { ScenarioResult } from './types.ts';
 
-// Every scenario: 5 s, healthy for 1.5 s, a fault for 2 s, then 1.5 s of recovery; 10 keys at a
+// Every scenario: 6 s, healthy for 1.5 s, a fault for 2 s, then 2.5 s of recovery; 10 keys at a
 // limit of 20 per 1 s window, offered 400 calls/s in all (40 per key per window: twice the limit).
 const FAULT = { atMs: 1500, untilMs: 3500 } as const;
 
@@ -38,7 +38,7 @@ function opensAndCloses(r: ScenarioResult): Check[] {
     },
     {
       name: 'the breaker closed again after the fault',
-      pass: r.metrics.timeToCloseMs !== undefined && r.metrics.timeToCloseMs < 1200,
+      pass: r.metrics.timeToCloseMs !== undefined && r.metrics.timeToCloseMs < 2000,
       detail: `time to close ${r.metrics.timeToCloseMs ?? 'never'} ms`,
     },
     {
@@ -54,9 +54,10 @@ function staysClosed(r: ScenarioResult): Check[] {
   return [
     { name: 'the breaker never opened', pass: opened === 0, detail: `${opened} openings` },
     {
-      name: 'Redis decided (at least 90% of decisions)',
-      pass: fraction(r, 'decided') >= 0.9,
-      detail: `${(fraction(r, 'decided') * 100).toFixed(1)}% decided`,
+      // A deny-cache answer repeats a rejection Redis made moments before.
+      name: 'Redis decided (at least 90% of decisions, its deny cache included)',
+      pass: fraction(r, 'decided') + fraction(r, 'deny-cache') >= 0.9,
+      detail: `${(fraction(r, 'decided') * 100).toFixed(1)}% decided, ${(fraction(r, 'deny-cache') * 100).toFixed(1)}% deny cache`,
     },
   ];
 }

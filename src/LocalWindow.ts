@@ -127,17 +127,32 @@ export class LocalWindow implements RateWindow {
    * window holds the recent traffic when it has to take over. Arguments are not checked.
    * @internal
    */
-  record(key: string, at: number, cost: number): void {
-    const log = this.#logs.get(key);
+  record(key: string, at: number, cost: number, id: string): void {
+    let log = this.#logs.get(key);
     if (log === undefined) {
-      const fresh = new Log();
-      fresh.add(at, cost, undefined);
-      this.#logs.set(key, fresh);
-      return;
+      log = new Log();
+      this.#logs.set(key, log);
+    } else {
+      log.expire(this.#now() - this.#options.windowMs);
     }
-    log.expire(this.#now() - this.#options.windowMs);
     const newest = log.newest();
-    log.add(newest !== undefined && newest > at ? newest : at, cost, undefined);
+    log.add(newest !== undefined && newest > at ? newest : at, cost, id);
+  }
+
+  /**
+   * Every call still in its window that carries an id, oldest first per key (keys in no particular
+   * order); recency is not touched. @internal
+   */
+  *calls(now = this.#now()): Generator<{ key: string; at: number; cost: number; id: string }> {
+    const cutoff = now - this.#options.windowMs;
+    for (const [key, log] of this.#logs.entries()) {
+      if (log.ids === undefined) continue;
+      for (let i = log.head; i < log.times.length; i += 1) {
+        const at = log.times[i] as number;
+        const id = log.ids[i];
+        if (at > cutoff && id !== undefined) yield { key, at, cost: log.costAt(i), id };
+      }
+    }
   }
 
   /** {@link limit} with checked arguments; `id` undefined means no idempotency check. @internal */

@@ -17,7 +17,6 @@ export type ReconcileResult = {
 export type WriteBatch = (key: string, calls: readonly PendingCall[]) => Promise<[number, number, number]>;
 
 const BATCH = 200;
-const CONCURRENCY = 8;
 
 /**
  * The journal of locally admitted calls, written back into Redis once it is healthy again, so that
@@ -27,12 +26,19 @@ const CONCURRENCY = 8;
 export class Reconciler {
   #calls: PendingCall[] = [];
   #head = 0;
+  #writing = 0;
   dropped = 0;
 
   constructor(readonly maxPending: number) {}
 
+  /** Calls waiting in the journal (not those a pass is writing now). */
   get size(): number {
     return this.#calls.length - this.#head;
+  }
+
+  /** Calls not yet written: waiting, or being written by a pass. */
+  get pending(): number {
+    return this.size + this.#writing;
   }
 
   add(call: PendingCall): void {
@@ -49,13 +55,27 @@ export class Reconciler {
 
   /**
    * Writes every pending call admitted after `cutoff` (local clock), grouped by key, in batches of
-   * 200, 8 at a time. On the first failure the unwritten calls go back to the journal and the error
+   * 200, `concurrency` at a time. On the first failure the unwritten calls go back to the journal and the error
    * is rethrown.
    */
-  async flush(cutoff: number, write: WriteBatch): Promise<ReconcileResult> {
+  async flush(cutoff: number, concurrency: number, write: WriteBatch): Promise<ReconcileResult> {
     const taken = this.#calls.slice(this.#head);
     this.#calls = [];
     this.#head = 0;
+    this.#writing = taken.length;
+    try {
+      return await this.#write(taken, cutoff, concurrency, write);
+    } finally {
+      this.#writing = 0;
+    }
+  }
+
+  async #write(
+    taken: readonly PendingCall[],
+    cutoff: number,
+    concurrency: number,
+    write: WriteBatch,
+  ): Promise<ReconcileResult> {
     const result: ReconcileResult = { written: 0, expired: 0, present: 0, remaining: 0 };
     const byKey = new Map<string, PendingCall[]>();
     for (const call of taken) {
@@ -92,7 +112,7 @@ export class Reconciler {
         }
       }
     };
-    await Promise.all(Array.from({ length: Math.min(CONCURRENCY, batches.length) }, worker));
+    await Promise.all(Array.from({ length: Math.min(concurrency, batches.length) }, worker));
     if (failure !== undefined) {
       // A failed batch may have been written before its reply was lost: its ids make a re-send harmless.
       const back = unwritten.flat();

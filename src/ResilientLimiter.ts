@@ -85,6 +85,7 @@ const REASONS: readonly DecisionReason[] = [
   'saturated',
   'slow',
   'deny-cache',
+  'reconciling',
   'disabled',
 ];
 
@@ -117,6 +118,8 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
   #enabled = true;
   #closed = false;
   #closing: Promise<void> | undefined;
+  #seenReady = false;
+  #catchingUp: Promise<void> | undefined;
   #everReady = false;
 
   // Outstanding Redis calls: start times (performance.now) in call order, so the first is the oldest.
@@ -147,6 +150,8 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
     this.#mode = resolved.mode;
     this.#now = resolved.clock ?? Date.now;
     warnIfUnsafe(resolved.redis);
+    this.#seenReady = resolved.redis.status === 'ready';
+    resolved.redis.on('ready', this.#onReady);
     this.#redis = new RedisWindow({
       redis: resolved.redis,
       prefix: resolved.prefix,
@@ -166,7 +171,9 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
     this.#breaker = new Breaker(resolved.breaker, (state, previous) => {
       if (state === 'open') this.#opened += 1;
       this.emit('stateChange', { state, previous });
-      if (state === 'closed') this.#scheduleReconcile();
+      // Back from an outage with calls to write: write them before Redis decides again (when
+      // half-open, the first batch is the trial).
+      if (state !== 'open') this.#catchUp();
     });
     if (resolved.instances === 'auto') {
       const key = `${resolved.prefix}instances`;
@@ -237,8 +244,52 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
     return this.#publish(key, cost, await this.#fromRedis(key, cost, id, now));
   }
 
+  /**
+   * The client connected again: Redis may have lost data (a restart, a failover to a replica that
+   * missed the last writes). Re-seed it from the local window, which holds this instance's calls of
+   * the current window with their ids (re-adding a call Redis still has changes nothing), and answer
+   * locally until that is done, so that an emptied Redis does not grant a fresh limit meanwhile.
+   */
+  readonly #onReady = (): void => {
+    if (!this.#seenReady) {
+      this.#seenReady = true;
+      return;
+    }
+    if (this.#closed) return;
+    for (const call of this.#local.calls()) this.#reconciler.add(call);
+    this.#catchUp();
+  };
+
+  /**
+   * Writes the journal into Redis before Redis decides again: until one pass is done, calls are
+   * answered locally with reason `'reconciling'`, so a Redis that missed those calls (they were
+   * admitted during an outage, or it lost data) cannot grant a fresh limit on top of them.
+   */
+  #catchUp(): void {
+    if (this.#reconciler.size === 0 || this.#closed || this.#catchingUp !== undefined) return;
+    this.#catchingUp = this.#catchUpPasses().finally(() => {
+      this.#catchingUp = undefined;
+    });
+  }
+
+  async #catchUpPasses(): Promise<void> {
+    // Calls answered locally during a pass join the journal: a few more short passes take them too.
+    for (let pass = 0; pass < 4 && this.#reconciler.size > 0 && !this.#closed; pass += 1) {
+      const written = this.#reconciled.written + this.#reconciled.present + this.#reconciled.expired;
+      if (this.#reconciling === undefined) {
+        this.#reconciling = this.#reconcile().finally(() => {
+          this.#reconciling = undefined;
+        });
+      }
+      await this.#reconciling;
+      const progressed = this.#reconciled.written + this.#reconciled.present + this.#reconciled.expired > written;
+      if (!progressed || this.#breaker.state !== 'closed') return; // failed: the rest waits for Redis
+    }
+  }
+
   /** Why a call must not go to Redis now, or undefined when it may. */
   #gate(): DecisionReason | undefined {
+    if (this.#catchingUp !== undefined) return 'reconciling';
     const state = this.#breaker.state;
     if (state === 'open') return 'breaker-open';
     if (state === 'half-open') return undefined; // opossum lets exactly one trial through
@@ -306,8 +357,9 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
         this.#offsetMs = this.#offsetMs === undefined ? sample : this.#offsetMs + (sample - this.#offsetMs) * 0.1;
       }
       if (decision.allowed) {
-        // Warm standby: the local window holds this instance's recent traffic when it takes over.
-        if (!decision.duplicate) this.#local.record(key, now, cost);
+        // Warm standby: the local window holds this instance's recent traffic when it takes over,
+        // at the time Redis admitted it (on the local clock), with its id for re-seeding.
+        if (!decision.duplicate) this.#local.record(key, decision.nowMs - (this.#offsetMs ?? 0), cost, id);
       } else {
         this.#deny.deny(key, now + decision.retryAfterMs, cost, decision.remaining, decision.resetAtMs);
       }
@@ -408,13 +460,16 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
 
   /** Writes the locally admitted calls into Redis (same ids, original times, only those still in the window). */
   async #reconcile(): Promise<void> {
-    if (this.#breaker.state !== 'closed' || this.#options.redis.status !== 'ready') return;
+    const state = this.#breaker.state;
+    if (state === 'open' || this.#options.redis.status !== 'ready') return;
     const { redis, prefix, clock } = this.#options;
     const windowMs = this.#windowMs;
     const offset = clock === undefined ? (this.#offsetMs ?? 0) : 0;
     let result: ReconcileResult;
     try {
-      result = await this.#reconciler.flush(this.#now() - windowMs, (key, calls) =>
+      // Half-open lets one call through: the first batch alone, as the trial.
+      const concurrency = state === 'half-open' ? 1 : 8;
+      result = await this.#reconciler.flush(this.#now() - windowMs, concurrency, (key, calls) =>
         this.#breaker.fire(async () => {
           const args: (string | number)[] = [windowMs, clock === undefined ? '' : Math.floor(clock())];
           for (const call of calls) args.push(Math.round(call.at + offset), call.cost, call.id);
@@ -444,6 +499,7 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
    * Reconciliation also starts by itself after the breaker closes and after any Redis decision.
    */
   async reconcile(): Promise<void> {
+    await this.#catchingUp;
     this.#scheduleReconcile();
     await this.#reconciling;
   }
@@ -466,7 +522,7 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
       redisLatencyMs: this.#latencyMs,
       slowCallMs: this.#slowCallMs(),
       opened: this.#opened,
-      reconcile: { pending: this.#reconciler.size, ...this.#reconciled, dropped: this.#reconciler.dropped },
+      reconcile: { pending: this.#reconciler.pending, ...this.#reconciled, dropped: this.#reconciler.dropped },
     };
   }
 
@@ -532,6 +588,7 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
       });
     }
     this.#breaker.shutdown();
+    this.#options.redis.off('ready', this.#onReady);
   }
 
   /** Same as {@link close}, for `await using`. */

@@ -12,6 +12,8 @@ export type DecisionSource = 'redis' | 'local' | 'fail-open' | 'fail-closed' | '
  * - `saturated`: `maxInFlight` Redis calls are already outstanding;
  * - `slow`: the oldest outstanding Redis call is older than `slowCallMs`;
  * - `deny-cache`: Redis rejected this key and its `retryAfterMs` has not passed;
+ * - `reconciling`: Redis is back, and the calls admitted while it was not (or that it lost) are being
+ *   written into it first;
  * - `disabled`: the limiter is switched off (`setEnabled(false)`).
  */
 export type DecisionReason =
@@ -24,6 +26,7 @@ export type DecisionReason =
   | 'saturated'
   | 'slow'
   | 'deny-cache'
+  | 'reconciling'
   | 'disabled';
 
 /**

@@ -211,7 +211,7 @@ describe('ResilientLimiter while Redis is frozen (SIGSTOP)', () => {
       expect(maxMs(samples)).toBeLessThanOrEqual(TIMEOUT_MS + MARGIN_MS);
       // Only the calls sent before the gate saw the stall waited; the rest were diverted at once.
       const got = reasons(samples);
-      expect(Object.keys(got).every((r) => ['timeout', 'slow', 'breaker-open'].includes(r))).toBe(true);
+      expect(Object.keys(got).every((r) => ['timeout', 'slow', 'breaker-open', 'reconciling'].includes(r))).toBe(true);
       // (a late interval tick may issue several calls in one turn before the gate can see the stall)
       expect(got.timeout).toBeGreaterThanOrEqual(1);
       expect(got.timeout).toBeLessThanOrEqual(10);
@@ -312,6 +312,7 @@ describe('ResilientLimiter while Redis is frozen (SIGSTOP)', () => {
     });
     // The capped period (4x) is not doubled again: 8x would be 1200 ms, beyond the bound of 950.
     expect(periods[3]).toBeLessThanOrEqual(1.5 * 4 * RESET_MS + 50);
+    await l.reconcile(); // the calls admitted locally during the fault are written first
     expect(await l.limit('after')).toMatchObject({ source: 'redis', reason: 'decided' });
 
     // Closed again: the next opening uses resetTimeoutMs, not the last (capped) period.
@@ -354,9 +355,10 @@ describe('ResilientLimiter while Redis is frozen (SIGSTOP)', () => {
     // next caller sees Redis silent past the deadline, which opens the breaker even at this low rate.
     expect(rest[0]!.decision?.reason).toBe('breaker-open');
     // Later, the half-open trials (one per open period) wait for their deadline; nobody else does.
+    // With calls to write back, the trial is the first write-back batch and callers get 'reconciling'.
     const trials = rest.filter((s) => s.decision?.reason === 'timeout');
     const others = rest.filter((s) => s.decision?.reason !== 'timeout');
-    expect(others.every((s) => s.decision?.reason === 'slow' || s.decision?.reason === 'breaker-open')).toBe(true);
+    expect(others.every((s) => ['slow', 'breaker-open', 'reconciling'].includes(s.decision?.reason ?? ''))).toBe(true);
     expect(maxMs(others)).toBeLessThan(5);
     expect(trials.length).toBeLessThanOrEqual(3);
     expect(maxMs(trials)).toBeLessThanOrEqual(TIMEOUT_MS + MARGIN_MS);
@@ -369,6 +371,7 @@ describe('ResilientLimiter while Redis is frozen (SIGSTOP)', () => {
       await l.limit('probe');
       await sleep(10);
     }
+    await l.reconcile(); // the calls admitted locally during the fault are written first
     expect(await l.limit('after')).toMatchObject({ source: 'redis', reason: 'decided' });
   });
 
@@ -442,6 +445,7 @@ describe('ResilientLimiter while Redis is frozen (SIGSTOP)', () => {
     await until(() => l.stats().inFlight === 0, 1_000, 'the late call to be answered');
     // The script ran past its staleness guard (Redis TIME > deadline): no permit was consumed.
     expect(await admin.exists(`${prefix}{late}`)).toBe(0);
+    await l.reconcile(); // the calls admitted locally during the fault are written first
     expect(await l.limit('late')).toMatchObject({ source: 'redis', reason: 'decided', remaining: 1_000_000 - 1 });
   });
 
@@ -533,6 +537,7 @@ describe('ResilientLimiter when Redis dies and comes back', () => {
       { state: 'closed', previous: 'half-open' },
     ]);
     // The restarted server lost the script and the data: Redis decides again from an empty window.
+    await l.reconcile(); // the calls admitted locally during the fault are written first
     expect(await l.limit('fresh')).toMatchObject({ source: 'redis', reason: 'decided', allowed: true });
   });
 
@@ -585,7 +590,7 @@ describe('ResilientLimiter when Redis refuses to run the script', () => {
     const paused = samples.filter((s) => s.at >= pausedAt + 5 && s.at < pausedAt + 500 - TIMEOUT_MS - 10);
     expect(paused.length).toBeGreaterThan(100);
     const got = reasons(paused);
-    expect(Object.keys(got).every((r) => ['timeout', 'slow', 'breaker-open'].includes(r))).toBe(true);
+    expect(Object.keys(got).every((r) => ['timeout', 'slow', 'breaker-open', 'reconciling'].includes(r))).toBe(true);
     expect(got['breaker-open']).toBeGreaterThan(0);
     expect(maxMs(samples)).toBeLessThanOrEqual(TIMEOUT_MS + MARGIN_MS);
     expect(l.stats().opened).toBeGreaterThanOrEqual(1);
@@ -634,6 +639,7 @@ describe('ResilientLimiter when Redis refuses to run the script', () => {
         await load.stop();
       }
       expect(changes.map((c) => c.state)).toEqual(['open', 'half-open', 'closed']);
+      await l.reconcile(); // the calls admitted locally during the fault are written first
       expect(await l.limit('after')).toMatchObject({ source: 'redis', reason: 'decided' });
     } finally {
       await created?.close();

@@ -148,6 +148,7 @@ describe('reconciliation', () => {
     const reconciled = new Promise<ReconcileResult>((resolve) => l.once('reconciled', resolve));
     l.forceClose();
     expect(await reconciled).toEqual({ written: 6, expired: 0, present: 0, remaining: 0 });
+    await l.reconcile();
     const after = await run(l, 'k', 10);
     expect(count(after, (d) => d.allowed && d.source === 'redis')).toBe(4);
     expect(l.stats().reconcile).toMatchObject({ pending: 0, written: 6 });
@@ -268,5 +269,33 @@ describe('reconciliation turned off', () => {
     l.forceClose();
     await l.reconcile();
     expect(count(await run(l, 'k', 12), (d) => d.allowed && d.source === 'redis')).toBe(10);
+  });
+});
+
+describe('catching up after an outage or a data loss', () => {
+  it('answers locally with reason reconciling until the outage calls are written, then lets Redis decide', async () => {
+    const l = await limiter({ limit: 10, windowMs: 60_000 });
+    l.forceOpen();
+    await run(l, 'k', 4);
+    l.forceClose();
+    const during = await l.limit('k');
+    expect(during).toMatchObject({ source: 'local', reason: 'reconciling', allowed: true });
+    await l.reconcile();
+    expect(await l.limit('k')).toMatchObject({ source: 'redis', reason: 'decided', remaining: 4 });
+  });
+
+  it('re-seeds a Redis that lost its data from the warm local window when the client reconnects', async () => {
+    const l = await limiter({ limit: 10, windowMs: 60_000, breaker: { timeoutMs: 50, resetTimeoutMs: 100 } });
+    const before = await run(l, 'k', 7);
+    expect(count(before, (d) => d.source === 'redis' && d.allowed)).toBe(7);
+    const reconnected = new Promise<void>((resolve) => clients.at(-1)!.once('ready', () => resolve()));
+    await server.kill();
+    await server.restart();
+    await reconnected;
+    await l.reconcile();
+    // Without re-seeding, the restarted Redis would grant 10 more; it grants the 3 left.
+    const after = await run(l, 'k', 10);
+    expect(count(after, (d) => d.allowed)).toBe(3);
+    expect(l.stats().reconcile.written).toBeGreaterThanOrEqual(7);
   });
 });

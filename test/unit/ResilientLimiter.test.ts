@@ -490,6 +490,7 @@ describe('ResilientLimiter without Redis', () => {
         saturated: 0,
         slow: 0,
         'deny-cache': 0,
+        reconciling: 0,
         disabled: 2,
       },
       inFlight: 0,

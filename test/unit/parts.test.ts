@@ -104,7 +104,7 @@ describe('Reconciler', () => {
   it('writes nothing and calls no writer when empty', async () => {
     const r = new Reconciler(100);
     const writer = vi.fn<WriteBatch>();
-    expect(await r.flush(0, writer)).toEqual({ written: 0, expired: 0, present: 0, remaining: 0 });
+    expect(await r.flush(0, 8, writer)).toEqual({ written: 0, expired: 0, present: 0, remaining: 0 });
     expect(writer).not.toHaveBeenCalled();
   });
 
@@ -115,7 +115,7 @@ describe('Reconciler', () => {
     r.add(call('k', 102, 3));
     r.add(call('j', 50, 4));
     const { batches, write } = recorder();
-    expect(await r.flush(101, write)).toEqual({ written: 1, expired: 3, present: 0, remaining: 0 });
+    expect(await r.flush(101, 8, write)).toEqual({ written: 1, expired: 3, present: 0, remaining: 0 });
     expect(batches).toEqual([{ key: 'k', ids: ['k-3'] }]);
     expect(r.size).toBe(0);
   });
@@ -125,7 +125,7 @@ describe('Reconciler', () => {
     for (let i = 0; i < 5; i++) r.add(call('a', 10, i));
     for (let i = 0; i < 3; i++) r.add(call('b', 10, i));
     const write: WriteBatch = async (key) => (key === 'a' ? [2, 1, 2] : [1, 1, 1]);
-    expect(await r.flush(0, write)).toEqual({ written: 3, expired: 2, present: 3, remaining: 0 });
+    expect(await r.flush(0, 8, write)).toEqual({ written: 3, expired: 2, present: 3, remaining: 0 });
   });
 
   it('groups calls by key, in call order, in batches of at most 200', async () => {
@@ -135,7 +135,7 @@ describe('Reconciler', () => {
       if (i < 3) r.add(call('b', 10 + i, i));
     }
     const { batches, write } = recorder();
-    expect(await r.flush(0, write)).toEqual({ written: 453, expired: 0, present: 0, remaining: 0 });
+    expect(await r.flush(0, 8, write)).toEqual({ written: 453, expired: 0, present: 0, remaining: 0 });
     expect(batches.map((b) => [b.key, b.ids.length])).toEqual([
       ['a', 200],
       ['a', 200],
@@ -153,7 +153,7 @@ describe('Reconciler', () => {
     const r = new Reconciler(100);
     r.add({ key: 'k', at: 1234, cost: 7, id: 'req-1' });
     const seen: PendingCall[][] = [];
-    await r.flush(0, async (_, calls) => {
+    await r.flush(0, 8, async (_, calls) => {
       seen.push([...calls]);
       return [1, 0, 0];
     });
@@ -167,7 +167,7 @@ describe('Reconciler', () => {
     let most = 0;
     const started: string[] = [];
     const gates: (() => void)[] = [];
-    const flushing = r.flush(0, async (key) => {
+    const flushing = r.flush(0, 8, async (key) => {
       started.push(key);
       running += 1;
       most = Math.max(most, running);
@@ -198,7 +198,7 @@ describe('Reconciler', () => {
     const failure = new Error('Redis could not answer');
     const sent: string[] = [];
     const thrown = await r
-      .flush(5, async (key) => {
+      .flush(5, 8, async (key) => {
         sent.push(key);
         if (key === 'k0') throw failure;
         await ticks(3);
@@ -212,7 +212,7 @@ describe('Reconciler', () => {
     expect(r.size).toBe(3);
     // The next pass writes exactly the calls that were put back.
     const { batches, write } = recorder();
-    expect(await r.flush(5, write)).toEqual({ written: 3, expired: 0, present: 0, remaining: 0 });
+    expect(await r.flush(5, 8, write)).toEqual({ written: 3, expired: 0, present: 0, remaining: 0 });
     expect(batches.map((b) => b.key).sort()).toEqual(['k0', 'k8', 'k9']);
     expect(r.size).toBe(0);
   });
@@ -220,7 +220,7 @@ describe('Reconciler', () => {
   it('restores its size when every batch fails', async () => {
     const r = new Reconciler(1000);
     for (let i = 0; i < 250; i++) r.add(call('k', 10, i));
-    const thrown = await r.flush(0, () => Promise.reject(new Error('down'))).catch((error: unknown) => error);
+    const thrown = await r.flush(0, 8, () => Promise.reject(new Error('down'))).catch((error: unknown) => error);
     expect((thrown as { partial: unknown }).partial).toEqual({ written: 0, expired: 0, present: 0, remaining: 250 });
     expect(r.size).toBe(250);
   });
@@ -229,14 +229,14 @@ describe('Reconciler', () => {
     const r = new Reconciler(100);
     r.add(call('a', 10, 1));
     const thrown = await r
-      .flush(0, async () => {
+      .flush(0, 8, async () => {
         r.add(call('b', 20, 2));
         throw new Error('down');
       })
       .catch((error: unknown) => error);
     expect((thrown as { partial: { remaining: number } }).partial.remaining).toBe(2);
     const { batches, write } = recorder();
-    await r.flush(0, write);
+    await r.flush(0, 8, write);
     expect(batches).toEqual([
       { key: 'a', ids: ['a-1'] },
       { key: 'b', ids: ['b-2'] },
@@ -249,7 +249,7 @@ describe('Reconciler', () => {
     expect(r.size).toBe(3);
     expect(r.dropped).toBe(2);
     const { batches, write } = recorder();
-    expect(await r.flush(0, write)).toEqual({ written: 3, expired: 0, present: 0, remaining: 0 });
+    expect(await r.flush(0, 8, write)).toEqual({ written: 3, expired: 0, present: 0, remaining: 0 });
     expect(batches).toEqual([{ key: 'k', ids: ['k-2', 'k-3', 'k-4'] }]);
     expect(r.dropped).toBe(2);
   });
@@ -260,7 +260,7 @@ describe('Reconciler', () => {
     expect(r.size).toBe(1000);
     expect(r.dropped).toBe(4000);
     const { batches, write } = recorder();
-    await r.flush(0, write);
+    await r.flush(0, 8, write);
     expect(batches.flatMap((b) => b.ids)).toEqual(Array.from({ length: 1000 }, (_, i) => `k-${4000 + i}`));
   });
 
@@ -271,7 +271,7 @@ describe('Reconciler', () => {
     const r = new Reconciler(3);
     for (let i = 0; i < 3; i++) r.add(call('a', 10, i));
     await r
-      .flush(0, async () => {
+      .flush(0, 8, async () => {
         for (let i = 0; i < 3; i++) r.add(call('b', 20, i));
         throw new Error('down');
       })
