@@ -76,6 +76,6 @@ describe('chaos: four instances sharing the limit through an outage', () => {
     const without = byName.get('four-instances-not-reconciled');
     expect(withIt).toBeDefined();
     expect(without).toBeDefined();
-    expect(without!.metrics.overLimit.maxExcess).toBeGreaterThan(withIt!.metrics.overLimit.maxExcess);
+    expect(without!.metrics.overLimit.callsOver).toBeGreaterThan(withIt!.metrics.overLimit.callsOver);
   });
 });
