@@ -50,8 +50,9 @@ describe.each(targets)('Toxiproxy conformance against $name', (target) => {
     if (target.kind === 'external') apiUrl = (EXTERNAL_URL as string).replace(/\/+$/, '');
     else if (target.kind === 'container') {
       const { ToxiProxyContainer } = await import('@testcontainers/toxiproxy');
-      container = await new ToxiProxyContainer(TOXIPROXY_IMAGE).start();
-      apiUrl = `http://${container.getHost()}:${container.getMappedPort(8474)}`;
+      const started = await new ToxiProxyContainer(TOXIPROXY_IMAGE).start();
+      container = started;
+      apiUrl = `http://${started.getHost()}:${started.getMappedPort(8474)}`;
     } else {
       server = await startToxiproxyServer();
       apiUrl = server.url;
