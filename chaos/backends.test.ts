@@ -101,7 +101,8 @@ describe('choosing a backend', () => {
     await expect(startExternalBackend({}, 'test')).rejects.toThrow(
       'The external chaos backend needs `TOXIPROXY_URL` and `REDIS_URL`, which are not set. ' +
         'Start the servers and point the suite at them: `docker compose up -d`, then ' +
-        '`CHAOS_BACKEND=external TOXIPROXY_URL=http://127.0.0.1:8474 REDIS_URL=redis://127.0.0.1:6379 npm run chaos`.',
+        '`CHAOS_BACKEND=external TOXIPROXY_URL=http://127.0.0.1:8474 REDIS_URL=redis://127.0.0.1:6379 ' +
+        'CHAOS_REDIS_UPSTREAM=redis:6379 CHAOS_PROXY_PORTS=26379-26390 npm run chaos`.',
     );
     await expect(startExternalBackend({ REDIS_URL: 'redis://127.0.0.1:6379' }, 'test')).rejects.toThrow(
       /^The external chaos backend needs `TOXIPROXY_URL`, which is not set\. .*docker compose up -d/,

@@ -22,7 +22,8 @@ export type ExternalSettings = {
 
 const HOW_TO_RUN =
   'Start the servers and point the suite at them: `docker compose up -d`, then ' +
-  '`CHAOS_BACKEND=external TOXIPROXY_URL=http://127.0.0.1:8474 REDIS_URL=redis://127.0.0.1:6379 npm run chaos`.';
+  '`CHAOS_BACKEND=external TOXIPROXY_URL=http://127.0.0.1:8474 REDIS_URL=redis://127.0.0.1:6379 ' +
+  'CHAOS_REDIS_UPSTREAM=redis:6379 CHAOS_PROXY_PORTS=26379-26390 npm run chaos`.';
 
 /**
  * Reads `TOXIPROXY_URL` and `REDIS_URL` (both required), `CHAOS_REDIS_UPSTREAM`,
