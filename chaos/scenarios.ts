@@ -29,8 +29,8 @@ function setEnabled(context: ScenarioContext, enabled: boolean): Promise<unknown
 const fraction = (r: ScenarioResult, reason: string): number =>
   (r.metrics.byReason[reason as keyof typeof r.metrics.byReason] ?? 0) / Math.max(r.metrics.decisions, 1);
 
-function opensAndCloses(r: ScenarioResult): Check[] {
-  return [
+function opensAndCloses(r: ScenarioResult, fast = true): Check[] {
+  const checks: Check[] = [
     {
       name: 'the breaker opened during the fault',
       pass: r.metrics.timeToOpenMs !== undefined && r.metrics.timeToOpenMs < 1000,
@@ -41,12 +41,15 @@ function opensAndCloses(r: ScenarioResult): Check[] {
       pass: r.metrics.timeToCloseMs !== undefined && r.metrics.timeToCloseMs < 2000,
       detail: `time to close ${r.metrics.timeToCloseMs ?? 'never'} ms`,
     },
-    {
+  ];
+  if (fast) {
+    checks.push({
       name: 'calls during the fault were answered fast (p99 < 10 ms)',
       pass: r.metrics.faultLatency.p99 < 10,
       detail: `p99 ${r.metrics.faultLatency.p99.toFixed(2)} ms`,
-    },
-  ];
+    });
+  }
+  return checks;
 }
 
 function staysClosed(r: ScenarioResult): Check[] {
@@ -118,7 +121,7 @@ export const scenarios: readonly ScenarioSpec[] = [
     title: 'Truncated replies (limit_data 20 bytes)',
     faults: [toxic('truncate', 'limit_data', { bytes: 20 })],
     maxExcess: 0,
-    checks: (r) => opensAndCloses(r).slice(1),
+    checks: (r) => opensAndCloses(r).filter((c) => !c.name.startsWith('the breaker opened')),
   },
   {
     name: 'slicer',
@@ -132,7 +135,10 @@ export const scenarios: readonly ScenarioSpec[] = [
     title: 'Low bandwidth (1 KB/s)',
     faults: [toxic('bandwidth', 'bandwidth', { rate: 1 })],
     maxExcess: 0,
-    checks: opensAndCloses,
+    // A Redis that answers slowly but steadily is not silent, so the slow-call gate does not divert:
+    // calls wait for the deadline until the error rate opens the breaker, and each half-open trial
+    // waits it too. Bounded by the deadline (the common check), not under 10 ms.
+    checks: (r) => opensAndCloses(r, false),
   },
   {
     name: 'flapping',
@@ -154,7 +160,7 @@ export const scenarios: readonly ScenarioSpec[] = [
       },
     ],
     maxExcess: 0,
-    checks: (r) => opensAndCloses(r).slice(1),
+    checks: (r) => opensAndCloses(r).filter((c) => !c.name.startsWith('the breaker opened')),
   },
   {
     name: 'frozen',
@@ -182,7 +188,7 @@ export const scenarios: readonly ScenarioSpec[] = [
       },
     ],
     maxExcess: 0,
-    checks: (r) => opensAndCloses(r).slice(1),
+    checks: (r) => opensAndCloses(r).filter((c) => !c.name.startsWith('the breaker opened')),
   },
   {
     name: 'pause-writes',

@@ -128,6 +128,7 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
   #unsettled = 0;
   #whenSettled: (() => void) | undefined;
   #latencyMs = 1;
+  #fastestMs = Number.POSITIVE_INFINITY;
   /** When the last Redis call settled (performance.now). */
   #lastReplyAt = 0;
   #turnStartedAt: number | undefined;
@@ -352,7 +353,11 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
       });
       const latency = performance.now() - sentAt;
       this.#latencyMs += (latency - this.#latencyMs) * 0.05;
-      if (this.#options.clock === undefined) {
+      // The clock offset is read from fast round trips only (as NTP does): a slow reply says little
+      // about when Redis ran the call. The fastest round trip seen drifts up slowly so it can follow
+      // a network that became slower for good.
+      this.#fastestMs = Math.min(latency, this.#fastestMs + 0.01);
+      if (this.#options.clock === undefined && latency <= 2 * this.#fastestMs + 1) {
         const sample = decision.nowMs - (now + this.#now()) / 2;
         this.#offsetMs = this.#offsetMs === undefined ? sample : this.#offsetMs + (sample - this.#offsetMs) * 0.1;
       }
