@@ -333,7 +333,7 @@ describe('renderSvg', () => {
     expect(count(svg, 'class="source source-fail-open"')).toBe(1);
     expect(svg).not.toContain('source-local');
     expect(count(svg, 'class="admitted"')).toBe(1);
-    expect(svg).toContain('>limit 50/s</text>');
+    expect(svg).toContain('>limit 200/s (4 keys)</text>');
   });
 
   it('draws a rect per breaker state segment, closed before the first change', () => {

@@ -263,7 +263,8 @@ export function renderSvg(result: ScenarioResult): string {
   const endMs = timelineEndMs(result);
   const x = (ms: number): number => PLOT_LEFT + (Math.min(Math.max(ms, 0), endMs) / endMs) * (PLOT_RIGHT - PLOT_LEFT);
   const perSecond = 1000 / result.bucketMs;
-  const limitPerSecond = (result.limit * 1000) / result.windowMs;
+  // The limit applies per key: across the scenario's keys, `keys` times as many calls may pass.
+  const limitPerSecond = (result.limit * result.keys * 1000) / result.windowMs;
   const runs = bucketRuns(result);
 
   let peak = limitPerSecond;
@@ -396,7 +397,7 @@ export function renderSvg(result: ScenarioResult): string {
     const d = runs.map((run) => stepLine(run, run.map((b) => b.admitted * perSecond), result.bucketMs, x, y));
     if (d.length > 0) out.push(`<path class="admitted" fill="none" stroke="${INK}" stroke-width="1.8" stroke-linejoin="round" d="${d.join(' ')}"/>`);
     const ly = px(y(limitPerSecond));
-    const limitText = `limit ${tickLabel(limitPerSecond, limitPerSecond % 1 === 0 ? 1 : 0.1)}/s`;
+    const limitText = `limit ${tickLabel(limitPerSecond, limitPerSecond % 1 === 0 ? 1 : 0.1)}/s (${result.keys} keys)`;
     out.push(
       `<line class="limit" x1="${PLOT_LEFT}" y1="${ly}" x2="${PLOT_RIGHT}" y2="${ly}" stroke="${LIMIT}" stroke-width="1.6" stroke-dasharray="6 4"/>`,
       `<text class="limit-label" x="${PLOT_RIGHT - 4}" y="${px(y(limitPerSecond) - 5)}" text-anchor="end" fill="${LIMIT}" ` +
