@@ -1,27 +1,29 @@
 --[[
-resilimit: exact sliding-window log, decided atomically.
+resilimit: exact sliding-window log, decided atomically, for one call or a batch of calls.
 
-KEYS[1]  the window's sorted set. The caller builds it as `<prefix>{<escaped user key>}`, so every
-         key a later script touches for the same user key can share its hash tag (Redis Cluster).
-ARGV[1]  limit     permits allowed in any window, integer >= 1
-ARGV[2]  windowMs  window length in milliseconds, integer >= 1
-ARGV[3]  cost      permits this call takes, integer 0..limit; 0 = peek (read only, writes nothing)
-ARGV[4]  id        this call's unique id (string, ignored for a peek). A call re-sent with an id
-                   that is still in the window is not counted again.
-ARGV[5]  nowMs     the caller's clock in milliseconds since the epoch, or "" to use Redis's TIME
-ARGV[6]  notAfterMs  optional staleness guard, ms since the epoch on the same clock as nowMs, or "":
-                   a call that runs after it (a client gave up on it: its deadline passed while Redis
-                   was frozen or busy) changes nothing and replies stale
+KEYS[1..n]  one sorted set per call, in call order (a key may repeat: calls are decided in order).
+            The caller builds each as `<prefix>{<escaped user key>}`, so every key a script touches
+            for one user key shares its hash tag (Redis Cluster); a batch holds keys of one slot.
+ARGV[1]  limit       permits allowed in any window, integer >= 1
+ARGV[2]  windowMs    window length in milliseconds, integer >= 1
+ARGV[3]  nowMs       the caller's clock in milliseconds since the epoch, or "" to use Redis's TIME
+ARGV[4]  notAfterMs  staleness guard, ms since the epoch on the same clock as nowMs, or "": a batch
+                     that runs after it (its caller gave up: the deadline passed while Redis was
+                     frozen or busy) changes nothing and replies stale
+ARGV[5 + 2(i-1)]  cost of call i, integer 0..limit; 0 = peek (read only, writes nothing)
+ARGV[6 + 2(i-1)]  id of call i: its unique id (ignored for a peek). A call re-sent with an id that
+                  is still in the window is not counted again.
 
 Reply: an array of integers
-  [1] allowed       1 admitted (or already admitted under this id), 0 rejected
-  [2] remaining     permits left in the window after this call (>= 0)
-  [3] retryAfterMs  0 when allowed; otherwise the exact wait until enough permits leave the window
+  [1] nowMs   the time the calls were decided at
+  [2] stale   1 when notAfterMs had passed: nothing was read or written, and no call follows
+  then five per call, in call order:
+      allowed       1 admitted (or already admitted under this id), 0 rejected
+      remaining     permits left in the window after this call (>= 0)
+      retryAfterMs  0 when allowed; otherwise the exact wait until enough permits leave the window
                     for this cost
-  [4] resetAtMs     when the window will hold no permits (nowMs when it holds none already)
-  [5] nowMs         the time the decision was made at
-  [6] duplicate     1 when the id was already in the window (nothing was added)
-  [7] stale         1 when notAfterMs had passed: nothing was read or written, [1]..[4] are 0
+      resetAtMs     when the window will hold no permits (nowMs when it holds none already)
+      duplicate     1 when the id was already in the window (nothing was added)
 
 Data model (one sorted set per user key):
   - every admitted call is one member, scored with its admission time in ms;
@@ -34,13 +36,10 @@ A call is in the window at instant t while t < admittedAt + windowMs. Members ar
 calls. The key's TTL is set, in milliseconds, to the moment its newest member leaves the window.
 ]]
 
-local key = KEYS[1]
 local limit = tonumber(ARGV[1])
 local window = tonumber(ARGV[2])
-local cost = tonumber(ARGV[3])
-local id = ARGV[4]
-local now = tonumber(ARGV[5])
-local notAfter = tonumber(ARGV[6])
+local now = tonumber(ARGV[3])
+local notAfter = tonumber(ARGV[4])
 
 if not limit or limit < 1 or limit % 1 ~= 0 then
   return redis.error_reply('ERR resilimit: limit must be a positive integer')
@@ -48,11 +47,8 @@ end
 if not window or window < 1 or window % 1 ~= 0 then
   return redis.error_reply('ERR resilimit: windowMs must be a positive integer')
 end
-if not cost or cost < 0 or cost > limit or cost % 1 ~= 0 then
-  return redis.error_reply('ERR resilimit: cost must be an integer between 0 and limit')
-end
-if cost > 0 and (not id or id == '') then
-  return redis.error_reply('ERR resilimit: id must not be empty')
+if #ARGV ~= 4 + 2 * #KEYS then
+  return redis.error_reply('ERR resilimit: expected a cost and an id per key')
 end
 if not now then
   local t = redis.call('TIME')
@@ -61,7 +57,7 @@ elseif now < 1 or now % 1 ~= 0 then
   return redis.error_reply('ERR resilimit: nowMs must be a positive integer')
 end
 if notAfter and now > notAfter then
-  return { 0, 0, 0, 0, now, 0, 1 }
+  return { now, 1 }
 end
 
 local cutoff = now - window
@@ -76,87 +72,113 @@ local function extraOf(member)
   return (tonumber(string.sub(member, 1, star - 1)) or 1) - 1
 end
 
-local extra = 0
-local stored = redis.call('ZSCORE', key, '*')
-if stored then extra = -tonumber(stored) end
-local storedExtra = extra
+-- Decides one call; appends its five reply values to `reply`.
+local function decide(key, cost, id, reply)
+  local extra = 0
+  local stored = redis.call('ZSCORE', key, '*')
+  if stored then extra = -tonumber(stored) end
+  local storedExtra = extra
 
--- Drop the extra of members that have left the window.
-if extra > 0 then
-  local gone = redis.call('ZRANGEBYSCORE', key, 0, cutoff)
-  for i = 1, #gone do extra = extra - extraOf(gone[i]) end
-end
-
-local member
-if cost > 0 then
-  redis.call('ZREMRANGEBYSCORE', key, 0, cutoff)
-  if cost == 1 and not string.find(id, '*', 1, true) then
-    member = id
-  else
-    member = cost .. '*' .. id
+  -- Drop the extra of members that have left the window.
+  if extra > 0 then
+    local gone = redis.call('ZRANGEBYSCORE', key, 0, cutoff)
+    for i = 1, #gone do extra = extra - extraOf(gone[i]) end
   end
-end
 
-local used = redis.call('ZCOUNT', key, lower, '+inf') + extra
-local allowed = 0
-local duplicate = 0
-local retryAfter = 0
-
-if cost > 0 then
-  local seen = redis.call('ZSCORE', key, member)
-  if seen then
-    allowed = 1
-    duplicate = 1
-  elseif used + cost <= limit then
-    allowed = 1
-    redis.call('ZADD', key, now, member)
-    used = used + cost
-    extra = extra + cost - 1
-  end
-  if extra ~= storedExtra then
-    if extra > 0 then
-      redis.call('ZADD', key, -extra, '*')
+  local member
+  if cost > 0 then
+    redis.call('ZREMRANGEBYSCORE', key, 0, cutoff)
+    if cost == 1 and not string.find(id, '*', 1, true) then
+      member = id
     else
-      redis.call('ZREM', key, '*')
+      member = cost .. '*' .. id
     end
   end
-end
 
-if allowed == 0 then
-  -- Permits that must leave the window before this call fits (a peek asks about cost 1).
-  local need = used + math.max(cost, 1) - limit
-  if need > 0 then
-    if extra == 0 then
-      local nth = redis.call('ZRANGEBYSCORE', key, lower, '+inf', 'WITHSCORES', 'LIMIT', need - 1, 1)
-      retryAfter = tonumber(nth[2]) + window - now
-    else
-      local oldest = redis.call('ZRANGEBYSCORE', key, lower, '+inf', 'WITHSCORES', 'LIMIT', 0, need)
-      local freed = 0
-      for i = 1, #oldest, 2 do
-        freed = freed + 1 + extraOf(oldest[i])
-        if freed >= need then
-          retryAfter = tonumber(oldest[i + 1]) + window - now
-          break
-        end
+  local used = redis.call('ZCOUNT', key, lower, '+inf') + extra
+  local allowed = 0
+  local duplicate = 0
+  local retryAfter = 0
+
+  if cost > 0 then
+    local seen = redis.call('ZSCORE', key, member)
+    if seen then
+      allowed = 1
+      duplicate = 1
+    elseif used + cost <= limit then
+      allowed = 1
+      redis.call('ZADD', key, now, member)
+      used = used + cost
+      extra = extra + cost - 1
+    end
+    if extra ~= storedExtra then
+      if extra > 0 then
+        redis.call('ZADD', key, -extra, '*')
+      else
+        redis.call('ZREM', key, '*')
       end
     end
   end
-  if cost == 0 and need <= 0 then allowed = 1 end
+
+  if allowed == 0 then
+    -- Permits that must leave the window before this call fits (a peek asks about cost 1).
+    local need = used + math.max(cost, 1) - limit
+    if need > 0 then
+      if extra == 0 then
+        local nth = redis.call('ZRANGEBYSCORE', key, lower, '+inf', 'WITHSCORES', 'LIMIT', need - 1, 1)
+        retryAfter = tonumber(nth[2]) + window - now
+      else
+        local oldest = redis.call('ZRANGEBYSCORE', key, lower, '+inf', 'WITHSCORES', 'LIMIT', 0, need)
+        local freed = 0
+        for i = 1, #oldest, 2 do
+          freed = freed + 1 + extraOf(oldest[i])
+          if freed >= need then
+            retryAfter = tonumber(oldest[i + 1]) + window - now
+            break
+          end
+        end
+      end
+    end
+    if cost == 0 and need <= 0 then allowed = 1 end
+  end
+
+  local resetAt = now
+  local newest = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
+  if newest[2] and tonumber(newest[2]) > floor then
+    resetAt = tonumber(newest[2]) + window
+  end
+
+  if cost > 0 then
+    if resetAt > now then
+      redis.call('PEXPIRE', key, resetAt - now)
+    elseif redis.call('EXISTS', key) == 1 then
+      -- Nothing left in the window: the key carries no information.
+      redis.call('DEL', key)
+    end
+  end
+
+  local n = #reply
+  reply[n + 1] = allowed
+  reply[n + 2] = math.max(limit - used, 0)
+  reply[n + 3] = retryAfter
+  reply[n + 4] = resetAt
+  reply[n + 5] = duplicate
 end
 
-local resetAt = now
-local newest = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
-if newest[2] and tonumber(newest[2]) > floor then
-  resetAt = tonumber(newest[2]) + window
-end
-
-if cost > 0 then
-  if resetAt > now then
-    redis.call('PEXPIRE', key, resetAt - now)
-  elseif redis.call('EXISTS', key) == 1 then
-    -- Nothing left in the window: the key carries no information.
-    redis.call('DEL', key)
+-- Check every call before deciding any, so that a bad argument changes nothing.
+for i = 1, #KEYS do
+  local cost = tonumber(ARGV[3 + 2 * i])
+  local id = ARGV[4 + 2 * i]
+  if not cost or cost < 0 or cost > limit or cost % 1 ~= 0 then
+    return redis.error_reply('ERR resilimit: cost must be an integer between 0 and limit')
+  end
+  if cost > 0 and id == '' then
+    return redis.error_reply('ERR resilimit: id must not be empty')
   end
 end
 
-return { allowed, math.max(limit - used, 0), retryAfter, resetAt, now, duplicate, 0 }
+local reply = { now, 0 }
+for i = 1, #KEYS do
+  decide(KEYS[i], tonumber(ARGV[3 + 2 * i]), ARGV[4 + 2 * i], reply)
+end
+return reply

@@ -1,6 +1,6 @@
 import { ErrorCode, ResilimitError } from './errors.js';
 import { redisCallError } from './failures.js';
-import { configure, decide } from './internal.js';
+import { configure, decide, decideBatch } from './internal.js';
 import { checkCost, checkId, checkKey } from './input.js';
 import {
   resolveRedisWindowOptions,
@@ -88,21 +88,33 @@ export class RedisWindow implements RateWindow {
    * @internal
    */
   async [decide](key: string, cost: number, id: string, notAfterMs?: number): Promise<RedisDecision> {
+    return (await this[decideBatch]([{ key, cost, id }], notAfterMs))[0] as RedisDecision;
+  }
+
+  /**
+   * Decides several calls in one script call, in order (on a Cluster, their keys must share a slot).
+   * @internal
+   */
+  async [decideBatch](calls: readonly BatchCall[], notAfterMs?: number): Promise<RedisDecision[]> {
     const { redis, prefix, limit, windowMs, now } = this.#options;
+    const keys: string[] = [];
+    const args: (string | number)[] = [
+      limit,
+      windowMs,
+      now === undefined ? '' : Math.floor(now()),
+      notAfterMs === undefined ? '' : Math.ceil(notAfterMs),
+    ];
+    for (const call of calls) {
+      keys.push(redisKey(prefix, call.key));
+      args.push(call.cost, call.id);
+    }
     let reply: unknown;
     try {
-      reply = await runScript(redis, slidingWindow, [redisKey(prefix, key)], [
-        limit,
-        windowMs,
-        cost,
-        id,
-        now === undefined ? '' : Math.floor(now()),
-        notAfterMs === undefined ? '' : Math.ceil(notAfterMs),
-      ]);
+      reply = await runScript(redis, slidingWindow, keys, args);
     } catch (error) {
       throw redisCallError(error);
     }
-    return toDecision(reply, limit);
+    return toDecisions(reply, calls.length, limit);
   }
 
   /** Changes the limit and window for the calls that follow. @internal */
@@ -111,23 +123,34 @@ export class RedisWindow implements RateWindow {
   }
 }
 
-/** Reads the script's reply: [allowed, remaining, retryAfterMs, resetAtMs, nowMs, duplicate, stale]. */
-function toDecision(reply: unknown, limit: number): RedisDecision {
-  if (!Array.isArray(reply) || reply.length !== 7 || !reply.every((n) => typeof n === 'number')) {
+/** One call of a batch: checked arguments. */
+export type BatchCall = { readonly key: string; readonly cost: number; readonly id: string };
+
+/** Reads the script's reply: [nowMs, stale, then allowed, remaining, retryAfterMs, resetAtMs, duplicate per call]. */
+function toDecisions(reply: unknown, count: number, limit: number): RedisDecision[] {
+  if (!Array.isArray(reply) || reply.length < 2 || !reply.every((n) => typeof n === 'number')) {
     throw new ResilimitError(ErrorCode.REDIS_REPLY, `Unexpected reply from the sliding-window script: ${JSON.stringify(reply)}`);
   }
-  const [allowed, remaining, retryAfterMs, resetAtMs, nowMs, duplicate, stale] = reply as number[];
-  if (stale === 1) {
+  const values = reply as number[];
+  if (values[1] === 1) {
     throw new ResilimitError(ErrorCode.REDIS_UNAVAILABLE, 'Redis ran the call after its deadline; it changed nothing');
   }
-  return {
-    allowed: allowed === 1,
-    limit,
-    remaining: remaining as number,
-    retryAfterMs: retryAfterMs as number,
-    resetAtMs: resetAtMs as number,
-    source: 'redis',
-    nowMs: nowMs as number,
-    duplicate: duplicate === 1,
-  };
+  if (values.length !== 2 + 5 * count) {
+    throw new ResilimitError(ErrorCode.REDIS_REPLY, `Unexpected reply from the sliding-window script: ${JSON.stringify(reply)}`);
+  }
+  const nowMs = values[0] as number;
+  const decisions: RedisDecision[] = [];
+  for (let i = 2; i < values.length; i += 5) {
+    decisions.push({
+      allowed: values[i] === 1,
+      limit,
+      remaining: values[i + 1] as number,
+      retryAfterMs: values[i + 2] as number,
+      resetAtMs: values[i + 3] as number,
+      source: 'redis',
+      nowMs,
+      duplicate: values[i + 4] === 1,
+    });
+  }
+  return decisions;
 }

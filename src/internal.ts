@@ -4,3 +4,4 @@
  */
 export const decide = Symbol('resilimit.decide');
 export const configure = Symbol('resilimit.configure');
+export const decideBatch = Symbol('resilimit.decideBatch');
