@@ -6,7 +6,7 @@ import { DenyCache } from './DenyCache.js';
 import { ErrorCode, invalidOption, isResilimitError, ResilimitError } from './errors.js';
 import { checkCost, checkId, checkKey } from './input.js';
 import { InstanceCounter } from './InstanceCounter.js';
-import { configure, decide } from './internal.js';
+import { configure, decide, decideBatch } from './internal.js';
 import { LocalWindow } from './LocalWindow.js';
 import {
   integer,
@@ -21,7 +21,8 @@ import { Reconciler, type ReconcileResult } from './Reconciler.js';
 import { redisKey } from './redisKey.js';
 import { redisCallError } from './failures.js';
 import { warnIfUnsafe } from './redisClient.js';
-import { RedisWindow } from './RedisWindow.js';
+import { RedisWindow, type BatchCall, type RedisDecision } from './RedisWindow.js';
+import calculateSlot from 'cluster-key-slot';
 import { loadScript, runScript } from './script.js';
 import type { Decision, DecisionReason, DecisionSource, LimitOptions } from './types.js';
 
@@ -91,6 +92,26 @@ const REASONS: readonly DecisionReason[] = [
 
 const NOT_READY = new ResilimitError(ErrorCode.REDIS_UNAVAILABLE, 'The Redis client is not ready');
 
+/** The most calls one coalesced script call carries. */
+const MAX_BATCH = 256;
+
+type QueuedCall = BatchCall & {
+  now: number;
+  resolve: (decision: RedisDecision) => void;
+  reject: (error: unknown) => void;
+};
+
+function bySlot(calls: readonly QueuedCall[], prefix: string): QueuedCall[][] {
+  const groups = new Map<number, QueuedCall[]>();
+  for (const call of calls) {
+    const slot = calculateSlot(redisKey(prefix, call.key));
+    const group = groups.get(slot);
+    if (group === undefined) groups.set(slot, [call]);
+    else group.push(call);
+  }
+  return [...groups.values()];
+}
+
 /**
  * A rate limiter for request paths: an exact sliding window in Redis behind a circuit breaker, with a
  * warm local window that answers while Redis cannot, and reconciliation once it can again.
@@ -125,6 +146,7 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
   // Outstanding Redis calls: start times (performance.now) in call order, so the first is the oldest.
   readonly #outstanding = new Map<number, number>();
   #sequence = 0;
+  #queued: QueuedCall[] = [];
   #unsettled = 0;
   #whenSettled: (() => void) | undefined;
   #latencyMs = 1;
@@ -328,39 +350,11 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
   };
 
   async #fromRedis(key: string, cost: number, id: string, now: number): Promise<LimiterDecision> {
-    // Without an injected clock the script uses Redis's TIME; the guard is on that clock, a little
-    // inside the deadline to allow for whole milliseconds and the offset's error.
-    const { timeoutMs } = this.#options.breaker;
-    const notAfter =
-      this.#options.clock === undefined && this.#offsetMs !== undefined
-        ? now + this.#offsetMs + Math.max(timeoutMs - 2, timeoutMs / 2)
-        : undefined;
-    let sentAt = 0;
     this.#unsettled += 1;
     try {
-      const decision = await this.#breaker.fire(() => {
-        if (this.#options.redis.status !== 'ready') return Promise.reject(NOT_READY);
-        const sequence = ++this.#sequence;
-        sentAt = performance.now();
-        this.#outstanding.set(sequence, sentAt);
-        const done = (): void => {
-          this.#outstanding.delete(sequence);
-          this.#lastReplyAt = performance.now();
-        };
-        const call = this.#redis[decide](key, cost, id, notAfter);
-        call.then(done, done);
-        return call;
-      });
-      const latency = performance.now() - sentAt;
-      this.#latencyMs += (latency - this.#latencyMs) * 0.05;
-      // The clock offset is read from fast round trips only (as NTP does): a slow reply says little
-      // about when Redis ran the call. The fastest round trip seen drifts up slowly so it can follow
-      // a network that became slower for good.
-      this.#fastestMs = Math.min(latency, this.#fastestMs + 0.01);
-      if (this.#options.clock === undefined && latency <= 2 * this.#fastestMs + 1) {
-        const sample = decision.nowMs - (now + this.#now()) / 2;
-        this.#offsetMs = this.#offsetMs === undefined ? sample : this.#offsetMs + (sample - this.#offsetMs) * 0.1;
-      }
+      const decision = this.#options.coalesce
+        ? await this.#enqueue(key, cost, id, now)
+        : ((await this.#send([{ key, cost, id }], now))[0] as RedisDecision);
       if (decision.allowed) {
         // Warm standby: the local window holds this instance's recent traffic when it takes over,
         // at the time Redis admitted it (on the local clock), with its id for re-seeding.
@@ -385,6 +379,76 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
       if (this.#unsettled === 0) this.#whenSettled?.();
     }
   }
+
+  /**
+   * One Redis call inside the breaker, for one call or a batch, tracked while outstanding. `now` is
+   * the local time of the oldest call: the staleness guard counts its deadline from there.
+   */
+  async #send(calls: readonly BatchCall[], now: number): Promise<RedisDecision[]> {
+    // Without an injected clock the script uses Redis's TIME; the guard is on that clock, a little
+    // inside the deadline to allow for whole milliseconds and the offset's error.
+    const { timeoutMs } = this.#options.breaker;
+    const notAfter =
+      this.#options.clock === undefined && this.#offsetMs !== undefined
+        ? now + this.#offsetMs + Math.max(timeoutMs - 2, timeoutMs / 2)
+        : undefined;
+    let sentAt = 0;
+    let sentNow = 0;
+    const decisions = await this.#breaker.fire(() => {
+      if (this.#options.redis.status !== 'ready') return Promise.reject(NOT_READY);
+      const sequence = ++this.#sequence;
+      sentAt = performance.now();
+      sentNow = this.#now();
+      this.#outstanding.set(sequence, sentAt);
+      const done = (): void => {
+        this.#outstanding.delete(sequence);
+        this.#lastReplyAt = performance.now();
+      };
+      const call = this.#redis[decideBatch](calls, notAfter);
+      call.then(done, done);
+      return call;
+    });
+    const latency = performance.now() - sentAt;
+    this.#latencyMs += (latency - this.#latencyMs) * 0.05;
+    // The clock offset is read from fast round trips only (as NTP does): a slow reply says little
+    // about when Redis ran the call. The fastest round trip seen drifts up slowly so it can follow
+    // a network that became slower for good.
+    this.#fastestMs = Math.min(latency, this.#fastestMs + 0.01);
+    const first = decisions[0];
+    if (this.#options.clock === undefined && first !== undefined && latency <= 2 * this.#fastestMs + 1) {
+      const sample = first.nowMs - (sentNow + this.#now()) / 2;
+      this.#offsetMs = this.#offsetMs === undefined ? sample : this.#offsetMs + (sample - this.#offsetMs) * 0.1;
+    }
+    return decisions;
+  }
+
+  /** Queues a call for the batch of this turn (`coalesce: true`); the batch leaves on the next tick. */
+  #enqueue(key: string, cost: number, id: string, now: number): Promise<RedisDecision> {
+    return new Promise<RedisDecision>((resolve, reject) => {
+      this.#queued.push({ key, cost, id, now, resolve, reject });
+      if (this.#queued.length === 1) process.nextTick(this.#flush);
+    });
+  }
+
+  /**
+   * Sends the calls queued this turn: one script call per hash slot on a Cluster (a script's keys
+   * must share one), one in all on a single Redis, at most 256 calls each.
+   */
+  readonly #flush = (): void => {
+    const queued = this.#queued;
+    this.#queued = [];
+    const { redis, prefix } = this.#options;
+    const groups = (redis as { isCluster?: boolean }).isCluster === true ? bySlot(queued, prefix) : [queued];
+    for (const group of groups) {
+      for (let i = 0; i < group.length; i += MAX_BATCH) {
+        const chunk = group.slice(i, i + MAX_BATCH);
+        this.#send(chunk, (chunk[0] as QueuedCall).now).then(
+          (decisions) => chunk.forEach((call, j) => call.resolve(decisions[j] as RedisDecision)),
+          (error: unknown) => chunk.forEach((call) => call.reject(error)),
+        );
+      }
+    }
+  };
 
   #reasonFor(error: unknown): DecisionReason {
     if (isOpenRejection(error)) return 'breaker-open';

@@ -226,6 +226,12 @@ export type ResilientLimiterOptions = WindowOptions & {
   /** The most locally admitted calls kept for reconciliation; the oldest are dropped past it. @default 100000 */
   maxPending?: number;
   /**
+   * Coalesce the calls made in one event-loop turn into one script call (per hash slot on a Cluster):
+   * fewer round trips and commands under load, one tick of added latency.
+   * @default false
+   */
+  coalesce?: boolean;
+  /**
    * Write the calls the local window admitted during an outage into Redis once it answers again.
    * Turning it off lets the window after recovery grant a full limit on top of them.
    * @default true
@@ -252,6 +258,7 @@ export type ResolvedLimiterOptions = Readonly<{
   heartbeatMs: number;
   maxPending: number;
   reconcile: boolean;
+  coalesce: boolean;
 }>;
 
 function optionalInteger(name: string, value: unknown, min: number, max: number, fallback: number): number {
@@ -334,5 +341,6 @@ export function resolveLimiterOptions(raw: unknown): ResolvedLimiterOptions {
     heartbeatMs: optionalInteger('heartbeatMs', options['heartbeatMs'], 100, 60_000, 1000),
     maxPending: optionalInteger('maxPending', options['maxPending'], 1, 10_000_000, 100_000),
     reconcile: optionalBoolean('reconcile', options['reconcile'], true),
+    coalesce: optionalBoolean('coalesce', options['coalesce'], false),
   });
 }

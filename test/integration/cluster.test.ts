@@ -50,4 +50,24 @@ describe('on a Redis Cluster of three masters', () => {
       await l.close();
     }
   });
+
+  it('coalesces a turn of calls into one script call per hash slot', async () => {
+    const l = new ResilientLimiter({
+      redis,
+      prefix: `t:${randomUUID()}:`,
+      limit: 3,
+      windowMs: 60_000,
+      coalesce: true,
+      local: { instances: 1 },
+      breaker: { timeoutMs: 2000 },
+    });
+    try {
+      const keys = Array.from({ length: 12 }, (_, i) => `key${i}`);
+      const decisions = await Promise.all(keys.flatMap((k) => Array.from({ length: 5 }, () => l.limit(k))));
+      expect(decisions.every((d) => d.source === 'redis')).toBe(true);
+      expect(decisions.filter((d) => d.allowed)).toHaveLength(12 * 3);
+    } finally {
+      await l.close();
+    }
+  });
 });
