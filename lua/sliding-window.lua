@@ -95,21 +95,29 @@ local function decide(key, cost, id, reply)
     end
   end
 
-  local used = redis.call('ZCOUNT', key, lower, '+inf') + extra
+  local used
+  if cost > 0 then
+    -- Only members in the window are left, and the "*" member if it exists.
+    used = redis.call('ZCARD', key) - (stored and 1 or 0) + extra
+  else
+    used = redis.call('ZCOUNT', key, lower, '+inf') + extra
+  end
   local allowed = 0
   local duplicate = 0
   local retryAfter = 0
 
   if cost > 0 then
-    local seen = redis.call('ZSCORE', key, member)
-    if seen then
+    if used + cost <= limit then
+      allowed = 1
+      if redis.call('ZADD', key, 'NX', now, member) == 1 then
+        used = used + cost
+        extra = extra + cost - 1
+      else
+        duplicate = 1 -- a re-sent call already in the window: admitted, not counted again
+      end
+    elseif redis.call('ZSCORE', key, member) then
       allowed = 1
       duplicate = 1
-    elseif used + cost <= limit then
-      allowed = 1
-      redis.call('ZADD', key, now, member)
-      used = used + cost
-      extra = extra + cost - 1
     end
     if extra ~= storedExtra then
       if extra > 0 then

@@ -17,7 +17,10 @@ class Log {
   times: number[] = [];
   /** Absent while every cost is 1. */
   costs: number[] | undefined;
-  /** Absent until a call brings its own id; `idSet` holds the ids still in the log. */
+  /**
+   * Absent until a call brings an id. `idSet` holds the ids still in the log that the caller chose
+   * (a re-sent call must count once); generated ids are unique and are only kept for re-seeding.
+   */
   ids: (string | undefined)[] | undefined;
   idSet: Set<string> | undefined;
   head = 0;
@@ -46,7 +49,7 @@ class Log {
     this.head = head;
   }
 
-  add(at: number, cost: number, id: string | undefined): void {
+  add(at: number, cost: number, id: string | undefined, given = id !== undefined): void {
     const index = this.times.length;
     this.times.push(at);
     if (cost !== 1 || this.costs !== undefined) {
@@ -56,7 +59,7 @@ class Log {
     if (id !== undefined || this.ids !== undefined) {
       this.ids ??= new Array<string | undefined>(index).fill(undefined);
       this.ids.push(id);
-      if (id !== undefined) (this.idSet ??= new Set()).add(id);
+      if (id !== undefined && given) (this.idSet ??= new Set()).add(id);
     }
     this.used += cost;
   }
@@ -127,7 +130,7 @@ export class LocalWindow implements RateWindow {
    * window holds the recent traffic when it has to take over. Arguments are not checked.
    * @internal
    */
-  record(key: string, at: number, cost: number, id: string): void {
+  record(key: string, at: number, cost: number, id: string, given: boolean): void {
     let log = this.#logs.get(key);
     if (log === undefined) {
       log = new Log();
@@ -136,7 +139,7 @@ export class LocalWindow implements RateWindow {
       log.expire(this.#now() - this.#options.windowMs);
     }
     const newest = log.newest();
-    log.add(newest !== undefined && newest > at ? newest : at, cost, id);
+    log.add(newest !== undefined && newest > at ? newest : at, cost, id, given);
   }
 
   /**
@@ -155,8 +158,11 @@ export class LocalWindow implements RateWindow {
     }
   }
 
-  /** {@link limit} with checked arguments; `id` undefined means no idempotency check. @internal */
-  [decide](key: string, cost: number, id: string | undefined, now = this.#now()): Decision {
+  /**
+   * {@link limit} with checked arguments. A `given` id (the caller's) is checked for a re-sent call;
+   * a generated one is only kept. @internal
+   */
+  [decide](key: string, cost: number, id: string | undefined, now = this.#now(), given = id !== undefined): Decision {
     const { limit, windowMs } = this.#options;
     let log = this.#logs.get(key);
     if (log === undefined) {
@@ -165,13 +171,13 @@ export class LocalWindow implements RateWindow {
     } else {
       log.expire(now - windowMs);
     }
-    if (id !== undefined && log.idSet?.has(id) === true) {
+    if (given && id !== undefined && log.idSet?.has(id) === true) {
       return this.#decide(log, now, true, 1);
     }
     if (log.used + cost > limit) return this.#decide(log, now, false, cost);
     // Times never go backwards within a log: a clock stepping back keeps calls in the window longer, never shorter.
     const newest = log.newest();
-    log.add(newest !== undefined && newest > now ? newest : now, cost, id);
+    log.add(newest !== undefined && newest > now ? newest : now, cost, id, given);
     return this.#decide(log, now, true, cost);
   }
 

@@ -248,6 +248,7 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
     checkKey(key);
     const cost = checkCost(options?.cost, this.#limit);
     const id = checkId(options?.id);
+    const given = options?.id !== undefined;
     if (!this.#enabled) return this.#publish(key, cost, this.#fixed(true, 'disabled', 'disabled', this.#now()));
     const now = this.#now();
     const denial = this.#deny.check(key, cost, now);
@@ -263,8 +264,8 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
       });
     }
     const diverted = this.#gate();
-    if (diverted !== undefined) return this.#publish(key, cost, this.#fallback(key, cost, id, diverted));
-    return this.#publish(key, cost, await this.#fromRedis(key, cost, id, now));
+    if (diverted !== undefined) return this.#publish(key, cost, this.#fallback(key, cost, id, given, diverted));
+    return this.#publish(key, cost, await this.#fromRedis(key, cost, id, given, now));
   }
 
   /**
@@ -349,7 +350,7 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
     this.#turnStartedAt = undefined;
   };
 
-  async #fromRedis(key: string, cost: number, id: string, now: number): Promise<LimiterDecision> {
+  async #fromRedis(key: string, cost: number, id: string, given: boolean, now: number): Promise<LimiterDecision> {
     this.#unsettled += 1;
     try {
       const decision = this.#options.coalesce
@@ -358,7 +359,7 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
       if (decision.allowed) {
         // Warm standby: the local window holds this instance's recent traffic when it takes over,
         // at the time Redis admitted it (on the local clock), with its id for re-seeding.
-        if (!decision.duplicate) this.#local.record(key, decision.nowMs - (this.#offsetMs ?? 0), cost, id);
+        if (!decision.duplicate) this.#local.record(key, decision.nowMs - (this.#offsetMs ?? 0), cost, id, given);
       } else {
         this.#deny.deny(key, now + decision.retryAfterMs, cost, decision.remaining, decision.resetAtMs);
       }
@@ -373,7 +374,7 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
         reason: 'decided',
       };
     } catch (error) {
-      return this.#fallback(key, cost, id, this.#reasonFor(error));
+      return this.#fallback(key, cost, id, given, this.#reasonFor(error));
     } finally {
       this.#unsettled -= 1;
       if (this.#unsettled === 0) this.#whenSettled?.();
@@ -464,11 +465,11 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
   }
 
   /** The answer when Redis does not decide, by mode. */
-  #fallback(key: string, cost: number, id: string, reason: DecisionReason): LimiterDecision {
+  #fallback(key: string, cost: number, id: string, given: boolean, reason: DecisionReason): LimiterDecision {
     const now = this.#now();
     switch (this.#mode) {
       case 'local': {
-        const decision = this.#local[decide](key, cost, id, now);
+        const decision = this.#local[decide](key, cost, id, now, given);
         if (decision.allowed && this.#options.reconcile) this.#reconciler.add({ key, at: now, cost, id });
         return { ...decision, reason };
       }
