@@ -1,0 +1,115 @@
+/**
+ * The Redis-tier contenders, each behind the same small interface. `decide` resolves with an
+ * outcome label: `'allowed'` or `'denied'` when the store decided, anything else names who answered
+ * instead (`'local:slow'`, `'fail-open:timeout'`, `'error'`), so that a throughput figure can count
+ * only what each contender really decided in Redis.
+ */
+import { Ratelimit } from '@upstash/ratelimit';
+import type { Redis } from 'ioredis';
+import { RateLimiterRedis, RateLimiterRes } from 'rate-limiter-flexible';
+import type { LimiterStats } from '../../src/index.ts';
+import { waitReady } from '../../test/support/redis.ts';
+import { naiveLimit } from './naive.ts';
+import { createRedisClient, ResilientLimiter } from './resilimit.ts';
+import type { BenchServer } from './server.ts';
+import { upstashAdapter } from './upstashAdapter.ts';
+
+export type Outcome = string;
+export const STORE_OUTCOMES: readonly Outcome[] = ['allowed', 'denied'];
+
+export type Contender = {
+  readonly name: string;
+  decide(key: string): Promise<Outcome>;
+  /** resilimit only: its own counters. */
+  stats?(): LimiterStats;
+  close(): Promise<void>;
+};
+
+export type Window = { limit: number; windowMs: number };
+
+export type ContenderFactory = { readonly name: string; create(server: BenchServer, window: Window): Promise<Contender> };
+
+async function plainClient(server: BenchServer): Promise<Redis> {
+  const client = server.redis.client();
+  await waitReady(client);
+  return client;
+}
+
+function resilimitWith(name: string, extra: { coalesce?: boolean }): ContenderFactory {
+  return {
+    name,
+    async create(server, { limit, windowMs }) {
+      const redis = createRedisClient(server.redis.url);
+      await waitReady(redis);
+      const limiter = new ResilientLimiter({ redis, limit, windowMs, local: { instances: 1 }, ...extra });
+      return {
+        name,
+        decide: (key) =>
+          limiter.limit(key).then((d) => (d.source === 'redis' ? (d.allowed ? 'allowed' : 'denied') : `${d.source}:${d.reason}`)),
+        stats: () => limiter.stats(),
+        async close() {
+          await limiter.close();
+          redis.disconnect();
+        },
+      };
+    },
+  };
+}
+
+/** resilimit as documented: defaults, but a fixed instance count (no heartbeats in the way). */
+export const resilimit = resilimitWith('resilimit ResilientLimiter', {});
+
+/** With `coalesce: true`: the calls of one event-loop turn go to Redis as one script call. */
+export const resilimitCoalesced = resilimitWith('resilimit ResilientLimiter, coalesce: true', { coalesce: true });
+
+export const rateLimiterFlexible: ContenderFactory = {
+  name: 'rate-limiter-flexible RateLimiterRedis',
+  async create(server, { limit, windowMs }) {
+    const client = await plainClient(server);
+    const limiter = new RateLimiterRedis({ storeClient: client, points: limit, duration: windowMs / 1000 });
+    const denied = (error: unknown): Outcome => (error instanceof RateLimiterRes ? 'denied' : 'error');
+    return {
+      name: this.name,
+      decide: (key) => limiter.consume(key).then(() => 'allowed', denied),
+      async close() {
+        client.disconnect();
+      },
+    };
+  },
+};
+
+export const upstash: ContenderFactory = {
+  name: '@upstash/ratelimit slidingWindow',
+  async create(server, { limit, windowMs }) {
+    const client = await plainClient(server);
+    const limiter = new Ratelimit({
+      redis: upstashAdapter(client),
+      limiter: Ratelimit.slidingWindow(limit, `${windowMs / 1000} s`),
+      ephemeralCache: false,
+      analytics: false,
+    });
+    return {
+      name: this.name,
+      // Its `timeout` (5 s by default) answers success with reason 'timeout': not a Redis decision.
+      decide: (key) =>
+        limiter.limit(key).then((r) => (r.reason === undefined ? (r.success ? 'allowed' : 'denied') : `fail-open:${r.reason}`)),
+      async close() {
+        client.disconnect();
+      },
+    };
+  },
+};
+
+export const naive: ContenderFactory = {
+  name: 'naive seed-article script',
+  async create(server, { limit, windowMs }) {
+    const client = await plainClient(server);
+    return {
+      name: this.name,
+      decide: (key) => naiveLimit(client, `naive:${key}`, limit, windowMs).then((ok) => (ok ? 'allowed' : 'denied')),
+      async close() {
+        client.disconnect();
+      },
+    };
+  },
+};

@@ -1,0 +1,38 @@
+/**
+ * Lets Node run `src/` as it is. Node 24 strips types from `.ts` files, but `src/` is written for
+ * tsc: its relative imports end in `.js` (files that exist only after a build) and it uses syntax
+ * that strip-only mode refuses (a constructor parameter property in `InstanceCounter.ts`). So, for
+ * files under `src/` only: `./x.js` resolves to `./x.ts` when no `x.js` exists, and the source is
+ * compiled with Node's own `stripTypeScriptTypes(…, { mode: 'transform' })`. Benchmarks therefore
+ * measure the current source, never a stale `dist/`.
+ */
+import { existsSync, readFileSync } from 'node:fs';
+import { registerHooks, stripTypeScriptTypes } from 'node:module';
+import { fileURLToPath } from 'node:url';
+
+const srcDir = new URL('../../src/', import.meta.url).href;
+
+// stripTypeScriptTypes is experimental in Node 24 and says so once per process: keep that one
+// warning quiet, print every other warning as Node would.
+process.removeAllListeners('warning');
+process.on('warning', (warning) => {
+  if (warning.name === 'ExperimentalWarning' && warning.message.includes('stripTypeScriptTypes')) return;
+  process.stderr.write(`(node:${process.pid}) ${warning.name}: ${warning.message}\n`);
+});
+
+registerHooks({
+  resolve(specifier, context, next) {
+    if (context.parentURL?.startsWith(srcDir) === true && specifier.startsWith('.') && specifier.endsWith('.js')) {
+      const asTs = new URL(`${specifier.slice(0, -3)}.ts`, context.parentURL);
+      if (!existsSync(new URL(specifier, context.parentURL)) && existsSync(asTs)) return next(asTs.href, context);
+    }
+    return next(specifier, context);
+  },
+  load(url, context, next) {
+    if (url.startsWith(srcDir) && url.endsWith('.ts')) {
+      const code = readFileSync(fileURLToPath(url), 'utf8');
+      return { format: 'module', source: stripTypeScriptTypes(code, { mode: 'transform', sourceUrl: url }), shortCircuit: true };
+    }
+    return next(url, context);
+  },
+});
