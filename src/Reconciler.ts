@@ -1,5 +1,9 @@
-/** A call admitted by the local window while Redis could not answer. */
-export type PendingCall = { key: string; at: number; cost: number; id: string };
+/**
+ * A call admitted by the local window while Redis could not answer. A call never sent to Redis has
+ * no id until it is written (one is made then); one that was sent keeps its id, so that a late run
+ * of it in Redis and its write-back count once.
+ */
+export type PendingCall = { key: string; at: number; cost: number; id: string | undefined };
 
 /** What one reconciliation pass did. */
 export type ReconcileResult = {

@@ -4,7 +4,7 @@ import { performance } from 'node:perf_hooks';
 import { Breaker, isOpenRejection, isTimeout, type BreakerState } from './breaker.js';
 import { DenyCache } from './DenyCache.js';
 import { ErrorCode, invalidOption, isResilimitError, ResilimitError } from './errors.js';
-import { checkCost, checkId, checkKey } from './input.js';
+import { checkCost, checkId, checkKey, nextId } from './input.js';
 import { InstanceCounter } from './InstanceCounter.js';
 import { configure, decide, decideBatch } from './internal.js';
 import { LocalWindow } from './LocalWindow.js';
@@ -247,8 +247,10 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
     if (this.#closed) throw new ResilimitError(ErrorCode.CLOSED, 'limit() was called after close()');
     checkKey(key);
     const cost = checkCost(options?.cost, this.#limit);
-    const id = checkId(options?.id);
+    // An id is made only for a call that goes to Redis (where a late run must be recognisable) or
+    // when the caller gives one; a call answered locally from the start needs none.
     const given = options?.id !== undefined;
+    const id = given ? checkId(options.id) : undefined;
     if (!this.#enabled) return this.#publish(key, cost, this.#fixed(true, 'disabled', 'disabled', this.#now()));
     const now = this.#now();
     const denial = this.#deny.check(key, cost, now);
@@ -265,7 +267,7 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
     }
     const diverted = this.#gate();
     if (diverted !== undefined) return this.#publish(key, cost, this.#fallback(key, cost, id, given, diverted));
-    return this.#publish(key, cost, await this.#fromRedis(key, cost, id, given, now));
+    return this.#publish(key, cost, await this.#fromRedis(key, cost, id ?? nextId(), given, now));
   }
 
   /**
@@ -465,7 +467,7 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
   }
 
   /** The answer when Redis does not decide, by mode. */
-  #fallback(key: string, cost: number, id: string, given: boolean, reason: DecisionReason): LimiterDecision {
+  #fallback(key: string, cost: number, id: string | undefined, given: boolean, reason: DecisionReason): LimiterDecision {
     const now = this.#now();
     switch (this.#mode) {
       case 'local': {
@@ -542,7 +544,11 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
       result = await this.#reconciler.flush(this.#now() - windowMs, concurrency, (key, calls) =>
         this.#breaker.fire(async () => {
           const args: (string | number)[] = [windowMs, clock === undefined ? '' : Math.floor(clock())];
-          for (const call of calls) args.push(Math.round(call.at + offset), call.cost, call.id);
+          for (const call of calls) {
+            // Kept on the journal entry: if this batch fails after Redis ran it, the retry is a no-op.
+            call.id ??= nextId();
+            args.push(Math.round(call.at + offset), call.cost, call.id);
+          }
           try {
             return (await runScript(redis, reconcileScript, [redisKey(prefix, key)], args)) as [number, number, number];
           } catch (error) {
