@@ -139,8 +139,8 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
   #enabled = true;
   #closed = false;
   #closing: Promise<void> | undefined;
-  #seenReady = false;
   #catchingUp: Promise<void> | undefined;
+  /** The client has been ready at least once: until then calls are not sent (reason `not-ready`). */
   #everReady = false;
 
   // Outstanding Redis calls: start times (performance.now) in call order, so the first is the oldest.
@@ -175,7 +175,7 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
     this.#mode = resolved.mode;
     this.#now = resolved.clock ?? Date.now;
     warnIfUnsafe(resolved.redis);
-    this.#seenReady = resolved.redis.status === 'ready';
+    this.#everReady = resolved.redis.status === 'ready';
     resolved.redis.on('ready', this.#onReady);
     this.#redis = new RedisWindow({
       redis: resolved.redis,
@@ -279,8 +279,8 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
    * locally until that is done, so that an emptied Redis does not grant a fresh limit meanwhile.
    */
   readonly #onReady = (): void => {
-    if (!this.#seenReady) {
-      this.#seenReady = true;
+    if (!this.#everReady) {
+      this.#everReady = true;
       return;
     }
     if (this.#closed) return;
@@ -304,12 +304,7 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
     // Calls answered locally during a pass join the journal: a few more short passes take them too.
     for (let pass = 0; pass < 4 && this.#reconciler.size > 0 && !this.#closed; pass += 1) {
       const written = this.#reconciled.written + this.#reconciled.present + this.#reconciled.expired;
-      if (this.#reconciling === undefined) {
-        this.#reconciling = this.#reconcile().finally(() => {
-          this.#reconciling = undefined;
-        });
-      }
-      await this.#reconciling;
+      await this.#pass();
       const progressed = this.#reconciled.written + this.#reconciled.present + this.#reconciled.expired > written;
       if (!progressed || this.#breaker.state !== 'closed') return; // failed: the rest waits for Redis
     }
@@ -321,10 +316,7 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
     const state = this.#breaker.state;
     if (state === 'open') return 'breaker-open';
     if (state === 'half-open') return undefined; // opossum lets exactly one trial through
-    if (!this.#everReady) {
-      if (this.#options.redis.status !== 'ready') return 'not-ready';
-      this.#everReady = true;
-    }
+    if (!this.#everReady) return 'not-ready';
     // How long Redis has gone without answering, measured up to the start of this event-loop turn:
     // replies cannot be read while the current turn runs, so a burst of calls issued in one turn must
     // not look like a stall of its own making.
@@ -532,10 +524,16 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
   }
 
   #scheduleReconcile(): void {
-    if (this.#reconciling !== undefined || this.#reconciler.size === 0 || this.#closed) return;
-    this.#reconciling = this.#reconcile().finally(() => {
+    if (this.#reconciler.size === 0 || this.#closed) return;
+    void this.#pass();
+  }
+
+  /** The reconciliation pass running now, or a new one: never two at once. */
+  #pass(): Promise<void> {
+    this.#reconciling ??= this.#reconcile().finally(() => {
       this.#reconciling = undefined;
     });
+    return this.#reconciling;
   }
 
   /** Writes the locally admitted calls into Redis (same ids, original times, only those still in the window). */
