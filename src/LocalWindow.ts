@@ -160,9 +160,17 @@ export class LocalWindow implements RateWindow {
 
   /**
    * {@link limit} with checked arguments. A `given` id (the caller's) is checked for a re-sent call;
-   * a generated one is only kept. @internal
+   * a generated one is only kept. `reserved` permits count as used: calls of this key still waiting
+   * on Redis, which may be admitted there. @internal
    */
-  [decide](key: string, cost: number, id: string | undefined, now = this.#now(), given = id !== undefined): Decision {
+  [decide](
+    key: string,
+    cost: number,
+    id: string | undefined,
+    now = this.#now(),
+    given = id !== undefined,
+    reserved = 0,
+  ): Decision {
     const { limit, windowMs } = this.#options;
     let log = this.#logs.get(key);
     if (log === undefined) {
@@ -174,7 +182,7 @@ export class LocalWindow implements RateWindow {
     if (given && id !== undefined && log.idSet?.has(id) === true) {
       return this.#decide(log, now, true, 1);
     }
-    if (log.used + cost > limit) return this.#decide(log, now, false, cost);
+    if (log.used + reserved + cost > limit) return this.#decide(log, now, false, cost, reserved);
     // Times never go backwards within a log: a clock stepping back keeps calls in the window longer, never shorter.
     const newest = log.newest();
     log.add(newest !== undefined && newest > now ? newest : now, cost, id, given);
@@ -210,14 +218,14 @@ export class LocalWindow implements RateWindow {
     this.#options = Object.freeze({ ...this.#options, ...resolveWindowOptions({ ...this.#options, ...changes }) });
   }
 
-  #decide(log: Log, now: number, allowed: boolean, cost: number): Decision {
+  #decide(log: Log, now: number, allowed: boolean, cost: number, reserved = 0): Decision {
     const { limit, windowMs } = this.#options;
     const newest = log.newest();
     return {
       allowed,
       limit,
-      remaining: Math.max(limit - log.used, 0),
-      retryAfterMs: allowed ? 0 : this.#retryAfter(log, now, cost),
+      remaining: Math.max(limit - log.used - reserved, 0),
+      retryAfterMs: allowed ? 0 : this.#retryAfter(log, now, cost + reserved),
       resetAtMs: newest === undefined ? now : newest + windowMs,
       source: 'local',
     };
@@ -226,7 +234,8 @@ export class LocalWindow implements RateWindow {
   #retryAfter(log: Log, now: number, cost: number): number {
     const need = log.used + cost - this.#options.limit;
     // A cost above this window's limit (a limiter's local share can be below the global limit it
-    // was checked against) never fits: answer with the time until the window is empty, at least one window.
+    // was checked against), or permits reserved by calls still waiting on Redis, cannot be timed from
+    // the log: answer with the time until the window is empty, at least one window.
     if (need > log.used) return (log.newest() ?? now) + this.#options.windowMs - now;
     return log.freedAt(need) + this.#options.windowMs - now;
   }

@@ -146,6 +146,8 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
   // Outstanding Redis calls: start times (performance.now) in call order, so the first is the oldest.
   readonly #outstanding = new Map<number, number>();
   #sequence = 0;
+  /** Permits of calls waiting on Redis, by key (until their call settles, a deadline included). */
+  readonly #pendingByKey = new Map<string, number>();
   /** Decisions in Redis calls not yet answered (timed-out ones still running included). */
   #outstandingDecisions = 0;
   #queued: QueuedCall[] = [];
@@ -350,12 +352,22 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
 
   async #fromRedis(key: string, cost: number, id: string, given: boolean, now: number): Promise<LimiterDecision> {
     this.#unsettled += 1;
+    this.#pendingByKey.set(key, (this.#pendingByKey.get(key) ?? 0) + cost);
+    let pending = true;
+    const release = (): void => {
+      if (!pending) return;
+      pending = false;
+      const left = (this.#pendingByKey.get(key) as number) - cost;
+      if (left === 0) this.#pendingByKey.delete(key);
+      else this.#pendingByKey.set(key, left);
+    };
     try {
       // Half-open lets one Redis call through: a call alone, so that only its caller waits on the trial.
       const decision =
         this.#options.coalesce && this.#breaker.state === 'closed'
           ? await this.#enqueue(key, cost, id, now)
           : ((await this.#send([{ key, cost, id }], now))[0] as RedisDecision);
+      release();
       if (decision.allowed) {
         // Warm standby: the local window holds this instance's recent traffic when it takes over,
         // at the time Redis admitted it (on the local clock), with its id for re-seeding.
@@ -374,8 +386,10 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
         reason: 'decided',
       };
     } catch (error) {
+      release();
       return this.#fallback(key, cost, id, given, this.#reasonFor(error));
     } finally {
+      release();
       this.#unsettled -= 1;
       if (this.#unsettled === 0) this.#whenSettled?.();
     }
@@ -471,7 +485,9 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
     const now = this.#now();
     switch (this.#mode) {
       case 'local': {
-        const decision = this.#local[decide](key, cost, id, now, given);
+        // Calls of this key still waiting on Redis may be admitted there: count them as used, so
+        // that a call diverted meanwhile cannot take the same permits.
+        const decision = this.#local[decide](key, cost, id, now, given, this.#pendingByKey.get(key) ?? 0);
         if (decision.allowed && this.#options.reconcile) this.#reconciler.add({ key, at: now, cost, id });
         return { ...decision, reason };
       }

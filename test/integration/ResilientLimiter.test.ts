@@ -356,3 +356,21 @@ async function scriptCalls(): Promise<number> {
   const calls = (name: string) => Number(new RegExp(`cmdstat_${name}:calls=(\\d+)`).exec(stats)?.[1] ?? 0);
   return calls('evalsha') + calls('eval');
 }
+
+describe('calls still waiting on Redis', () => {
+  it('count as used when another call of the same key is answered locally meanwhile', async () => {
+    const l = await limiter({ limit: 1, windowMs: 60_000, slowCallMs: 5, breaker: { timeoutMs: 200 } });
+    server.freeze();
+    let first: Promise<LimiterDecision> | undefined;
+    try {
+      first = l.limit('k');
+      await sleep(20);
+      // The first call may still be admitted by Redis: the local window must not hand out its permit.
+      expect(await l.limit('k')).toMatchObject({ reason: 'slow', source: 'local', allowed: false, remaining: 0 });
+      expect(await l.limit('other')).toMatchObject({ reason: 'slow', allowed: true });
+    } finally {
+      server.thaw();
+    }
+    await first;
+  });
+});
