@@ -16,7 +16,7 @@ import {
   naive,
   rateLimiterFlexible,
   resilimit,
-  resilimitCoalesced,
+  resilimitOneByOne,
   STORE_OUTCOMES,
   upstash,
   type ContenderFactory,
@@ -33,8 +33,8 @@ const WINDOW = { limit: 100, windowMs: 60_000 };
 const ROUNDS = 3;
 const WARMUP_MS = scaled(500);
 const MEASURE_MS = scaled(1_000);
-const CONTENDERS: readonly ContenderFactory[] = [resilimit, resilimitCoalesced, rateLimiterFlexible, upstash, naive];
-const RESILIMITS: readonly ContenderFactory[] = [resilimit, resilimitCoalesced];
+const CONTENDERS: readonly ContenderFactory[] = [resilimit, resilimitOneByOne, rateLimiterFlexible, upstash, naive];
+const RESILIMITS: readonly ContenderFactory[] = [resilimit, resilimitOneByOne];
 
 type Cell = {
   contender: string;
@@ -226,7 +226,7 @@ main(async () => {
           CONCURRENCY.map((c) => {
             const x = of(r, c);
             return [
-              r === resilimit ? 'defaults' : 'coalesce: true',
+              r === resilimit ? 'defaults' : 'coalesce: false',
               String(c),
               ratio(x.storeDecisionsPerSecond, of(rateLimiterFlexible, c).storeDecisionsPerSecond),
               ratio(x.p99, of(rateLimiterFlexible, c).p99),
@@ -259,7 +259,7 @@ main(async () => {
               .map(([reason, n]) => `${reason} ${n.toLocaleString('en-US')}`)
               .join(', ');
             return [
-              r === resilimit ? 'defaults' : 'coalesce: true',
+              r === resilimit ? 'defaults' : 'coalesce: false',
               String(c),
               x.allCalls.toLocaleString('en-US'),
               x.storeDecisions.toLocaleString('en-US'),

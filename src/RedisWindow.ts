@@ -126,12 +126,12 @@ export class RedisWindow implements RateWindow {
 /** One call of a batch: checked arguments. */
 export type BatchCall = { readonly key: string; readonly cost: number; readonly id: string };
 
-/** Reads the script's reply: [nowMs, stale, then allowed, remaining, retryAfterMs, resetAtMs, duplicate per call]. */
+/** Reads the script's reply: "nowMs,stale" then "allowed,remaining,retryAfterMs,resetAtMs,duplicate" per call. */
 function toDecisions(reply: unknown, count: number, limit: number): RedisDecision[] {
-  if (!Array.isArray(reply) || reply.length < 2 || !reply.every((n) => typeof n === 'number')) {
+  const values = typeof reply === 'string' ? reply.split(',').map(Number) : [];
+  if (values.length < 2 || !values.every(Number.isSafeInteger)) {
     throw new ResilimitError(ErrorCode.REDIS_REPLY, `Unexpected reply from the sliding-window script: ${JSON.stringify(reply)}`);
   }
-  const values = reply as number[];
   if (values[1] === 1) {
     throw new ResilimitError(ErrorCode.REDIS_UNAVAILABLE, 'Redis ran the call after its deadline; it changed nothing');
   }

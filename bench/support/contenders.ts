@@ -59,8 +59,8 @@ function resilimitWith(name: string, extra: { coalesce?: boolean }): ContenderFa
 /** resilimit as documented: defaults, but a fixed instance count (no heartbeats in the way). */
 export const resilimit = resilimitWith('resilimit ResilientLimiter', {});
 
-/** With `coalesce: true`: the calls of one event-loop turn go to Redis as one script call. */
-export const resilimitCoalesced = resilimitWith('resilimit ResilientLimiter, coalesce: true', { coalesce: true });
+/** With `coalesce: false`: one script call per decision (by default, the calls of one event-loop turn share script calls). */
+export const resilimitOneByOne = resilimitWith('resilimit ResilientLimiter, coalesce: false', { coalesce: false });
 
 export const rateLimiterFlexible: ContenderFactory = {
   name: 'rate-limiter-flexible RateLimiterRedis',

@@ -24,7 +24,7 @@ function window(options: { limit: number; windowMs: number; now?: () => number }
 }
 
 function clock(start = 1_000_000) {
-  const c = { t: start, now: () => c.t };
+  const c = { t: start, skew: 0, now: () => c.t };
   return c;
 }
 
@@ -131,6 +131,50 @@ describe('RedisWindow', () => {
           expect(await w.peek('model')).toMatchObject({ remaining: Math.max(limit - model.used(c.t), 0) });
         }
       }
+    }
+  });
+
+  it('matches the reference model when callers\' clocks disagree by a few milliseconds', async () => {
+    // Callers that pass their own clock (`now`) disagree a little: a call can be decided at a time
+    // before the newest member, which must not shorten the key's life or the reported reset.
+    for (const seed of [21, 22, 23]) {
+      const random = prng(seed);
+      const c = clock();
+      const limit = 1 + Math.floor(random() * 10);
+      const windowMs = 60 + Math.floor(random() * 200);
+      const w = window({ limit, windowMs, now: () => c.t - c.skew });
+      const model = new ReferenceWindow(limit, windowMs);
+      for (let i = 0; i < 400; i++) {
+        c.t += Math.floor(random() * random() * 30);
+        c.skew = random() < 0.5 ? Math.floor(random() * 6) : 0;
+        const now = c.t - c.skew;
+        const cost = random() < 0.2 ? 1 + Math.floor(random() * limit) : 1;
+        model.forget(now);
+        const { nowMs, duplicate, ...decision } = await w.limit('skew', { cost });
+        expect({ seed, i, ...decision }).toEqual({ seed, i, ...model.limitAt(now, cost), limit, source: 'redis' });
+        expect(nowMs).toBe(now);
+        const ttl = await redis.pttl(w.keyOf('skew'));
+        if (decision.resetAtMs > now) expect({ seed, i, ttl: ttl > decision.resetAtMs - now - 50 }).toEqual({ seed, i, ttl: true });
+      }
+    }
+  });
+
+  it("matches the reference model on Redis's own clock, fed the times Redis decided at", async () => {
+    const random = prng(31);
+    const limit = 5;
+    const windowMs = 150;
+    const w = window({ limit, windowMs });
+    const model = new ReferenceWindow(limit, windowMs);
+    const key = 'redis-time';
+    for (let i = 0; i < 250; i++) {
+      if (random() < 0.5) await sleep(Math.floor(random() * 12));
+      const cost = random() < 0.1 ? 2 : 1;
+      const { nowMs, duplicate, ...decision } = await w.limit(key, { cost });
+      model.forget(nowMs);
+      expect({ i, ...decision }).toEqual({ i, ...model.limitAt(nowMs, cost), limit, source: 'redis' });
+      const ttl = await redis.pttl(w.keyOf(key));
+      // The key lives until its window empties (less the time since the decision).
+      expect({ i, ttlOk: ttl > decision.resetAtMs - nowMs - 30 && ttl <= decision.resetAtMs - nowMs }).toEqual({ i, ttlOk: true });
     }
   });
 

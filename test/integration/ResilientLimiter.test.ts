@@ -315,7 +315,7 @@ describe('coalescing the calls of one event-loop turn (coalesce: true)', () => {
     }));
     const before = await scriptCalls();
     const decisions = await Promise.all(calls.map((call) => l.limit(call.key, { cost: call.cost })));
-    expect((await scriptCalls()) - before).toBe(2); // one batch of 256, then one of 44
+    expect((await scriptCalls()) - before).toBe(19); // 18 batches of 16, then one of 12
     const models = new Map<string, ReferenceWindow>();
     calls.forEach((call, i) => {
       const model = models.get(call.key) ?? new ReferenceWindow(10, 1000);

@@ -25,6 +25,16 @@ export class ReferenceWindow {
     return this.answer(now, allowed, cost);
   }
 
+  /**
+   * Forgets the calls that have left the window at `now`, as the script does on every call with a
+   * cost: with several callers' clocks, `now` can go back, and a forgotten call does not return.
+   */
+  forget(now: number): void {
+    for (let i = this.admitted.length - 1; i >= 0; i--) {
+      if ((this.admitted[i] as { at: number }).at <= now - this.windowMs) this.admitted.splice(i, 1);
+    }
+  }
+
   /** The largest number of permits admitted in any window (t - windowMs, t]. */
   maxInAnyWindow(): number {
     let max = 0;
