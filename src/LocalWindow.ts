@@ -1,5 +1,5 @@
 import { LRUCache } from 'lru-cache';
-import { checkCost, checkId, checkKey } from './input.js';
+import { checkCost, checkId, checkKey, idOf } from './input.js';
 import { configure, decide } from './internal.js';
 import {
   resolveLocalWindowOptions,
@@ -19,9 +19,10 @@ class Log {
   costs: number[] | undefined;
   /**
    * Absent until a call brings an id. `idSet` holds the ids still in the log that the caller chose
-   * (a re-sent call must count once); generated ids are unique and are only kept for re-seeding.
+   * (a re-sent call must count once); generated ids are unique and are only kept for re-seeding, as
+   * the number they were made from (`idOf`).
    */
-  ids: (string | undefined)[] | undefined;
+  ids: (string | number | undefined)[] | undefined;
   idSet: Set<string> | undefined;
   head = 0;
   used = 0;
@@ -37,7 +38,7 @@ class Log {
     while (head < times.length && (times[head] as number) <= cutoff) {
       this.used -= this.costAt(head);
       const id = this.ids?.[head];
-      if (id !== undefined) this.idSet?.delete(id);
+      if (typeof id === 'string') this.idSet?.delete(id);
       head += 1;
     }
     if (head > 32 && head * 2 > times.length) {
@@ -49,7 +50,7 @@ class Log {
     this.head = head;
   }
 
-  add(at: number, cost: number, id: string | undefined, given = id !== undefined): void {
+  add(at: number, cost: number, id: string | number | undefined, given = id !== undefined): void {
     const index = this.times.length;
     this.times.push(at);
     if (cost !== 1 || this.costs !== undefined) {
@@ -57,9 +58,9 @@ class Log {
       this.costs.push(cost);
     }
     if (id !== undefined || this.ids !== undefined) {
-      this.ids ??= new Array<string | undefined>(index).fill(undefined);
+      this.ids ??= new Array<string | number | undefined>(index).fill(undefined);
       this.ids.push(id);
-      if (id !== undefined && given) (this.idSet ??= new Set()).add(id);
+      if (typeof id === 'string' && given) (this.idSet ??= new Set()).add(id);
     }
     this.used += cost;
   }
@@ -127,10 +128,11 @@ export class LocalWindow implements RateWindow {
 
   /**
    * Records a call admitted elsewhere (by Redis) at time `at`, without a limit check, so that this
-   * window holds the recent traffic when it has to take over. Arguments are not checked.
+   * window holds the recent traffic when it has to take over. Arguments are not checked. `id` is the
+   * caller's id (`given`), or the number a generated one was made from (see `idOf`).
    * @internal
    */
-  record(key: string, at: number, cost: number, id: string, given: boolean): void {
+  record(key: string, at: number, cost: number, id: string | number, given: boolean): void {
     let log = this.#logs.get(key);
     if (log === undefined) {
       log = new Log();
@@ -153,7 +155,7 @@ export class LocalWindow implements RateWindow {
       for (let i = log.head; i < log.times.length; i += 1) {
         const at = log.times[i] as number;
         const id = log.ids[i];
-        if (at > cutoff && id !== undefined) yield { key, at, cost: log.costAt(i), id };
+        if (at > cutoff && id !== undefined) yield { key, at, cost: log.costAt(i), id: typeof id === 'number' ? idOf(id) : id };
       }
     }
   }

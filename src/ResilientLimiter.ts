@@ -4,7 +4,7 @@ import { performance } from 'node:perf_hooks';
 import { Breaker, isOpenRejection, isTimeout, type BreakerState } from './breaker.js';
 import { DenyCache } from './DenyCache.js';
 import { ErrorCode, invalidOption, isResilimitError, ResilimitError } from './errors.js';
-import { checkCost, checkId, checkKey, nextId } from './input.js';
+import { checkCost, checkId, checkKey, idOf, nextId, nextSeq } from './input.js';
 import { InstanceCounter } from './InstanceCounter.js';
 import { configure, decide, decideBatch } from './internal.js';
 import { LocalWindow } from './LocalWindow.js';
@@ -275,7 +275,8 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
     }
     const diverted = this.#gate();
     if (diverted !== undefined) return this.#publish(key, cost, this.#fallback(key, cost, id, given, diverted));
-    return this.#publish(key, cost, await this.#fromRedis(key, cost, id ?? nextId(), given, now));
+    const seq = given ? 0 : nextSeq();
+    return this.#publish(key, cost, await this.#fromRedis(key, cost, id ?? idOf(seq), given, now, seq));
   }
 
   /**
@@ -354,7 +355,8 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
     this.#turnStartedAt = undefined;
   };
 
-  async #fromRedis(key: string, cost: number, id: string, given: boolean, now: number): Promise<LimiterDecision> {
+  /** `seq`: the number a generated `id` was made from (0 for the caller's id), kept by the warm window instead of the string. */
+  async #fromRedis(key: string, cost: number, id: string, given: boolean, now: number, seq: number): Promise<LimiterDecision> {
     this.#unsettled += 1;
     this.#pendingByKey.set(key, (this.#pendingByKey.get(key) ?? 0) + cost);
     let pending = true;
@@ -375,7 +377,7 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
       if (decision.allowed) {
         // Warm standby: the local window holds this instance's recent traffic when it takes over,
         // at the time Redis admitted it (on the local clock), with its id for re-seeding.
-        if (!decision.duplicate) this.#local.record(key, decision.nowMs - (this.#offsetMs ?? 0), cost, id, given);
+        if (!decision.duplicate) this.#local.record(key, decision.nowMs - (this.#offsetMs ?? 0), cost, given ? id : seq, given);
       } else {
         this.#deny.deny(key, now + decision.retryAfterMs, cost, decision.remaining, decision.resetAtMs);
       }

@@ -45,6 +45,19 @@ let counter = 0;
 
 /** A new call id, unique across processes: a counter followed by a random per-process tag. */
 export function nextId(): string {
+  return idOf(nextSeq());
+}
+
+/**
+ * The counter part of a new call id: a small integer that stands for the id (see {@link idOf}), so
+ * that a call kept in memory for long holds a number, not a string the garbage collector must move.
+ */
+export function nextSeq(): number {
   counter += 1;
-  return counter.toString(36) + processTag;
+  return counter;
+}
+
+/** The call id that `seq` (from {@link nextSeq}) stands for. */
+export function idOf(seq: number): string {
+  return seq.toString(36) + processTag;
 }
