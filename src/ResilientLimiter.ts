@@ -71,8 +71,12 @@ export type LimiterEvents = {
   instances: [count: number];
 };
 
-/** Published on the `resilimit:decision` diagnostics channel for every decision (free without subscribers). */
-export type DecisionMessage = { limiter: ResilientLimiter; key: string; cost: number; decision: LimiterDecision };
+/**
+ * Published on the `resilimit:decision` diagnostics channel for every decision (free without
+ * subscribers). `durationMs` is the time `limit()` took, measured only when the channel had
+ * subscribers as the call began (0 otherwise).
+ */
+export type DecisionMessage = { limiter: ResilientLimiter; key: string; cost: number; decision: LimiterDecision; durationMs: number };
 
 const decisionChannel = channel('resilimit:decision');
 
@@ -253,13 +257,14 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
    */
   async limit(key: string, options?: LimitOptions): Promise<LimiterDecision> {
     if (this.#closed) throw new ResilimitError(ErrorCode.CLOSED, 'limit() was called after close()');
+    const started = decisionChannel.hasSubscribers ? performance.now() : 0;
     checkKey(key);
     const cost = checkCost(options?.cost, this.#limit);
     // An id is made only for a call that goes to Redis (where a late run must be recognisable) or
     // when the caller gives one; a call answered locally from the start needs none.
     const given = options?.id !== undefined;
     const id = given ? checkId(options.id) : undefined;
-    if (!this.#enabled) return this.#publish(key, cost, this.#fixed(true, 'disabled', 'disabled', this.#now()));
+    if (!this.#enabled) return this.#publish(key, cost, this.#fixed(true, 'disabled', 'disabled', this.#now()), started);
     const now = this.#now();
     const denial = this.#deny.check(key, cost, now);
     if (denial !== undefined) {
@@ -271,12 +276,12 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
         resetAtMs: denial.resetAtMs,
         source: 'local',
         reason: 'deny-cache',
-      });
+      }, started);
     }
     const diverted = this.#gate();
-    if (diverted !== undefined) return this.#publish(key, cost, this.#fallback(key, cost, id, given, diverted));
+    if (diverted !== undefined) return this.#publish(key, cost, this.#fallback(key, cost, id, given, diverted), started);
     const seq = given ? 0 : nextSeq();
-    return this.#publish(key, cost, await this.#fromRedis(key, cost, id ?? idOf(seq), given, now, seq));
+    return this.#publish(key, cost, await this.#fromRedis(key, cost, id ?? idOf(seq), given, now, seq), started);
   }
 
   /**
@@ -527,12 +532,13 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
     };
   }
 
-  #publish(key: string, cost: number, decision: LimiterDecision): LimiterDecision {
+  #publish(key: string, cost: number, decision: LimiterDecision, started: number): LimiterDecision {
     this.#byReason[decision.reason] += 1;
     this.#bySource[decision.source] += 1;
     if (decision.allowed) this.#allowed += 1;
     if (decisionChannel.hasSubscribers) {
-      decisionChannel.publish({ limiter: this, key, cost, decision } satisfies DecisionMessage);
+      const durationMs = started === 0 ? 0 : performance.now() - started;
+      decisionChannel.publish({ limiter: this, key, cost, decision, durationMs } satisfies DecisionMessage);
     }
     return decision;
   }

@@ -440,10 +440,12 @@ describe('ResilientLimiter without Redis', () => {
       const third = await l.limit('b');
       await l.limit('').catch(() => undefined); // misuse is not a decision
       expect(messages).toEqual([
-        { limiter: l, key: 'a', cost: 1, decision: first },
-        { limiter: l, key: 'a', cost: 1, decision: second },
-        { limiter: l, key: 'b', cost: 1, decision: third },
+        { limiter: l, key: 'a', cost: 1, decision: first, durationMs: expect.any(Number) },
+        { limiter: l, key: 'a', cost: 1, decision: second, durationMs: expect.any(Number) },
+        { limiter: l, key: 'b', cost: 1, decision: third, durationMs: expect.any(Number) },
       ]);
+      // Measured from the call's start: positive, and short for a local answer.
+      for (const m of messages) expect(m.durationMs > 0 && m.durationMs < 50).toBe(true);
       expect(messages.map((m) => [m.decision.allowed, m.decision.source, m.decision.reason])).toEqual([
         [true, 'local', 'not-ready'],
         [false, 'local', 'not-ready'],
