@@ -5,6 +5,7 @@ import { Breaker, isOpenRejection, isTimeout, type BreakerState } from './breake
 import { DenyCache } from './DenyCache.js';
 import { ErrorCode, invalidOption, isResilimitError, ResilimitError } from './errors.js';
 import { checkCost, checkId, checkKey, idOf, nextId, nextSeq } from './input.js';
+import { wrap, type WrapOptions } from './wrap.js';
 import { InstanceCounter } from './InstanceCounter.js';
 import { configure, decide, decideBatch } from './internal.js';
 import { LocalWindow } from './LocalWindow.js';
@@ -282,6 +283,20 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
     if (diverted !== undefined) return this.#publish(key, cost, this.#fallback(key, cost, id, given, diverted), started);
     const seq = given ? 0 : nextSeq();
     return this.#publish(key, cost, await this.#fromRedis(key, cost, id ?? idOf(seq), given, now, seq), started);
+  }
+
+  /**
+   * Returns `fn` limited by this limiter: see {@link wrap} (a rejected call returns
+   * `onLimited(decision, …args)` or rejects with a `RateLimitedError`).
+   * @throws {ResilimitError} `ERR_RESILIMIT_INVALID_OPTION` when `fn` or an option is not a function.
+   * @example
+   * const send = limiter.wrap(sendMail, { key: (to: string) => `mail:${to}` });
+   */
+  wrap<This, Args extends unknown[], R>(
+    fn: (this: This, ...args: Args) => R | Promise<R>,
+    options: WrapOptions<This, Args, R, LimiterDecision>,
+  ): (this: This, ...args: Args) => Promise<Awaited<R>> {
+    return wrap(this, fn, options);
   }
 
   /**

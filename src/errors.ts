@@ -17,6 +17,8 @@ export const ErrorCode = {
   REDIS_REPLY: 'ERR_RESILIMIT_REDIS_REPLY',
   /** The object was used after `close()`. */
   CLOSED: 'ERR_RESILIMIT_CLOSED',
+  /** A wrapped function or decorated method was not run: its key is over its limit (`RateLimitedError`). */
+  RATE_LIMITED: 'ERR_RESILIMIT_RATE_LIMITED',
 } as const;
 
 /** One of the stable error codes. */

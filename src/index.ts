@@ -23,3 +23,4 @@ export type { ReconcileResult } from './Reconciler.js';
 export { createRedisClient, SAFE_CLIENT_OPTIONS, type ClientOptions } from './redisClient.js';
 export { ErrorCode, ResilimitError, isResilimitError } from './errors.js';
 export { isRedisUnavailable } from './failures.js';
+export { rateLimited, RateLimitedError, wrap, type Limiter, type WrapOptions } from './wrap.js';
