@@ -11,6 +11,7 @@ import { configure, decide, decideBatch } from './internal.js';
 import { LocalWindow } from './LocalWindow.js';
 import {
   integer,
+  limitValue,
   MAX_INT,
   mode as checkMode,
   resolveLimiterOptions,
@@ -143,6 +144,8 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
   readonly #instances: InstanceCounter | undefined;
   readonly #now: () => number;
   #limit: number;
+  /** The `limit` option when it is a function: evaluated at every call. */
+  #limitFn: (() => number) | undefined;
   #windowMs: number;
   #mode: Mode;
   #enabled = true;
@@ -182,6 +185,7 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
     const resolved = resolveLimiterOptions(options);
     this.#options = resolved;
     this.#limit = resolved.limit;
+    this.#limitFn = resolved.limitFn;
     this.#windowMs = resolved.windowMs;
     this.#mode = resolved.mode;
     this.#now = resolved.clock ?? Date.now;
@@ -259,6 +263,7 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
   async limit(key: string, options?: LimitOptions): Promise<LimiterDecision> {
     if (this.#closed) throw new ResilimitError(ErrorCode.CLOSED, 'limit() was called after close()');
     const started = decisionChannel.hasSubscribers ? performance.now() : 0;
+    if (this.#limitFn !== undefined) this.#followLimit(this.#limitFn);
     checkKey(key);
     const cost = checkCost(options?.cost, this.#limit);
     // An id is made only for a call that goes to Redis (where a late run must be recognisable) or
@@ -676,15 +681,34 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
     this.#enabled = enabled;
   }
 
+  /** A `limit` function's value for this call; both tiers follow it (checked only when it changed). */
+  #followLimit(fn: () => number): void {
+    const value = fn();
+    if (value === this.#limit) return;
+    const limit = limitValue(() => value);
+    this.#limit = limit;
+    this.#redis[configure]({ limit });
+    this.#local[configure]({ limit: this.#localLimit() });
+    this.#deny.clear();
+  }
+
   /**
    * Changes the limit and/or the window for the calls that follow, in both tiers; the calls already
-   * recorded stay. The deny cache is cleared.
+   * recorded stay. The deny cache is cleared. `limit` may be a function, as in the options (a number
+   * replaces a function given before).
    * @throws {ResilimitError} `ERR_RESILIMIT_INVALID_OPTION`.
    */
-  update(changes: { limit?: number; windowMs?: number }): void {
+  update(changes: { limit?: number | (() => number); windowMs?: number }): void {
     if (typeof changes !== 'object' || changes === null) throw invalidOption('changes', 'an object', changes);
-    const limit = changes.limit === undefined ? this.#limit : integer('limit', changes.limit, 1, MAX_INT);
+    const limitFn = typeof changes.limit === 'function' ? changes.limit : undefined;
+    const limit =
+      changes.limit === undefined
+        ? this.#limit
+        : limitFn !== undefined
+          ? limitValue(limitFn)
+          : integer('limit', changes.limit, 1, MAX_INT);
     const windowMs = changes.windowMs === undefined ? this.#windowMs : integer('windowMs', changes.windowMs, 1, MAX_INT);
+    if (changes.limit !== undefined) this.#limitFn = limitFn;
     this.#limit = limit;
     this.#windowMs = windowMs;
     this.#redis[configure]({ limit, windowMs });

@@ -1,5 +1,5 @@
 import type { Cluster, Redis } from 'ioredis';
-import { invalidOption } from './errors.js';
+import { describe, ErrorCode, invalidOption, ResilimitError } from './errors.js';
 
 /** The largest limit, window, cost or key count accepted: 2^31 - 1. */
 export const MAX_INT = 2_147_483_647;
@@ -85,6 +85,23 @@ export function resolveWindowOptions(options: Record<string, unknown>): Resolved
     limit: integer('limit', options['limit'], 1, MAX_INT),
     windowMs: integer('windowMs', options['windowMs'], 1, MAX_INT),
   };
+}
+
+/**
+ * Calls a `limit` function and checks what it returned.
+ * @throws {ResilimitError} `ERR_RESILIMIT_INVALID_OPTION` when it throws or returns anything but an integer from 1 to 2^31 - 1.
+ */
+export function limitValue(fn: () => number): number {
+  let value: unknown;
+  try {
+    value = fn();
+  } catch (error) {
+    throw new ResilimitError(ErrorCode.INVALID_OPTION, `The \`limit\` function threw: ${String(error)}`, { cause: error });
+  }
+  if (typeof value !== 'number' || !Number.isInteger(value) || value < 1 || value > MAX_INT) {
+    throw new ResilimitError(ErrorCode.INVALID_OPTION, `Expected the \`limit\` function to return an integer from 1 to ${MAX_INT}, got ${describe(value)}`);
+  }
+  return value;
 }
 
 /** Validates {@link LocalWindowOptions} and returns a frozen copy with defaults filled in. */
@@ -186,7 +203,12 @@ export type LocalTierOptions = {
 };
 
 /** Options of `ResilientLimiter`. */
-export type ResilientLimiterOptions = WindowOptions & {
+export type ResilientLimiterOptions = Omit<WindowOptions, 'limit'> & {
+  /**
+   * Permits allowed in any window of `windowMs`: an integer from 1 to 2^31 - 1, or a function that
+   * returns one, evaluated at every call (e.g. {@link adaptiveLimit}). Required.
+   */
+  limit: number | (() => number);
   /** An ioredis `Redis` or `Cluster` client, ideally from `createRedisClient()`. Never closed by resilimit. */
   redis: Redis | Cluster;
   /** Prefix of every Redis key; one prefix per limiter. @default 'resilimit:' */
@@ -248,7 +270,9 @@ export type ResolvedBreakerOptions = Readonly<Required<BreakerOptions>>;
 export type ResolvedLimiterOptions = Readonly<{
   redis: Redis | Cluster;
   prefix: string;
+  /** The limit at construction (the function's first value when `limit` is a function). */
   limit: number;
+  limitFn: (() => number) | undefined;
   windowMs: number;
   mode: Mode;
   localLimit: number | undefined;
@@ -291,13 +315,15 @@ export function resolveLimiterOptions(raw: unknown): ResolvedLimiterOptions {
   const options = requireObject(raw);
   const local = optionalObject('local', options['local']);
   const breaker = optionalObject('breaker', options['breaker']);
-  const window = resolveWindowOptions(options);
+  const limitFn = typeof options['limit'] === 'function' ? (options['limit'] as () => number) : undefined;
+  const window = resolveWindowOptions(limitFn === undefined ? options : { ...options, limit: limitValue(limitFn) });
   const instances = local['instances'];
   const timeoutMs = optionalInteger('breaker.timeoutMs', breaker['timeoutMs'], 1, 60_000, 50);
   const resetTimeoutMs = optionalInteger('breaker.resetTimeoutMs', breaker['resetTimeoutMs'], 1, 3_600_000, 1000);
   const slowCallMs = options['slowCallMs'];
   return Object.freeze({
     ...window,
+    limitFn,
     redis: redisClient(options['redis']),
     prefix: prefix(options['prefix']),
     mode: options['mode'] === undefined ? 'local' : mode('mode', options['mode']),
