@@ -1,6 +1,6 @@
 import { LRUCache } from 'lru-cache';
 import { checkCost, checkId, checkKey, idOf } from './input.js';
-import { configure, decide } from './internal.js';
+import { configure, decide, inspect } from './internal.js';
 import {
   resolveLocalWindowOptions,
   resolveWindowOptions,
@@ -163,7 +163,7 @@ export class LocalWindow implements RateWindow {
   /**
    * {@link limit} with checked arguments. A `given` id (the caller's) is checked for a re-sent call;
    * a generated one is only kept. `reserved` permits count as used: calls of this key still waiting
-   * on Redis, which may be admitted there. @internal
+   * on Redis, which may be admitted there. `limit` replaces the window's own for this call. @internal
    */
   [decide](
     key: string,
@@ -172,8 +172,9 @@ export class LocalWindow implements RateWindow {
     now = this.#now(),
     given = id !== undefined,
     reserved = 0,
+    limit = this.#options.limit,
   ): Decision {
-    const { limit, windowMs } = this.#options;
+    const { windowMs } = this.#options;
     let log = this.#logs.get(key);
     if (log === undefined) {
       log = new Log();
@@ -182,13 +183,29 @@ export class LocalWindow implements RateWindow {
       log.expire(now - windowMs);
     }
     if (given && id !== undefined && log.idSet?.has(id) === true) {
-      return this.#decide(log, now, true, 1);
+      return this.#decide(log, now, true, 1, 0, limit);
     }
-    if (log.used + reserved + cost > limit) return this.#decide(log, now, false, cost, reserved);
+    if (log.used + reserved + cost > limit) return this.#decide(log, now, false, cost, reserved, limit);
     // Times never go backwards within a log: a clock stepping back keeps calls in the window longer, never shorter.
     const newest = log.newest();
     log.add(newest !== undefined && newest > now ? newest : now, cost, id, given);
-    return this.#decide(log, now, true, cost);
+    return this.#decide(log, now, true, cost, 0, limit);
+  }
+
+  /**
+   * What {@link decide} would answer, consuming nothing and creating nothing (`allowed` tells whether
+   * the call fits; a `given` id already in the window fits). @internal
+   */
+  [inspect](key: string, cost: number, id: string | undefined, now: number, given: boolean, reserved: number, limit: number): Decision {
+    const log = this.#logs.peek(key);
+    if (log === undefined) {
+      const fits = reserved + cost <= limit;
+      // Only permits reserved by calls waiting on Redis can be in the way: no time to give, a window at most.
+      return { ...this.#empty(now), allowed: fits, limit, remaining: Math.max(limit - reserved, 0), retryAfterMs: fits ? 0 : this.#options.windowMs };
+    }
+    log.expire(now - this.#options.windowMs);
+    if (given && id !== undefined && log.idSet?.has(id) === true) return this.#decide(log, now, true, 1, 0, limit);
+    return this.#decide(log, now, log.used + reserved + cost <= limit, cost, reserved, limit);
   }
 
   /**
@@ -220,21 +237,21 @@ export class LocalWindow implements RateWindow {
     this.#options = Object.freeze({ ...this.#options, ...resolveWindowOptions({ ...this.#options, ...changes }) });
   }
 
-  #decide(log: Log, now: number, allowed: boolean, cost: number, reserved = 0): Decision {
-    const { limit, windowMs } = this.#options;
+  #decide(log: Log, now: number, allowed: boolean, cost: number, reserved = 0, limit = this.#options.limit): Decision {
+    const { windowMs } = this.#options;
     const newest = log.newest();
     return {
       allowed,
       limit,
       remaining: Math.max(limit - log.used - reserved, 0),
-      retryAfterMs: allowed ? 0 : this.#retryAfter(log, now, cost + reserved),
+      retryAfterMs: allowed ? 0 : this.#retryAfter(log, now, cost + reserved, limit),
       resetAtMs: newest === undefined ? now : newest + windowMs,
       source: 'local',
     };
   }
 
-  #retryAfter(log: Log, now: number, cost: number): number {
-    const need = log.used + cost - this.#options.limit;
+  #retryAfter(log: Log, now: number, cost: number, limit: number): number {
+    const need = log.used + cost - limit;
     // A cost above this window's limit (a limiter's local share can be below the global limit it
     // was checked against), or permits reserved by calls still waiting on Redis, cannot be timed from
     // the log: answer with the time until the window is empty, at least one window.

@@ -3,7 +3,14 @@
  * no id until it is written (one is made then); one that was sent keeps its id, so that a late run
  * of it in Redis and its write-back count once.
  */
-export type PendingCall = { key: string; at: number; cost: number; id: string | undefined };
+export type PendingCall = {
+  key: string;
+  at: number;
+  cost: number;
+  id: string | undefined;
+  /** Set for a call of one of `limitAll()`'s windows: its own window length (and Redis key). */
+  windowMs?: number;
+};
 
 /** What one reconciliation pass did. */
 export type ReconcileResult = {
@@ -58,17 +65,18 @@ export class Reconciler {
   }
 
   /**
-   * Writes every pending call admitted after `cutoff` (local clock), grouped by key, in batches of
-   * 200, `concurrency` at a time. On the first failure the unwritten calls go back to the journal and the error
-   * is rethrown.
+   * Writes every pending call admitted after `cutoff` (local clock), grouped by key (and window),
+   * in batches of 200, `concurrency` at a time. A call with its own `windowMs` is still in its window
+   * after `now - windowMs` instead. On the first failure the unwritten calls go back to the journal
+   * and the error is rethrown.
    */
-  async flush(cutoff: number, concurrency: number, write: WriteBatch): Promise<ReconcileResult> {
+  async flush(cutoff: number, concurrency: number, write: WriteBatch, now = Number.NEGATIVE_INFINITY): Promise<ReconcileResult> {
     const taken = this.#calls.slice(this.#head);
     this.#calls = [];
     this.#head = 0;
     this.#writing = taken.length;
     try {
-      return await this.#write(taken, cutoff, concurrency, write);
+      return await this.#write(taken, cutoff, concurrency, write, now);
     } finally {
       this.#writing = 0;
     }
@@ -79,16 +87,18 @@ export class Reconciler {
     cutoff: number,
     concurrency: number,
     write: WriteBatch,
+    now: number,
   ): Promise<ReconcileResult> {
     const result: ReconcileResult = { written: 0, expired: 0, present: 0, remaining: 0 };
     const byKey = new Map<string, PendingCall[]>();
     for (const call of taken) {
-      if (call.at <= cutoff) {
+      if (call.at <= (call.windowMs === undefined ? cutoff : now - call.windowMs)) {
         result.expired += 1;
         continue;
       }
-      const calls = byKey.get(call.key);
-      if (calls === undefined) byKey.set(call.key, [call]);
+      const group = call.windowMs === undefined ? call.key : `${call.windowMs}\u0000${call.key}`;
+      const calls = byKey.get(group);
+      if (calls === undefined) byKey.set(group, [call]);
       else calls.push(call);
     }
     const batches: PendingCall[][] = [];

@@ -7,7 +7,20 @@ import { ErrorCode, invalidOption, isResilimitError, ResilimitError } from './er
 import { checkCost, checkId, checkKey, idOf, nextId, nextSeq } from './input.js';
 import { wrap, type WrapOptions } from './wrap.js';
 import { InstanceCounter } from './InstanceCounter.js';
-import { configure, decide, decideBatch } from './internal.js';
+import { configure, decide, decideBatch, inspect } from './internal.js';
+import {
+  allKey,
+  checkItems,
+  combine,
+  groupBySlot,
+  itemId,
+  readReply,
+  scriptArgs,
+  type CheckedItem,
+  type GroupReply,
+  type LimitAllDecision,
+  type LimitAllItem,
+} from './limitAll.js';
 import { LocalWindow } from './LocalWindow.js';
 import {
   integer,
@@ -19,7 +32,7 @@ import {
   type ResilientLimiterOptions,
   type ResolvedLimiterOptions,
 } from './options.js';
-import { Reconciler, type ReconcileResult } from './Reconciler.js';
+import { Reconciler, type PendingCall, type ReconcileResult } from './Reconciler.js';
 import { redisKey } from './redisKey.js';
 import { redisCallError } from './failures.js';
 import { warnIfUnsafe } from './redisClient.js';
@@ -30,6 +43,10 @@ import type { Decision, DecisionReason, DecisionSource, LimitOptions } from './t
 
 const reconcileScript = loadScript('reconcile');
 const heartbeatScript = loadScript('heartbeat');
+const limitAllScript = loadScript('limit-all');
+
+/** The most window lengths one limiter's `limitAll()` may use (each has its own local window). */
+const MAX_WINDOWS = 64;
 
 /** A decision of {@link ResilientLimiter}: it always says why it was made where it was. */
 export type LimiterDecision = Decision & { reason: DecisionReason };
@@ -160,6 +177,10 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
   #sequence = 0;
   /** Permits of calls waiting on Redis, by key (until their call settles, a deadline included). */
   readonly #pendingByKey = new Map<string, number>();
+  /** `limitAll()`: permits of calls waiting on Redis, by Redis key. */
+  readonly #pendingAll = new Map<string, number>();
+  /** `limitAll()`: one local window per window length. */
+  readonly #localByWindow = new Map<number, LocalWindow>();
   /** Decisions in Redis calls not yet answered (timed-out ones still running included). */
   #outstandingDecisions = 0;
   #queued: QueuedCall[] = [];
@@ -291,6 +312,209 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
   }
 
   /**
+   * Decides several limits together, all or nothing: either every limit admits the call and all are
+   * consumed, or none is (e.g. per user, per route and global at once). Each `{ key, limit,
+   * windowMs, cost? }` is its own exact sliding window (its Redis key carries the window length, so
+   * it never shares a window with `limit()`). On a single Redis, or when the keys share a hash slot,
+   * one script call decides them atomically. On a Cluster with keys on several slots, the slots are
+   * decided one after another (in slot order); if one refuses, the permits taken on the earlier
+   * ones are given back. Meanwhile other calls may see them as used: under contention it can refuse
+   * more than an atomic decision would, never admit more. When Redis cannot answer, the mode decides
+   * (in `'local'`, all or nothing on local windows of each limit's share, journalled for
+   * reconciliation).
+   * @throws {ResilimitError} `ERR_RESILIMIT_INVALID_OPTION` for bad limits (naming the item and the
+   *   field), `ERR_RESILIMIT_INVALID_KEY`, `ERR_RESILIMIT_INVALID_ID`, `ERR_RESILIMIT_CLOSED`.
+   * @example
+   * const d = await limiter.limitAll([
+   *   { key: `user:${userId}`, limit: 100, windowMs: 60_000 },
+   *   { key: 'global', limit: 10_000, windowMs: 1_000 },
+   * ]);
+   * if (!d.allowed) reply429(d.retryAfterMs);
+   */
+  async limitAll(limits: readonly LimitAllItem[], options?: { id?: string }): Promise<LimitAllDecision> {
+    if (this.#closed) throw new ResilimitError(ErrorCode.CLOSED, 'limitAll() was called after close()');
+    const started = decisionChannel.hasSubscribers ? performance.now() : 0;
+    const items = checkItems(limits, this.#options.prefix);
+    const given = options?.id !== undefined;
+    const id = given ? checkId(options.id) : undefined;
+    for (const item of items) this.#localFor(item.windowMs);
+    let result: LimitAllDecision;
+    if (!this.#enabled) {
+      const now = this.#now();
+      result = combine(items.map((item) => this.#fixedItem(item, true, 'disabled', 'disabled', now)), 'disabled', 'disabled');
+    } else {
+      const diverted = this.#gate();
+      result =
+        diverted === undefined
+          ? await this.#allFromRedis(items, id ?? nextId(), given)
+          : this.#fallbackAll(items, id, given, diverted);
+    }
+    items.forEach((item, i) => this.#publish(item.key, item.cost, result.decisions[i] as LimiterDecision, started));
+    return result;
+  }
+
+  /** The local window of one of `limitAll()`'s window lengths. */
+  #localFor(windowMs: number): LocalWindow {
+    let window = this.#localByWindow.get(windowMs);
+    if (window === undefined) {
+      if (this.#localByWindow.size >= MAX_WINDOWS) {
+        throw new ResilimitError(
+          ErrorCode.INVALID_OPTION,
+          `limitAll() on one limiter takes at most ${MAX_WINDOWS} different windowMs values (each has its own local window); got a ${MAX_WINDOWS + 1}th: ${windowMs}`,
+        );
+      }
+      window = new LocalWindow({ limit: MAX_INT, windowMs, maxKeys: this.#options.maxKeys, now: this.#now });
+      this.#localByWindow.set(windowMs, window);
+    }
+    return window;
+  }
+
+  async #allFromRedis(items: readonly CheckedItem[], id: string, given: boolean): Promise<LimitAllDecision> {
+    const now = this.#now();
+    for (const item of items) this.#pendingAll.set(item.redisKey, (this.#pendingAll.get(item.redisKey) ?? 0) + item.cost);
+    let pending = true;
+    const release = (): void => {
+      if (!pending) return;
+      pending = false;
+      for (const item of items) {
+        const left = (this.#pendingAll.get(item.redisKey) as number) - item.cost;
+        if (left === 0) this.#pendingAll.delete(item.redisKey);
+        else this.#pendingAll.set(item.redisKey, left);
+      }
+    };
+    const isCluster = (this.#options.redis as { isCluster?: boolean }).isCluster === true;
+    const groups = isCluster ? groupBySlot(items) : [items];
+    const taken: (readonly CheckedItem[])[] = [];
+    const giveBack = async (): Promise<void> => {
+      // Best effort: a give that fails leaves those permits used (over-counting, never under).
+      for (const group of taken.splice(0)) await this.#runAll('give', group, id, now).catch(() => undefined);
+    };
+    try {
+      const replies = new Map<CheckedItem, GroupReply['items'][number]>();
+      let refused = false;
+      let nowMs = now;
+      for (const group of groups) {
+        // After a refusal nothing more is taken: the other slots are only asked how they stand.
+        const reply = (await this.#runAll(refused ? 'check' : 'take', group, id, now)) as GroupReply;
+        nowMs = reply.nowMs;
+        group.forEach((item, i) => replies.set(item, reply.items[i] as GroupReply['items'][number]));
+        if (!refused) {
+          if (reply.admitted) taken.push(group);
+          else refused = true;
+        }
+      }
+      const givenBack = new Set(refused ? taken.flat() : []);
+      if (refused) await giveBack();
+      release();
+      const decisions = items.map((item): LimiterDecision => {
+        const r = replies.get(item) as GroupReply['items'][number];
+        const back = givenBack.has(item) && !r.duplicate;
+        return {
+          allowed: r.fits,
+          limit: item.limit,
+          remaining: back ? Math.min(r.remaining + item.cost, item.limit) : r.remaining,
+          retryAfterMs: r.retryAfterMs,
+          resetAtMs: r.resetAtMs,
+          source: 'redis',
+          reason: 'decided',
+        };
+      });
+      if (!refused) {
+        // Warm standby, as for limit(): the local windows hold the calls Redis admitted.
+        const at = nowMs - (this.#offsetMs ?? 0);
+        items.forEach((item) => {
+          const r = replies.get(item) as GroupReply['items'][number];
+          if (!r.duplicate) this.#localFor(item.windowMs).record(item.key, at, item.cost, itemId(id, item), given);
+        });
+      }
+      if (this.#reconciler.size > 0) this.#scheduleReconcile();
+      return combine(decisions, 'redis', 'decided');
+    } catch (error) {
+      await giveBack();
+      release();
+      return this.#fallbackAll(items, id, given, this.#reasonFor(error));
+    } finally {
+      release();
+    }
+  }
+
+  /** One limit-all script call inside the breaker, tracked while outstanding like a decision. */
+  #runAll(op: 'take' | 'give' | 'check', group: readonly CheckedItem[], id: string, now: number): Promise<GroupReply | unknown> {
+    const { redis, clock, breaker } = this.#options;
+    const notAfter =
+      clock === undefined && this.#offsetMs !== undefined && op !== 'give'
+        ? Math.ceil(now + this.#offsetMs + Math.max(breaker.timeoutMs - 2, breaker.timeoutMs / 2))
+        : '';
+    return this.#breaker.fire(() => {
+      if (redis.status !== 'ready') return Promise.reject(NOT_READY);
+      const sequence = ++this.#sequence;
+      this.#outstanding.set(sequence, performance.now());
+      this.#outstandingDecisions += group.length;
+      const done = (): void => {
+        this.#outstanding.delete(sequence);
+        this.#outstandingDecisions -= group.length;
+        this.#lastReplyAt = performance.now();
+      };
+      const args = scriptArgs(op, group, id, clock === undefined ? '' : Math.floor(clock()), notAfter);
+      const call = runScript(redis, limitAllScript, group.map((item) => item.redisKey), args).then(
+        (reply) => (op === 'give' ? reply : readReply(reply, group.length)),
+        (error: unknown) => Promise.reject(redisCallError(error)),
+      );
+      call.then(done, done);
+      return call;
+    });
+  }
+
+  /** `limitAll()` when Redis does not decide, by mode. */
+  #fallbackAll(items: readonly CheckedItem[], id: string | undefined, given: boolean, reason: DecisionReason): LimitAllDecision {
+    const now = this.#now();
+    if (this.#mode !== 'local') {
+      const allowed = this.#mode === 'fail-open';
+      const source = this.#mode;
+      return combine(items.map((item) => this.#fixedItem(item, allowed, source, reason, now)), source, reason);
+    }
+    const instances = this.#instances?.count ?? this.#instancesSet();
+    const share = (item: CheckedItem): number => Math.ceil(item.limit / instances);
+    const idOf = (item: CheckedItem): string | undefined => (id === undefined ? undefined : itemId(id, item));
+    // First every window is asked (the same key twice counts its earlier costs), then all consume, or none.
+    const before = new Map<string, number>();
+    const views = items.map((item) => {
+      const earlier = before.get(item.redisKey) ?? 0;
+      before.set(item.redisKey, earlier + item.cost);
+      const reserved = (this.#pendingAll.get(item.redisKey) ?? 0) + earlier;
+      return this.#localFor(item.windowMs)[inspect](item.key, item.cost, idOf(item), now, given, reserved, share(item));
+    });
+    let decisions = views;
+    if (views.every((d) => d.allowed)) {
+      decisions = items.map((item) => {
+        const d = this.#localFor(item.windowMs)[decide](item.key, item.cost, idOf(item), now, given, this.#pendingAll.get(item.redisKey) ?? 0, share(item));
+        if (d.allowed && this.#options.reconcile) {
+          this.#reconciler.add({ key: item.key, at: now, cost: item.cost, id: idOf(item), windowMs: item.windowMs });
+        }
+        return d;
+      });
+    }
+    return combine(
+      decisions.map((d) => ({
+        allowed: d.allowed,
+        limit: d.limit,
+        remaining: d.remaining,
+        retryAfterMs: d.retryAfterMs,
+        resetAtMs: d.resetAtMs,
+        source: 'local',
+        reason,
+      })),
+      'local',
+      reason,
+    );
+  }
+
+  #fixedItem(item: CheckedItem, allowed: boolean, source: DecisionSource, reason: DecisionReason, now: number): LimiterDecision {
+    const retryAfterMs = allowed ? 0 : this.#breaker.resetTimeoutMs;
+    return { allowed, limit: item.limit, remaining: allowed ? item.limit : 0, retryAfterMs, resetAtMs: now + retryAfterMs, source, reason };
+  }
+
+  /**
    * Returns `fn` limited by this limiter: see {@link wrap} (a rejected call returns
    * `onLimited(decision, …args)` or rejects with a `RateLimitedError`).
    * @throws {ResilimitError} `ERR_RESILIMIT_INVALID_OPTION` when `fn` or an option is not a function.
@@ -317,6 +541,9 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
     }
     if (this.#closed) return;
     for (const call of this.#local.calls()) this.#reconciler.add(call);
+    for (const [windowMs, window] of this.#localByWindow) {
+      for (const call of window.calls()) this.#reconciler.add({ ...call, windowMs });
+    }
     this.#catchUp();
   };
 
@@ -605,20 +832,24 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
     try {
       // Half-open lets one call through: the first batch alone, as the trial.
       const concurrency = state === 'half-open' ? 1 : 8;
-      result = await this.#reconciler.flush(this.#now() - windowMs, concurrency, (key, calls) =>
+      const now = this.#now();
+      result = await this.#reconciler.flush(now - windowMs, concurrency, (key, calls) =>
         this.#breaker.fire(async () => {
-          const args: (string | number)[] = [windowMs, clock === undefined ? '' : Math.floor(clock())];
+          const own = (calls[0] as PendingCall).windowMs;
+          const args: (string | number)[] = [own ?? windowMs, clock === undefined ? '' : Math.floor(clock())];
           for (const call of calls) {
             // Kept on the journal entry: if this batch fails after Redis ran it, the retry is a no-op.
             call.id ??= nextId();
             args.push(Math.round(call.at + offset), call.cost, call.id);
           }
           try {
-            return (await runScript(redis, reconcileScript, [redisKey(prefix, key)], args)) as [number, number, number];
+            const target = own === undefined ? redisKey(prefix, key) : allKey(prefix, key, own);
+            return (await runScript(redis, reconcileScript, [target], args)) as [number, number, number];
           } catch (error) {
             throw redisCallError(error);
           }
         }),
+        now,
       );
     } catch (error) {
       result = (error as { partial?: ReconcileResult }).partial ?? {

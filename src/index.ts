@@ -23,5 +23,6 @@ export type { ReconcileResult } from './Reconciler.js';
 export { createRedisClient, SAFE_CLIENT_OPTIONS, type ClientOptions } from './redisClient.js';
 export { ErrorCode, ResilimitError, isResilimitError } from './errors.js';
 export { isRedisUnavailable } from './failures.js';
+export type { LimitAllDecision, LimitAllItem } from './limitAll.js';
 export { adaptiveLimit, type AdaptiveLimit, type AdaptiveLimitOptions, type LoadSignal } from './adaptive.js';
 export { rateLimited, RateLimitedError, wrap, type Limiter, type WrapOptions } from './wrap.js';

@@ -5,3 +5,4 @@
 export const decide = Symbol('resilimit.decide');
 export const configure = Symbol('resilimit.configure');
 export const decideBatch = Symbol('resilimit.decideBatch');
+export const inspect = Symbol('resilimit.inspect');

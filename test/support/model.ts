@@ -35,6 +35,11 @@ export class ReferenceWindow {
     }
   }
 
+  /** What a call of `cost` would get at `now`, consuming nothing. */
+  check(now: number, cost = 1) {
+    return this.answer(now, this.used(now) + cost <= this.limit, cost);
+  }
+
   /** The largest number of permits admitted in any window (t - windowMs, t]. */
   maxInAnyWindow(): number {
     let max = 0;

@@ -1,0 +1,149 @@
+import calculateSlot from 'cluster-key-slot';
+import { describe, ErrorCode, invalidOption, ResilimitError } from './errors.js';
+import { checkKey } from './input.js';
+import { integer, MAX_INT } from './options.js';
+import { redisKey } from './redisKey.js';
+import type { DecisionReason, DecisionSource } from './types.js';
+import type { LimiterDecision } from './ResilientLimiter.js';
+
+/** One of the limits {@link ResilientLimiter.limitAll} decides together. */
+export type LimitAllItem = {
+  /** The key this limit counts (e.g. `user:42`, `route:/search`, `global`). */
+  key: string;
+  /** Permits allowed in any window of `windowMs`. Integer 1 … 2^31 − 1. */
+  limit: number;
+  /** The window's length in ms. Integer 1 … 2^31 − 1. */
+  windowMs: number;
+  /** Permits this call takes from this limit. Integer 1 … `limit`. @default 1 */
+  cost?: number;
+};
+
+/** The answer of `limitAll()`: all admitted and consumed, or none. */
+export type LimitAllDecision = {
+  /** True when every limit admitted the call and all were consumed; false when none was consumed. */
+  allowed: boolean;
+  /** 0 when allowed; otherwise the longest wait among the limits that refused (the wait until all fit, other traffic aside). */
+  retryAfterMs: number;
+  /** Which tier decided (the tier of the last limit decided, when they differ). */
+  source: DecisionSource;
+  /** Why there. */
+  reason: DecisionReason;
+  /**
+   * One decision per limit, in the order given: `allowed` tells whether that limit alone had room,
+   * `remaining` counts after this call when it was admitted, before it otherwise.
+   */
+  decisions: LimiterDecision[];
+};
+
+/** An item with its arguments checked and its Redis key built. */
+export type CheckedItem = {
+  readonly key: string;
+  readonly limit: number;
+  readonly windowMs: number;
+  readonly cost: number;
+  readonly redisKey: string;
+  /** 1 for the first item of its Redis key in this call, 2 for the second, …: its member is `id#n` past 1. */
+  readonly occurrence: number;
+};
+
+/** The most limits one call may decide together. */
+export const MAX_ITEMS = 64;
+
+/**
+ * The Redis key of one of `limitAll()`'s windows: the user key is the hash tag (as for `limit()`),
+ * and the window length is part of the name, because one sorted set holds one window length (a
+ * shorter window would forget calls a longer one still counts). So a `limitAll()` window never
+ * shares its key with `limit()`.
+ */
+export function allKey(prefix: string, key: string, windowMs: number): string {
+  return `${redisKey(prefix, key)}:w${windowMs}`;
+}
+
+/** Checks the items of a `limitAll()` call. @throws {ResilimitError} */
+export function checkItems(items: unknown, prefix: string): CheckedItem[] {
+  if (!Array.isArray(items) || items.length === 0 || items.length > MAX_ITEMS) {
+    throw new ResilimitError(
+      ErrorCode.INVALID_OPTION,
+      `Expected the limits of limitAll() to be an array of 1 to ${MAX_ITEMS} { key, limit, windowMs, cost? }, got ${Array.isArray(items) ? `an array of ${items.length}` : describe(items)}`,
+    );
+  }
+  const seen = new Map<string, number>();
+  return items.map((item: unknown, i): CheckedItem => {
+    if (typeof item !== 'object' || item === null) throw invalidOption(`limits[${i}]`, 'an object { key, limit, windowMs, cost? }', item);
+    const o = item as Record<string, unknown>;
+    checkKey(o['key']);
+    const limit = integer(`limits[${i}].limit`, o['limit'], 1, MAX_INT);
+    const windowMs = integer(`limits[${i}].windowMs`, o['windowMs'], 1, MAX_INT);
+    const cost = o['cost'] === undefined ? 1 : integer(`limits[${i}].cost`, o['cost'], 1, limit);
+    const rk = allKey(prefix, o['key'], windowMs);
+    const occurrence = (seen.get(rk) ?? 0) + 1;
+    seen.set(rk, occurrence);
+    return { key: o['key'], limit, windowMs, cost, redisKey: rk, occurrence };
+  });
+}
+
+/** Groups items by hash slot (a script's keys must share one on a Cluster), in slot order. */
+export function groupBySlot(items: readonly CheckedItem[]): CheckedItem[][] {
+  const groups = new Map<number, CheckedItem[]>();
+  for (const item of items) {
+    const slot = calculateSlot(item.redisKey);
+    const group = groups.get(slot);
+    if (group === undefined) groups.set(slot, [item]);
+    else group.push(item);
+  }
+  return [...groups.entries()].sort((a, b) => a[0] - b[0]).map(([, group]) => group);
+}
+
+/** The id of an item in one call: the call's id, `#n` for the n-th occurrence of its Redis key. */
+export function itemId(id: string, item: CheckedItem): string {
+  return item.occurrence === 1 ? id : `${id}#${item.occurrence}`;
+}
+
+/** The script's arguments for `op` over a group. */
+export function scriptArgs(op: 'take' | 'give' | 'check', group: readonly CheckedItem[], id: string, nowArg: string | number, notAfter: string | number): (string | number)[] {
+  const args: (string | number)[] = [op, nowArg, notAfter, id];
+  for (const item of group) args.push(item.limit, item.windowMs, item.cost);
+  return args;
+}
+
+/** Per-item results of a take or a check. */
+export type GroupReply = {
+  nowMs: number;
+  admitted: boolean;
+  items: { fits: boolean; remaining: number; retryAfterMs: number; resetAtMs: number; duplicate: boolean }[];
+};
+
+/** Reads the reply of `lua/limit-all.lua` for a take or a check of `count` items. */
+export function readReply(reply: unknown, count: number): GroupReply {
+  const values = typeof reply === 'string' ? reply.split(',').map(Number) : [];
+  if (values.length < 2 || !values.every(Number.isSafeInteger)) {
+    throw new ResilimitError(ErrorCode.REDIS_REPLY, `Unexpected reply from the limit-all script: ${JSON.stringify(reply)}`);
+  }
+  if (values[1] === 1) throw new ResilimitError(ErrorCode.REDIS_UNAVAILABLE, 'Redis ran the call after its deadline; it changed nothing');
+  if (values.length !== 3 + 5 * count) {
+    throw new ResilimitError(ErrorCode.REDIS_REPLY, `Unexpected reply from the limit-all script: ${JSON.stringify(reply)}`);
+  }
+  const items: GroupReply['items'] = [];
+  for (let i = 3; i < values.length; i += 5) {
+    items.push({
+      fits: values[i] === 1,
+      remaining: values[i + 1] as number,
+      retryAfterMs: values[i + 2] as number,
+      resetAtMs: values[i + 3] as number,
+      duplicate: values[i + 4] === 1,
+    });
+  }
+  return { nowMs: values[0] as number, admitted: values[2] === 1, items };
+}
+
+/** Puts per-item decisions together. */
+export function combine(decisions: LimiterDecision[], source: DecisionSource, reason: DecisionReason): LimitAllDecision {
+  const allowed = decisions.every((d) => d.allowed);
+  return {
+    allowed,
+    retryAfterMs: allowed ? 0 : Math.max(...decisions.map((d) => d.retryAfterMs)),
+    source,
+    reason,
+    decisions,
+  };
+}
