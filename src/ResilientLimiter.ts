@@ -128,6 +128,19 @@ type QueuedCall = BatchCall & {
   reject: (error: unknown) => void;
 };
 
+/** A local tier's decision as the limiter answers it. A literal, not a spread: this is the whole path while Redis is down. */
+function localDecision(d: Decision, reason: DecisionReason): LimiterDecision {
+  return {
+    allowed: d.allowed,
+    limit: d.limit,
+    remaining: d.remaining,
+    retryAfterMs: d.retryAfterMs,
+    resetAtMs: d.resetAtMs,
+    source: 'local',
+    reason,
+  };
+}
+
 function bySlot(calls: readonly QueuedCall[], prefix: string): QueuedCall[][] {
   const groups = new Map<number, QueuedCall[]>();
   for (const call of calls) {
@@ -495,15 +508,7 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
       });
     }
     return combine(
-      decisions.map((d) => ({
-        allowed: d.allowed,
-        limit: d.limit,
-        remaining: d.remaining,
-        retryAfterMs: d.retryAfterMs,
-        resetAtMs: d.resetAtMs,
-        source: 'local',
-        reason,
-      })),
+      decisions.map((d) => localDecision(d, reason)),
       'local',
       reason,
     );
@@ -748,16 +753,7 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
         const pending = this.#pendingByKey.size === 0 ? 0 : (this.#pendingByKey.get(key) ?? 0);
         const d = this.#local[decide](key, cost, id, now, given, pending);
         if (d.allowed && this.#options.reconcile) this.#reconciler.add({ key, at: now, cost, id });
-        // A literal, not a spread: this is the whole path while Redis is down.
-        return {
-          allowed: d.allowed,
-          limit: d.limit,
-          remaining: d.remaining,
-          retryAfterMs: d.retryAfterMs,
-          resetAtMs: d.resetAtMs,
-          source: 'local',
-          reason,
-        };
+        return localDecision(d, reason);
       }
       case 'fail-open':
         return this.#fixed(true, 'fail-open', reason, now);

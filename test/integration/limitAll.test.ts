@@ -40,7 +40,7 @@ function limiter(options: Partial<ResilientLimiterOptions> = {}): ResilientLimit
 /** Permits in use in one limitAll window, read from Redis. */
 async function used(l: ResilientLimiter, key: string, windowMs: number): Promise<number> {
   const k = allKey(prefixes.get(l) as string, key, windowMs);
-  const members = await redis.zrange(k, 0, -1, 'WITHSCORES');
+  const members = await redis.zrange(k, '0', '-1', 'WITHSCORES');
   let sum = 0;
   for (let i = 0; i < members.length; i += 2) {
     const member = members[i] as string;
