@@ -1,0 +1,226 @@
+/**
+ * `resilimit/http`: rate limiting for HTTP servers. {@link rateLimit} is a `(req, res, next)`
+ * middleware for Express, Connect and plain `node:http`; {@link rateLimitHook} is a Fastify
+ * `onRequest` hook. No framework is imported: both work on Node's request and response and on the few
+ * members of Fastify's request and reply they use.
+ * @module
+ */
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { describe, ErrorCode, ResilimitError } from './errors.js';
+import { joined, limitedBody, RateLimitFields, retryAfterSeconds } from './http/fields.js';
+import type { RequestLike } from './http/keys.js';
+import { checkLimiter, resolveHttpOptions, type CommonHttpOptions, type HttpLimiter } from './http/options.js';
+import type { Decision } from './types.js';
+
+export { byHeader, byIp, byRoute, combine, type KeyFunction, type RequestLike } from './http/keys.js';
+export type { CommonHttpOptions, HttpLimiter } from './http/options.js';
+
+/** Options of {@link rateLimit}. */
+export type RateLimitOptions<Req = IncomingMessage, Res = ServerResponse> = CommonHttpOptions<Req> & {
+  /**
+   * Writes the response to a rejected request in place of the default JSON body. When it is called,
+   * the status is 429 and `Retry-After` and the RateLimit fields are set; it must end the response.
+   * If it throws or rejects, the error goes to `next(error)`.
+   * @default a 429 with `{"error":"rate_limited","retryAfterMs":<ms>}`
+   */
+  onLimited?: (req: Req, res: Res, decision: Decision) => void | Promise<void>;
+};
+
+/** The members of Fastify's reply that {@link rateLimitHook} uses. */
+export interface FastifyReplyLike {
+  code(statusCode: number): unknown;
+  header(key: string, value: string): unknown;
+  getHeader(key: string): unknown;
+  send(payload?: unknown): unknown;
+}
+
+/** Options of {@link rateLimitHook}. */
+export type RateLimitHookOptions<Req = RequestLike, Reply = FastifyReplyLike> = CommonHttpOptions<Req> & {
+  /**
+   * Sends the reply to a rejected request in place of the default JSON body. When it is called, the
+   * status is 429 and `Retry-After` and the RateLimit fields are set; it must call `reply.send()`.
+   * If it throws or rejects, the error goes to Fastify's error handling.
+   * @default a 429 with `{"error":"rate_limited","retryAfterMs":<ms>}`
+   */
+  onLimited?: (request: Req, reply: Reply, decision: Decision) => void | Promise<void>;
+};
+
+/** The middleware {@link rateLimit} returns. */
+export type RateLimitMiddleware<Req, Res> = (req: Req, res: Res, next: (error?: unknown) => void) => void;
+
+/** The hook {@link rateLimitHook} returns: Fastify's callback form of `onRequest`. */
+export type RateLimitHook<Req, Reply> = (request: Req, reply: Reply, done: (error?: Error) => void) => void;
+
+const JSON_TYPE = 'application/json; charset=utf-8';
+
+/** `skip` must answer with a boolean: a promise (an `async` skip) is truthy and would skip every request. */
+function skips(answer: unknown): boolean {
+  if (typeof answer === 'boolean') return answer;
+  throw new ResilimitError(ErrorCode.INVALID_OPTION, `Expected \`skip\` to return a boolean, got ${describe(answer)}`);
+}
+
+function isThenable(value: unknown): value is PromiseLike<unknown> {
+  return typeof (value as PromiseLike<unknown> | undefined)?.then === 'function';
+}
+
+/**
+ * A middleware that decides every request with `limiter` before it goes on. Admitted: the
+ * RateLimit fields are set and `next()` is called. Rejected: a 429 with `Retry-After` (whole
+ * seconds, at least 1), the RateLimit fields and a short JSON body (or `onLimited`'s response), and
+ * `next` is not called. A decision made without Redis (`source` `'local'`, `'fail-open'`, …) is a
+ * decision like any other.
+ *
+ * Errors go to `next(error)`, the way Express and Connect hand them to their error handlers: a `key`,
+ * `cost`, `skip` or `onLimited` that throws, and the limiter's misuse errors (a key that is not 1 …
+ * 1024 characters, a cost above the limit, a limiter closed). The limiter itself never fails
+ * because of Redis.
+ *
+ * @param limiter A `ResilientLimiter`. Closing it is yours; the middleware starts nothing.
+ * @throws {ResilimitError} `ERR_RESILIMIT_INVALID_OPTION` for a limiter or an option of the wrong type.
+ * @example
+ * // Express or Connect
+ * app.use(rateLimit(limiter, { key: combine(byIp, byRoute) }));
+ * // node:http
+ * const limit = rateLimit(limiter);
+ * createServer((req, res) => limit(req, res, (error) => (error ? fail(res, error) : handle(req, res))));
+ */
+export function rateLimit<Req extends IncomingMessage = IncomingMessage, Res extends ServerResponse = ServerResponse>(
+  limiter: HttpLimiter,
+  options?: RateLimitOptions<Req, Res>,
+): RateLimitMiddleware<Req, Res> {
+  const l = checkLimiter('rateLimit', limiter);
+  const { key, cost, skip, onLimited, headers, policyName } = resolveHttpOptions<
+    Req,
+    NonNullable<RateLimitOptions<Req, Res>['onLimited']>
+  >('rateLimit', options);
+  const fields = headers ? new RateLimitFields(l, policyName) : undefined;
+
+  /** Sets the response's fields; true when the request may go on. */
+  const answer = (req: Req, res: Res, next: (error?: unknown) => void, decision: Decision): boolean => {
+    const retryAfterS = decision.allowed ? 0 : retryAfterSeconds(decision.retryAfterMs);
+    if (fields !== undefined) {
+      res.setHeader('RateLimit-Policy', joined(res.getHeader('RateLimit-Policy'), fields.policy(decision, Date.now())));
+      res.setHeader('RateLimit', joined(res.getHeader('RateLimit'), fields.state(decision, retryAfterS)));
+    }
+    if (decision.allowed) return true;
+    res.statusCode = 429;
+    res.setHeader('Retry-After', retryAfterS);
+    if (onLimited === undefined) {
+      const body = limitedBody(decision);
+      res.setHeader('Content-Type', JSON_TYPE);
+      res.setHeader('Content-Length', body.length); // ASCII only
+      res.end(body);
+    } else {
+      const written = onLimited(req, res, decision);
+      if (isThenable(written)) written.then(undefined, next);
+    }
+    return false;
+  };
+
+  return function rateLimitMiddleware(req, res, next): void {
+    let decided: Promise<Decision> | undefined;
+    try {
+      decided =
+        skip !== undefined && skips(skip(req))
+          ? undefined
+          : l.limit(key(req), cost === undefined ? undefined : { cost: cost(req) });
+    } catch (error) {
+      next(error);
+      return;
+    }
+    if (decided === undefined) {
+      next();
+      return;
+    }
+    decided.then((decision) => {
+      let goOn: boolean;
+      try {
+        goOn = answer(req, res, next, decision);
+      } catch (error) {
+        next(error);
+        return;
+      }
+      // Outside the try: an error thrown by what next() runs is not ours to report a second time.
+      if (goOn) next();
+    }, next);
+  };
+}
+
+/**
+ * A Fastify `onRequest` hook that decides every request with `limiter`, with the same behaviour as
+ * {@link rateLimit}: admitted requests get the RateLimit fields and go on; rejected ones get a 429
+ * with `Retry-After`, the fields and a JSON body (or `onLimited`'s reply), and neither the later hooks
+ * nor the handler run. Errors (a throwing `key`, a misuse error of the limiter) go to Fastify's error
+ * handling.
+ *
+ * It is the callback form of the hook: `done` is never called for a rejected request, so the chain
+ * stops whatever the reply's `onSend` hooks do. (An async hook stops it only by resolving to `reply`,
+ * whose promise settles once the response has ended; otherwise, with an async `onSend`, the handler
+ * runs too.)
+ *
+ * The default key is {@link byIp}: the TCP peer, not `request.ip`. To follow Fastify's explicit
+ * `trustProxy` setting, pass `key: (request) => request.ip`.
+ * @throws {ResilimitError} `ERR_RESILIMIT_INVALID_OPTION` for a limiter or an option of the wrong type.
+ * @example
+ * fastify.addHook('onRequest', rateLimitHook(limiter, { key: byHeader('x-api-key') }));
+ */
+export function rateLimitHook<Req extends RequestLike = RequestLike, Reply extends FastifyReplyLike = FastifyReplyLike>(
+  limiter: HttpLimiter,
+  options?: RateLimitHookOptions<Req, Reply>,
+): RateLimitHook<Req, Reply> {
+  const l = checkLimiter('rateLimitHook', limiter);
+  const { key, cost, skip, onLimited, headers, policyName } = resolveHttpOptions<
+    Req,
+    NonNullable<RateLimitHookOptions<Req, Reply>['onLimited']>
+  >('rateLimitHook', options);
+  const fields = headers ? new RateLimitFields(l, policyName) : undefined;
+
+  const answer = (request: Req, reply: Reply, done: (error?: Error) => void, decision: Decision): boolean => {
+    const retryAfterS = decision.allowed ? 0 : retryAfterSeconds(decision.retryAfterMs);
+    if (fields !== undefined) {
+      reply.header('ratelimit-policy', joined(reply.getHeader('ratelimit-policy'), fields.policy(decision, Date.now())));
+      reply.header('ratelimit', joined(reply.getHeader('ratelimit'), fields.state(decision, retryAfterS)));
+    }
+    if (decision.allowed) return true;
+    reply.code(429);
+    reply.header('retry-after', String(retryAfterS));
+    if (onLimited === undefined) {
+      reply.header('content-type', JSON_TYPE);
+      reply.send(limitedBody(decision));
+    } else {
+      const sent = onLimited(request, reply, decision);
+      if (isThenable(sent)) sent.then(undefined, (error: unknown) => done(error as Error));
+    }
+    return false;
+  };
+
+  return function rateLimitHook(request, reply, done): void {
+    let decided: Promise<Decision> | undefined;
+    try {
+      decided =
+        skip !== undefined && skips(skip(request))
+          ? undefined
+          : l.limit(key(request), cost === undefined ? undefined : { cost: cost(request) });
+    } catch (error) {
+      done(error as Error);
+      return;
+    }
+    if (decided === undefined) {
+      done();
+      return;
+    }
+    decided.then(
+      (decision) => {
+        let goOn: boolean;
+        try {
+          goOn = answer(request, reply, done, decision);
+        } catch (error) {
+          done(error as Error);
+          return;
+        }
+        if (goOn) done();
+      },
+      (error: unknown) => done(error as Error),
+    );
+  };
+}

@@ -1,0 +1,110 @@
+import { describe, ErrorCode, invalidOption, ResilimitError } from '../errors.js';
+import type { Decision, LimitOptions } from '../types.js';
+import { byIp, type KeyFunction } from './keys.js';
+
+/**
+ * What the middleware needs of a limiter; a `ResilientLimiter` fits. `stats().windowMs` is read at
+ * most once a second, for the `w` of `RateLimit-Policy`.
+ */
+export interface HttpLimiter {
+  limit(key: string, options?: LimitOptions): Promise<Decision>;
+  stats(): { readonly windowMs: number };
+}
+
+/** The options both {@link rateLimit} and {@link rateLimitHook} take. */
+export type CommonHttpOptions<R> = {
+  /**
+   * The key a request counts against. The helpers {@link byIp}, {@link byHeader}, {@link byRoute}
+   * and {@link combine} make the usual ones. A key function that throws, or returns something that is
+   * not a string of 1 … 1024 characters, fails the request through the framework's error handling.
+   * @default byIp (the TCP peer's address; never `X-Forwarded-For`)
+   */
+  key?: KeyFunction<R>;
+  /**
+   * Permits the request takes: an integer from 1 to the limit. Anything else is a misuse error,
+   * passed to the framework's error handling.
+   * @default 1
+   */
+  cost?: (request: R) => number;
+  /**
+   * Requests for which this returns `true` are neither counted nor limited, and get no RateLimit
+   * fields. It must return a boolean: anything else (a promise, say) fails the request rather than
+   * skip it, so that a mistake cannot switch the limit off.
+   */
+  skip?: (request: R) => boolean;
+  /**
+   * `'draft-8'`: the `RateLimit-Policy` and `RateLimit` fields of draft-ietf-httpapi-ratelimit-headers
+   * (the format of drafts 08 to 11) on every limited response, admitted or rejected; `false`: none
+   * (`Retry-After` is still sent with a 429).
+   * @default 'draft-8'
+   */
+  headers?: 'draft-8' | false;
+  /**
+   * The policy's name in the RateLimit fields. Give each limiter on a route its own: their items are
+   * then listed side by side in the same fields. 1 … 64 printable ASCII characters without `"` or `\`.
+   * @default 'default'
+   */
+  policyName?: string;
+};
+
+/** Options both middleware take, resolved. */
+export type ResolvedHttpOptions<R, L> = Readonly<{
+  key: KeyFunction<R>;
+  cost: ((request: R) => number) | undefined;
+  skip: ((request: R) => boolean) | undefined;
+  onLimited: L | undefined;
+  headers: boolean;
+  policyName: string;
+}>;
+
+const KNOWN = ['key', 'cost', 'skip', 'onLimited', 'headers', 'policyName'];
+const POLICY_NAME = /^[\x20\x21\x23-\x5b\x5d-\x7e]{1,64}$/;
+
+function optionalFunction<F>(name: string, value: unknown): F | undefined {
+  if (value === undefined) return undefined;
+  if (typeof value !== 'function') throw invalidOption(name, 'a function', value);
+  return value as F;
+}
+
+/** Checks the limiter given to `caller` (`rateLimit` or `rateLimitHook`). */
+export function checkLimiter(caller: string, limiter: unknown): HttpLimiter {
+  const l = limiter as Partial<Record<keyof HttpLimiter, unknown>> | null | undefined;
+  if (typeof l?.limit !== 'function' || typeof l.stats !== 'function') {
+    throw new ResilimitError(
+      ErrorCode.INVALID_OPTION,
+      `Expected the limiter of ${caller}() to be a ResilientLimiter, got ${describe(limiter)}`,
+    );
+  }
+  return limiter as HttpLimiter;
+}
+
+/** Validates the options of `caller` once, when the middleware is made, and returns a frozen copy. */
+export function resolveHttpOptions<R, L>(caller: string, raw: unknown): ResolvedHttpOptions<R, L> {
+  if (raw !== undefined && (typeof raw !== 'object' || raw === null || Array.isArray(raw))) {
+    throw invalidOption('options', 'an object', raw);
+  }
+  const options = (raw ?? {}) as Record<string, unknown>;
+  for (const name of Object.keys(options)) {
+    // An option of another rate limiter (`trustProxy`, `keyGenerator`, `max`) would otherwise be
+    // ignored without a word, and the limit would not be what its author thinks.
+    if (!KNOWN.includes(name)) {
+      throw invalidOption(name, `absent: ${caller}() has no such option (it has ${KNOWN.join(', ')})`, options[name]);
+    }
+  }
+  const headers = options['headers'];
+  if (headers !== undefined && headers !== 'draft-8' && headers !== false) {
+    throw invalidOption('headers', "'draft-8' or false", headers);
+  }
+  const policyName = options['policyName'];
+  if (policyName !== undefined && (typeof policyName !== 'string' || !POLICY_NAME.test(policyName))) {
+    throw invalidOption('policyName', '1 to 64 printable ASCII characters without `"` or `\\`', policyName);
+  }
+  return Object.freeze({
+    key: optionalFunction<KeyFunction<R>>('key', options['key']) ?? (byIp as KeyFunction<R>),
+    cost: optionalFunction<(request: R) => number>('cost', options['cost']),
+    skip: optionalFunction<(request: R) => boolean>('skip', options['skip']),
+    onLimited: optionalFunction<L>('onLimited', options['onLimited']),
+    headers: headers !== false,
+    policyName: policyName ?? 'default',
+  });
+}

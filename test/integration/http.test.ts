@@ -1,0 +1,639 @@
+/**
+ * resilimit/http on real servers: plain node:http, Express, Connect and Fastify, each listening on an
+ * OS-assigned loopback port, sent real requests (fetch; node:http where the source address matters),
+ * deciding on a real Redis.
+ */
+import { execFile } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
+import { once } from 'node:events';
+import { existsSync } from 'node:fs';
+import { createServer, request as httpRequest, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { setImmediate as tick, setTimeout as sleep } from 'node:timers/promises';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
+import connect from 'connect';
+import express, { type NextFunction, type Request, type Response } from 'express';
+import Fastify, { type FastifyReply, type FastifyRequest } from 'fastify';
+import type { Redis } from 'ioredis';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { createRedisClient, ResilientLimiter, type Decision, type ResilientLimiterOptions } from '../../src/index.js';
+import {
+  byHeader,
+  byIp,
+  byRoute,
+  combine,
+  rateLimit,
+  rateLimitHook,
+  type CommonHttpOptions,
+  type RequestLike,
+} from '../../src/http.js';
+import { useRedis, waitReady, type RedisHandle } from '../support/redis.js';
+
+let redisServer: RedisHandle;
+let redis: Redis;
+const limiters: ResilientLimiter[] = [];
+const apps: App[] = [];
+
+beforeAll(async () => {
+  redisServer = await useRedis();
+  redis = createRedisClient(redisServer.url);
+  await waitReady(redis);
+});
+afterEach(async () => {
+  await Promise.all(apps.splice(0).map((a) => a.close()));
+  await Promise.all(limiters.splice(0).map((l) => l.close()));
+});
+afterAll(async () => {
+  await redis?.quit();
+  await redisServer?.close();
+});
+
+const WINDOW_MS = 60_000;
+
+function limiter(options: Partial<ResilientLimiterOptions> = {}): ResilientLimiter {
+  const l = new ResilientLimiter({
+    redis,
+    limit: 3,
+    windowMs: WINDOW_MS,
+    prefix: `http:${randomUUID()}:`,
+    local: { instances: 1 },
+    // A generous deadline: these tests are about HTTP, so Redis must decide even on a loaded machine.
+    breaker: { timeoutMs: 2000 },
+    ...options,
+  });
+  limiters.push(l);
+  return l;
+}
+
+// ---------------------------------------------------------------------------------------------
+// One app per framework: the limiter(s) in front of a handler that counts its runs, and an error
+// handler that answers 500 with the error's code and message.
+
+type Options = CommonHttpOptions<RequestLike> & {
+  /** 'custom': onLimited answers 429 in text with a header of its own; 'rejects': onLimited rejects. */
+  limited?: 'custom' | 'rejects';
+};
+type Stack = [ResilientLimiter, Options][];
+
+interface App {
+  readonly url: string;
+  /** Times the route handler ran. */
+  handled: number;
+  close(): Promise<void>;
+}
+
+type Framework = { name: string; start(stack: Stack): Promise<App> };
+
+const LIMITED_TEXT = 'slow down';
+
+function errorBody(error: unknown): string {
+  const e = error as { code?: string; message?: string };
+  return JSON.stringify({ code: e.code ?? null, message: e.message ?? String(error) });
+}
+
+async function listen(server: Server, app: { handled: number }): Promise<App> {
+  server.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  const { port } = server.address() as AddressInfo;
+  const url = `http://127.0.0.1:${port}`;
+  return Object.assign(app, {
+    url,
+    close: async () => {
+      server.closeAllConnections();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    },
+  });
+}
+
+/** The `onLimited` of the `(req, res, next)` frameworks, for `limited`. */
+function nodeOnLimited(limited: Options['limited']) {
+  if (limited === undefined) return {};
+  return {
+    onLimited: async (_req: IncomingMessage, res: ServerResponse, decision: Decision) => {
+      if (limited === 'rejects') throw new Error('onLimited failed');
+      res.setHeader('x-limited', String(decision.remaining));
+      res.setHeader('content-type', 'text/plain');
+      res.end(LIMITED_TEXT);
+    },
+  };
+}
+
+const frameworks: Framework[] = [
+  {
+    name: 'node:http',
+    async start(stack) {
+      const middleware = stack.map(([l, { limited, ...o }]) => rateLimit(l, { ...o, ...nodeOnLimited(limited) }));
+      const app = { handled: 0 };
+      const server = createServer((req, res) => {
+        const fail = (error: unknown): void => {
+          res.statusCode = 500;
+          res.end(errorBody(error));
+        };
+        const run = (i: number): void => {
+          const m = middleware[i];
+          if (m === undefined) {
+            app.handled += 1;
+            res.end('ok');
+            return;
+          }
+          m(req, res, (error) => (error === undefined ? run(i + 1) : fail(error)));
+        };
+        run(0);
+      });
+      return listen(server, app);
+    },
+  },
+  {
+    name: 'express',
+    async start(stack) {
+      const app = { handled: 0 };
+      const e = express();
+      for (const [l, { limited, ...o }] of stack) {
+        if (limited === undefined) e.use(rateLimit(l, o));
+        else
+          e.use(
+            rateLimit(l, {
+              ...o,
+              // Express's own response API: onLimited is typed with the framework's request and response.
+              onLimited: async (_req: Request, res: Response, decision) => {
+                if (limited === 'rejects') throw new Error('onLimited failed');
+                res.set('x-limited', String(decision.remaining)).type('text/plain').send(LIMITED_TEXT);
+              },
+            }),
+          );
+      }
+      e.get('/{*path}', (_req, res) => {
+        app.handled += 1;
+        res.send('ok');
+      });
+      e.use((error: unknown, _req: Request, res: Response, _next: NextFunction) => {
+        res.status(500).send(errorBody(error));
+      });
+      return listen(createServer(e), app);
+    },
+  },
+  {
+    name: 'connect',
+    async start(stack) {
+      const app = { handled: 0 };
+      const c = connect();
+      for (const [l, { limited, ...o }] of stack) c.use(rateLimit(l, { ...o, ...nodeOnLimited(limited) }));
+      c.use((_req: IncomingMessage, res: ServerResponse) => {
+        app.handled += 1;
+        res.end('ok');
+      });
+      c.use((error: unknown, _req: IncomingMessage, res: ServerResponse, _next: connect.NextFunction) => {
+        res.statusCode = 500;
+        res.end(errorBody(error));
+      });
+      return listen(createServer(c), app);
+    },
+  },
+  {
+    name: 'fastify',
+    async start(stack) {
+      const app = { handled: 0 };
+      const f = Fastify();
+      for (const [l, { limited, ...o }] of stack) {
+        f.addHook(
+          'onRequest',
+          rateLimitHook(l, {
+            ...o,
+            ...(limited === undefined
+              ? {}
+              : {
+                  onLimited: async (_request: FastifyRequest, reply: FastifyReply, decision: Decision) => {
+                    if (limited === 'rejects') throw new Error('onLimited failed');
+                    await reply.header('x-limited', String(decision.remaining)).type('text/plain').send(LIMITED_TEXT);
+                  },
+                }),
+          }),
+        );
+      }
+      // An async onSend hook: the response has not ended when reply.send() returns, so a hook that
+      // relied on `reply.sent` to stop the chain would let the handler run.
+      f.addHook('onSend', async (_request, _reply, payload) => {
+        await tick();
+        return payload;
+      });
+      f.get('/*', async () => {
+        app.handled += 1;
+        return 'ok';
+      });
+      f.setErrorHandler((error, _request, reply) => {
+        void reply.code(500).send(errorBody(error));
+      });
+      await f.listen({ port: 0, host: '127.0.0.1' });
+      const { port } = f.server.address() as AddressInfo;
+      return Object.assign(app, { url: `http://127.0.0.1:${port}`, close: () => f.close() });
+    },
+  },
+];
+
+// ---------------------------------------------------------------------------------------------
+// Requests and fields
+
+type Reply = { status: number; headers: Headers; body: string };
+
+async function get(app: App, path = '/', headers: Record<string, string> = {}): Promise<Reply> {
+  const response = await fetch(`${app.url}${path}`, { headers });
+  return { status: response.status, headers: response.headers, body: await response.text() };
+}
+
+/** A GET from a given loopback source address (fetch cannot choose it). */
+function getFrom(app: App, localAddress: string): Promise<Reply> {
+  return new Promise((resolve, reject) => {
+    const req = httpRequest(`${app.url}/`, { localAddress, agent: false }, (res) => {
+      let body = '';
+      res.setEncoding('utf8');
+      res.on('data', (chunk: string) => (body += chunk));
+      res.on('end', () => {
+        const headers = new Headers();
+        for (const [name, value] of Object.entries(res.headers)) if (typeof value === 'string') headers.set(name, value);
+        resolve({ status: res.statusCode ?? 0, headers, body });
+      });
+    });
+    req.on('error', reject);
+    req.end();
+  });
+}
+
+/** The items of a RateLimit or RateLimit-Policy field: `"name";k=v;k=v, "name";…`. */
+function items(field: string | null): { name: string; params: Record<string, number> }[] {
+  expect(field, 'the field is present').not.toBeNull();
+  return (field as string).split(/\s*,\s*/).map((item) => {
+    const match = /^"([^"]*)"((?:;[a-z]+=\d+)+)$/.exec(item);
+    expect(match, `a well-formed item: ${item}`).not.toBeNull();
+    const [, name, rest] = match as RegExpExecArray;
+    const params = Object.fromEntries(
+      (rest as string).slice(1).split(';').map((p) => {
+        const [k, v] = p.split('=');
+        return [k as string, Number(v)];
+      }),
+    );
+    return { name: name as string, params };
+  });
+}
+
+/** The single item of a RateLimit / RateLimit-Policy field, checked to be named `name`. */
+function item(field: string | null, name = 'default'): Record<string, number> {
+  const all = items(field);
+  expect(all).toHaveLength(1);
+  expect(all[0]?.name).toBe(name);
+  return all[0]?.params as Record<string, number>;
+}
+
+async function sequence(app: App, n: number, path = '/', headers: Record<string, string> = {}): Promise<Reply[]> {
+  const out: Reply[] = [];
+  for (let i = 0; i < n; i += 1) out.push(await get(app, path, headers));
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------
+
+describe.each(frameworks)('$name', (framework) => {
+  async function start(options: Options = {}, l = limiter()): Promise<App> {
+    const app = await framework.start([[l, options]]);
+    apps.push(app);
+    return app;
+  }
+
+  it('admits requests under the limit with the RateLimit fields counting down, then answers 429 without running the handler', async () => {
+    const app = await start();
+    const replies = await sequence(app, 4);
+    expect(replies.map((r) => r.status)).toEqual([200, 200, 200, 429]);
+    expect(app.handled).toBe(3);
+    for (const reply of replies) expect(item(reply.headers.get('ratelimit-policy'))).toEqual({ q: 3, w: 60 });
+
+    const states = replies.map((r) => item(r.headers.get('ratelimit')));
+    expect(states.map((s) => s['r'])).toEqual([2, 1, 0, 0]);
+    for (const s of states.slice(0, 3)) expect(s['t']).toBe(60); // an admitted permit leaves a full window later
+    expect(replies[0]?.body).toBe('ok');
+
+    const limited = replies[3] as Reply;
+    const retryAfter = Number(limited.headers.get('retry-after'));
+    expect(limited.headers.get('retry-after')).toMatch(/^\d+$/);
+    expect(retryAfter).toBeGreaterThanOrEqual(58);
+    expect(retryAfter).toBeLessThanOrEqual(60);
+    expect(states[3]?.['t']).toBe(retryAfter); // Retry-After does not end before the effective window
+    expect(limited.headers.get('content-type')).toMatch(/^application\/json/);
+    const body = JSON.parse(limited.body) as { error: string; retryAfterMs: number };
+    expect(Object.keys(body).sort()).toEqual(['error', 'retryAfterMs']);
+    expect(body.error).toBe('rate_limited');
+    expect(body.retryAfterMs).toBeGreaterThan(55_000);
+    expect(body.retryAfterMs).toBeLessThanOrEqual(WINDOW_MS);
+    expect(Math.ceil(body.retryAfterMs / 1000)).toBe(retryAfter);
+  });
+
+  it('keys by the TCP peer by default: another source address has its own limit, X-Forwarded-For is ignored', async () => {
+    const app = await start();
+    // Four addresses claimed in X-Forwarded-For, one peer: one limit.
+    const claimed = [];
+    for (let i = 1; i <= 4; i += 1) claimed.push(await get(app, '/', { 'x-forwarded-for': `198.51.100.${i}` }));
+    expect(claimed.map((r) => r.status)).toEqual([200, 200, 200, 429]);
+
+    const other = await getFrom(app, '127.0.0.2');
+    expect(other.status).toBe(200);
+    expect(item(other.headers.get('ratelimit'))['r']).toBe(2);
+    expect((await getFrom(app, '127.0.0.1')).status).toBe(429);
+    expect(app.handled).toBe(4);
+  });
+
+  it('keys by a header: two users do not share a limit, and a request without it counts against its address', async () => {
+    const app = await start({ key: byHeader('x-user-id') });
+    const alice = await sequence(app, 4, '/', { 'x-user-id': 'alice' });
+    expect(alice.map((r) => r.status)).toEqual([200, 200, 200, 429]);
+    const bob = await get(app, '/', { 'x-user-id': 'bob' });
+    expect(bob.status).toBe(200);
+    expect(item(bob.headers.get('ratelimit'))['r']).toBe(2);
+    const anonymous = await sequence(app, 4);
+    expect(anonymous.map((r) => r.status)).toEqual([200, 200, 200, 429]);
+    expect(app.handled).toBe(7);
+  });
+
+  it('keys by route with combine(): each path has its own limit, whatever its query or case', async () => {
+    const app = await start({ key: combine(byIp, byRoute) });
+    const orders = [
+      await get(app, '/orders?page=1'),
+      await get(app, '/Orders/?page=2'),
+      await get(app, '/orders'),
+      await get(app, '/orders?page=4'),
+    ];
+    expect(orders.map((r) => r.status)).toEqual([200, 200, 200, 429]);
+    const users = await get(app, '/users');
+    expect(users.status).toBe(200);
+    expect(item(users.headers.get('ratelimit'))['r']).toBe(2);
+  });
+
+  it('lets skipped requests through uncounted and without RateLimit fields', async () => {
+    const app = await start({ skip: (req) => req.headers['x-health'] === '1' });
+    const skipped = await sequence(app, 5, '/', { 'x-health': '1' });
+    expect(skipped.map((r) => r.status)).toEqual([200, 200, 200, 200, 200]);
+    for (const r of skipped) {
+      expect(r.headers.get('ratelimit')).toBeNull();
+      expect(r.headers.get('ratelimit-policy')).toBeNull();
+    }
+    const counted = await get(app);
+    expect(item(counted.headers.get('ratelimit'))['r']).toBe(2);
+    expect(app.handled).toBe(6);
+  });
+
+  it('takes the cost of each request; a cost above the limit reaches the error handler', async () => {
+    const app = await start({ cost: (req) => Number(req.headers['x-cost'] ?? 1) });
+    const first = await get(app, '/', { 'x-cost': '2' });
+    expect(first.status).toBe(200);
+    expect(item(first.headers.get('ratelimit'))['r']).toBe(1);
+    const second = await get(app, '/', { 'x-cost': '2' });
+    expect(second.status).toBe(429); // 1 left, 2 asked: a call is admitted whole or not at all
+    expect(item(second.headers.get('ratelimit'))['r']).toBe(1);
+    const third = await get(app);
+    expect(third.status).toBe(200);
+    expect(item(third.headers.get('ratelimit'))['r']).toBe(0);
+
+    const tooDear = await get(app, '/', { 'x-cost': '4' });
+    expect(tooDear.status).toBe(500);
+    expect(JSON.parse(tooDear.body)).toMatchObject({ code: 'ERR_RESILIMIT_INVALID_COST' });
+    expect(app.handled).toBe(2);
+  });
+
+  it('answers a rejected request with onLimited, after setting Retry-After and the RateLimit fields', async () => {
+    const app = await start({ limited: 'custom' });
+    const replies = await sequence(app, 4);
+    const limited = replies[3] as Reply;
+    expect(limited.status).toBe(429);
+    expect(limited.body).toBe(LIMITED_TEXT);
+    expect(limited.headers.get('x-limited')).toBe('0');
+    expect(Number(limited.headers.get('retry-after'))).toBeGreaterThanOrEqual(58);
+    expect(item(limited.headers.get('ratelimit'))['r']).toBe(0);
+    expect(item(limited.headers.get('ratelimit-policy'))).toEqual({ q: 3, w: 60 });
+    expect(app.handled).toBe(3);
+  });
+
+  it('passes an error of onLimited to the error handler', async () => {
+    const app = await start({ limited: 'rejects' });
+    const replies = await sequence(app, 4);
+    expect(replies.map((r) => r.status)).toEqual([200, 200, 200, 500]);
+    expect(JSON.parse(replies[3]?.body as string)).toMatchObject({ message: 'onLimited failed' });
+    expect(app.handled).toBe(3);
+  });
+
+  it('passes an error of the key function to the error handler, without counting the request', async () => {
+    const app = await start({
+      key: (req) => {
+        if (req.headers['x-bad'] !== undefined) throw new Error('no key for this request');
+        return 'k';
+      },
+    });
+    const bad = await get(app, '/', { 'x-bad': '1' });
+    expect(bad.status).toBe(500);
+    expect(JSON.parse(bad.body)).toEqual({ code: null, message: 'no key for this request' });
+    expect(app.handled).toBe(0);
+    expect(item((await get(app)).headers.get('ratelimit'))['r']).toBe(2);
+  });
+
+  it("passes the limiter's misuse errors to the error handler: a key it refuses, a closed limiter", async () => {
+    const l = limiter();
+    const app = await start({ key: (req) => (req.headers['x-empty'] === '1' ? '' : 'k') }, l);
+    const empty = await get(app, '/', { 'x-empty': '1' });
+    expect(empty.status).toBe(500);
+    expect(JSON.parse(empty.body)).toMatchObject({ code: 'ERR_RESILIMIT_INVALID_KEY' });
+    await l.close();
+    const closed = await get(app);
+    expect(closed.status).toBe(500);
+    expect(JSON.parse(closed.body)).toMatchObject({ code: 'ERR_RESILIMIT_CLOSED' });
+    expect(app.handled).toBe(0);
+  });
+
+  it('fails a request whose skip returns a promise instead of skipping it', async () => {
+    const app = await start({ skip: (async () => true) as unknown as () => boolean });
+    const reply = await get(app);
+    expect(reply.status).toBe(500);
+    expect(JSON.parse(reply.body)).toMatchObject({ code: 'ERR_RESILIMIT_INVALID_OPTION' });
+    expect(JSON.parse(reply.body).message).toContain('skip');
+    expect(app.handled).toBe(0);
+  });
+
+  it("sends no RateLimit fields with headers: false, but still Retry-After on a 429", async () => {
+    const app = await start({ headers: false });
+    const replies = await sequence(app, 4);
+    expect(replies.map((r) => r.status)).toEqual([200, 200, 200, 429]);
+    for (const r of replies) {
+      expect(r.headers.get('ratelimit')).toBeNull();
+      expect(r.headers.get('ratelimit-policy')).toBeNull();
+    }
+    expect(Number(replies[3]?.headers.get('retry-after'))).toBeGreaterThanOrEqual(58);
+  });
+
+  it('lists the items of two limiters on one route side by side, and stops at the first that rejects', async () => {
+    const burst = limiter({ limit: 2, windowMs: 1_000 });
+    const hourly = limiter({ limit: 5, windowMs: 3_600_000 });
+    const app = await framework.start([
+      [burst, { policyName: 'burst' }],
+      [hourly, { policyName: 'hourly' }],
+    ]);
+    apps.push(app);
+    const first = await get(app);
+    expect(items(first.headers.get('ratelimit-policy'))).toEqual([
+      { name: 'burst', params: { q: 2, w: 1 } },
+      { name: 'hourly', params: { q: 5, w: 3600 } },
+    ]);
+    expect(items(first.headers.get('ratelimit')).map((i) => [i.name, i.params['r']])).toEqual([
+      ['burst', 1],
+      ['hourly', 4],
+    ]);
+    await get(app);
+    const third = await get(app);
+    expect(third.status).toBe(429);
+    expect(items(third.headers.get('ratelimit')).map((i) => i.name)).toEqual(['burst']); // hourly never asked
+    expect(third.headers.get('retry-after')).toBe('1');
+    expect(app.handled).toBe(2);
+  });
+});
+
+describe('decisions made without Redis', () => {
+  it('answers from the local window while the breaker is open, with its share as the quota', async () => {
+    const l = limiter({ limit: 4, local: { instances: 2 } });
+    l.forceOpen();
+    const app = await frameworks[0]!.start([[l, {}]]);
+    apps.push(app);
+    const replies = await sequence(app, 3);
+    expect(replies.map((r) => r.status)).toEqual([200, 200, 429]);
+    expect(item(replies[0]?.headers.get('ratelimit-policy') ?? null)).toEqual({ q: 2, w: 60 });
+    expect(replies.map((r) => item(r.headers.get('ratelimit'))['r'])).toEqual([1, 0, 0]);
+    expect(l.stats().bySource.local).toBe(3);
+  });
+
+  it('admits with the full quota over the window in fail-open mode (never a t of 0)', async () => {
+    const l = limiter({ mode: 'fail-open' });
+    l.forceOpen();
+    const app = await frameworks[3]!.start([[l, {}]]);
+    apps.push(app);
+    const replies = await sequence(app, 5);
+    expect(replies.map((r) => r.status)).toEqual([200, 200, 200, 200, 200]);
+    expect(item(replies[4]?.headers.get('ratelimit') ?? null)).toEqual({ r: 3, t: 60 });
+    expect(l.stats().bySource['fail-open']).toBe(5);
+  });
+
+  it("answers 429 with the breaker's open period as Retry-After in fail-closed mode", async () => {
+    const l = limiter({ mode: 'fail-closed', breaker: { timeoutMs: 2000, resetTimeoutMs: 2200 } });
+    l.forceOpen();
+    const app = await frameworks[1]!.start([[l, {}]]);
+    apps.push(app);
+    const reply = await get(app);
+    expect(reply.status).toBe(429);
+    expect(reply.headers.get('retry-after')).toBe('3');
+    expect(item(reply.headers.get('ratelimit'))).toEqual({ r: 0, t: 3 });
+    expect(JSON.parse(reply.body)).toEqual({ error: 'rate_limited', retryAfterMs: 2200 });
+    expect(app.handled).toBe(0);
+  });
+});
+
+describe('RateLimit-Policy follows the limiter', () => {
+  it('shows a new limit at once and a new window within a second', async () => {
+    const l = limiter({ limit: 10 });
+    const app = await frameworks[2]!.start([[l, {}]]);
+    apps.push(app);
+    expect(item((await get(app)).headers.get('ratelimit-policy'))).toEqual({ q: 10, w: 60 });
+    l.update({ limit: 20, windowMs: 2_500 });
+    expect(item((await get(app)).headers.get('ratelimit-policy'))['q']).toBe(20);
+    await sleep(1_100);
+    const later = await get(app);
+    expect(item(later.headers.get('ratelimit-policy'))).toEqual({ q: 20, w: 3 });
+    expect(item(later.headers.get('ratelimit'))['t']).toBe(3);
+  });
+});
+
+describe('key helpers', () => {
+  const from = (remoteAddress: string | undefined, headers: Record<string, string> = {}, url = '/'): RequestLike => ({
+    headers,
+    method: 'GET',
+    url,
+    socket: { remoteAddress },
+  });
+
+  it('byIp keys IPv4 by address, IPv4-mapped IPv6 as IPv4, and IPv6 by its /64', () => {
+    expect(byIp(from('203.0.113.7'))).toBe('ip:203.0.113.7');
+    expect(byIp(from('::ffff:203.0.113.7'))).toBe('ip:203.0.113.7');
+    expect(byIp(from('2001:db8:0:1:aaaa::1'))).toBe('ip:2001:db8:0:1::/64');
+    expect(byIp(from('2001:DB8:0000:0001:bbbb:cccc:dddd:2'))).toBe('ip:2001:db8:0:1::/64');
+    expect(byIp(from('2001:db8::1'))).toBe('ip:2001:db8:0:0::/64');
+    expect(byIp(from('2001:db8:0:2::1'))).toBe('ip:2001:db8:0:2::/64');
+    expect(byIp(from('::1'))).toBe('ip:0:0:0:0::/64');
+    expect(byIp(from('fe80::1%eth0'))).toBe('ip:fe80:0:0:0::/64');
+    expect(byIp(from('64:ff9b::192.0.2.1'))).toBe('ip:64:ff9b:0:0::/64');
+  });
+
+  it('byIp throws ERR_RESILIMIT_INVALID_KEY for a request without a peer address', () => {
+    expect(() => byIp(from(undefined))).toThrow(expect.objectContaining({ code: 'ERR_RESILIMIT_INVALID_KEY' }));
+  });
+
+  it('byHeader, byRoute and combine keep keys within 1024 characters and apart from each other', () => {
+    const long = 'x'.repeat(5000);
+    const a = byHeader('X-Api-Key')(from('1.2.3.4', { 'x-api-key': long }));
+    const b = byHeader('x-api-key')(from('1.2.3.4', { 'x-api-key': `${long}y` }));
+    expect(a).toMatch(/^hdr:x-api-key:#[\w-]{43}$/);
+    expect(b).not.toBe(a);
+    expect(byHeader('x-api-key')(from('1.2.3.4', { 'x-api-key': 'k1' }))).toBe('hdr:x-api-key:k1');
+    expect(byHeader('x-api-key')(from('1.2.3.4', { 'x-api-key': '' }))).toBe('ip:1.2.3.4');
+    expect(byHeader('x-api-key', () => 'anonymous')(from('1.2.3.4'))).toBe('anonymous');
+    expect(byRoute(from('1.2.3.4', {}, '//Orders//42/?q=1'))).toBe('route:GET /orders/42');
+    expect(byRoute({ ...from('1.2.3.4', {}, '/42'), originalUrl: '/api/orders/42' } as RequestLike)).toBe('route:GET /api/orders/42');
+    expect(byRoute(from('1.2.3.4', {}, `/${long}`))).toMatch(/^route:GET #[\w-]{43}$/);
+    const many = combine(...Array.from({ length: 6 }, (_, i) => byHeader(`x-h${i}`)));
+    const key = many(from('1.2.3.4', Object.fromEntries(Array.from({ length: 6 }, (_, i) => [`x-h${i}`, 'v'.repeat(199)]))));
+    expect(key).toMatch(/^#[\w-]{43}$/);
+    expect(combine(byIp, byRoute)(from('1.2.3.4', {}, '/a'))).toBe('ip:1.2.3.4|route:GET /a');
+  });
+});
+
+describe('option validation', () => {
+  const cases: [string, () => unknown, string][] = [
+    ['a limiter that is not one', () => rateLimit({} as never), 'Expected the limiter of rateLimit() to be a ResilientLimiter, got an object'],
+    ['options that are not an object', () => rateLimit(limiter(), 'ip' as never), 'Expected `options` to be an object, got `"ip"` (string of length 2)'],
+    ['a key that is not a function', () => rateLimit(limiter(), { key: 'ip' as never }), 'Expected `key` to be a function, got `"ip"` (string of length 2)'],
+    ['a cost that is not a function', () => rateLimitHook(limiter(), { cost: 2 as never }), 'Expected `cost` to be a function, got `2` (number)'],
+    ['a skip that is not a function', () => rateLimit(limiter(), { skip: true as never }), 'Expected `skip` to be a function, got `true` (boolean)'],
+    ['an onLimited that is not a function', () => rateLimitHook(limiter(), { onLimited: {} as never }), 'Expected `onLimited` to be a function, got an object'],
+    ['an unknown headers format', () => rateLimit(limiter(), { headers: 'draft-7' as never }), "Expected `headers` to be 'draft-8' or false, got `\"draft-7\"` (string of length 7)"],
+    ['a policy name with a quote', () => rateLimit(limiter(), { policyName: 'a"b' }), 'Expected `policyName` to be 1 to 64 printable ASCII characters without `"` or `\\`, got `"a\\"b"` (string of length 3)'],
+    ['an option of another library', () => rateLimit(limiter(), { trustProxy: true } as never), 'Expected `trustProxy` to be absent: rateLimit() has no such option (it has key, cost, skip, onLimited, headers, policyName), got `true` (boolean)'],
+    ['a header name with a space', () => byHeader('x user'), 'Expected `name` to be a header field name'],
+    ['combine() of nothing', () => combine(), 'Expected `parts` to be one key function or more'],
+    ['combine() of a string', () => combine(byIp, 'x' as never), 'Expected `parts[1]` to be a key function'],
+  ];
+  it.each(cases)('rejects %s with ERR_RESILIMIT_INVALID_OPTION', (_, make, message) => {
+    let thrown: unknown;
+    try {
+      make();
+    } catch (error) {
+      thrown = error;
+    }
+    expect(thrown).toMatchObject({ name: 'ResilimitError', code: 'ERR_RESILIMIT_INVALID_OPTION' });
+    expect((thrown as Error).message.startsWith(message)).toBe(true);
+  });
+});
+
+describe('the package entry point', () => {
+  it('exports resilimit/http from the build, with its types, loading neither the limiter nor a framework', async () => {
+    const root = fileURLToPath(new URL('../../', import.meta.url));
+    if (!existsSync(`${root}dist/http.js`)) throw new Error('Run `npm run build` first (`npm test` does).');
+    expect(existsSync(`${root}dist/http.d.ts`)).toBe(true);
+    // Resolved by package name from inside the package (self-reference), as a user's import is; a
+    // resolve hook records every module the import loads.
+    const script = `
+      import { registerHooks } from 'node:module';
+      const loaded = [];
+      registerHooks({ resolve: (specifier, context, next) => { const r = next(specifier, context); loaded.push(r.url); return r; } });
+      const http = await import('resilimit/http');
+      console.log(JSON.stringify({ exports: Object.keys(http).sort(), loaded }));
+    `;
+    const { stdout } = await promisify(execFile)(process.execPath, ['--input-type=module', '-e', script], { cwd: root });
+    const { exports, loaded } = JSON.parse(stdout) as { exports: string[]; loaded: string[] };
+    expect(exports).toEqual(['byHeader', 'byIp', 'byRoute', 'combine', 'rateLimit', 'rateLimitHook']);
+    const files = loaded.filter((url) => url.startsWith('file:')).map((url) => url.slice(url.indexOf('/dist/') + 1));
+    expect(files).toContain('dist/http.js');
+    expect(files.every((f) => f.startsWith('dist/'))).toBe(true); // no dependency, no framework
+    expect(files).not.toContain('dist/ResilientLimiter.js');
+  });
+});
