@@ -29,6 +29,11 @@ export type WriteBatch = (key: string, calls: readonly PendingCall[]) => Promise
 
 const BATCH = 200;
 
+/** The journal's group of a call: its key, and its own window for a call of `limitAll()`. */
+export function groupOf(call: { key: string; windowMs?: number | undefined }): string {
+  return call.windowMs === undefined ? call.key : `${call.windowMs}\u0000${call.key}`;
+}
+
 /**
  * The journal of locally admitted calls, written back into Redis once it is healthy again, so that
  * the window after recovery does not grant a fresh full limit on top of them. Memory is bounded by
@@ -38,6 +43,8 @@ export class Reconciler {
   #calls: PendingCall[] = [];
   #head = 0;
   #writing = 0;
+  /** Calls not yet written (waiting or being written), by group: Redis must not decide those keys alone. */
+  readonly #unwritten = new Map<string, number>();
   dropped = 0;
 
   constructor(readonly maxPending: number) {}
@@ -52,9 +59,23 @@ export class Reconciler {
     return this.size + this.#writing;
   }
 
+  /** True while calls of this group (see {@link groupOf}) are not yet written into Redis. */
+  holds(group: string): boolean {
+    return this.#unwritten.size !== 0 && this.#unwritten.has(group);
+  }
+
+  #count(call: PendingCall, delta: number): void {
+    const group = groupOf(call);
+    const left = (this.#unwritten.get(group) ?? 0) + delta;
+    if (left <= 0) this.#unwritten.delete(group);
+    else this.#unwritten.set(group, left);
+  }
+
   add(call: PendingCall): void {
     this.#calls.push(call);
+    this.#count(call, 1);
     if (this.size > this.maxPending) {
+      this.#count(this.#calls[this.#head] as PendingCall, -1);
       this.#head += 1;
       this.dropped += 1;
       if (this.#head > 1024 && this.#head * 2 > this.#calls.length) {
@@ -67,8 +88,9 @@ export class Reconciler {
   /**
    * Writes every pending call admitted after `cutoff` (local clock), grouped by key (and window),
    * in batches of 200, `concurrency` at a time. A call with its own `windowMs` is still in its window
-   * after `now - windowMs` instead. On the first failure the unwritten calls go back to the journal
-   * and the error is rethrown.
+   * after `now - windowMs` instead. A failed batch does not stop the others (on a Cluster, a master
+   * that is down must not hold back the keys of the others): the unwritten calls go back to the
+   * journal and the first error is rethrown.
    */
   async flush(cutoff: number, concurrency: number, write: WriteBatch, now = Number.NEGATIVE_INFINITY): Promise<ReconcileResult> {
     const taken = this.#calls.slice(this.#head);
@@ -94,9 +116,10 @@ export class Reconciler {
     for (const call of taken) {
       if (call.at <= (call.windowMs === undefined ? cutoff : now - call.windowMs)) {
         result.expired += 1;
+        this.#count(call, -1);
         continue;
       }
-      const group = call.windowMs === undefined ? call.key : `${call.windowMs}\u0000${call.key}`;
+      const group = groupOf(call);
       const calls = byKey.get(group);
       if (calls === undefined) byKey.set(group, [call]);
       else calls.push(call);
@@ -111,15 +134,12 @@ export class Reconciler {
     const worker = async (): Promise<void> => {
       while (next < batches.length) {
         const batch = batches[next++] as PendingCall[];
-        if (failure !== undefined) {
-          unwritten.push(batch);
-          continue;
-        }
         try {
           const [written, expired, present] = await write((batch[0] as PendingCall).key, batch);
           result.written += written;
           result.expired += expired;
           result.present += present;
+          for (const call of batch) this.#count(call, -1);
         } catch (error) {
           failure ??= { error };
           unwritten.push(batch);
@@ -134,6 +154,7 @@ export class Reconciler {
       const excess = this.size - this.maxPending;
       if (excess > 0) {
         // Calls were added during the pass: the bound holds again by dropping the oldest.
+        for (const call of this.#calls.slice(0, excess)) this.#count(call, -1);
         this.#calls = this.#calls.slice(excess);
         this.dropped += excess;
       }

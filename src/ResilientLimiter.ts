@@ -32,7 +32,7 @@ import {
   type ResilientLimiterOptions,
   type ResolvedLimiterOptions,
 } from './options.js';
-import { Reconciler, type PendingCall, type ReconcileResult } from './Reconciler.js';
+import { groupOf, Reconciler, type PendingCall, type ReconcileResult } from './Reconciler.js';
 import { redisKey } from './redisKey.js';
 import { redisCallError } from './failures.js';
 import { warnIfUnsafe } from './redisClient.js';
@@ -44,6 +44,9 @@ import type { Decision, DecisionReason, DecisionSource, LimitOptions } from './t
 const reconcileScript = loadScript('reconcile');
 const heartbeatScript = loadScript('heartbeat');
 const limitAllScript = loadScript('limit-all');
+
+/** After a failed reconciliation pass, how long calls of keys held by the journal wait to start another, in ms. */
+const HELD_RETRY_MS = 50;
 
 /** The most window lengths one limiter's `limitAll()` may use (each has its own local window). */
 const MAX_WINDOWS = 64;
@@ -192,6 +195,8 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
   readonly #pendingByKey = new Map<string, number>();
   /** `limitAll()`: permits of calls waiting on Redis, by Redis key. */
   readonly #pendingAll = new Map<string, number>();
+  /** When a reconciliation pass last failed (performance.now): calls of held keys retry after HELD_RETRY_MS. */
+  #passFailedAt = Number.NEGATIVE_INFINITY;
   /** `limitAll()`: one local window per window length. */
   readonly #localByWindow = new Map<number, LocalWindow>();
   /** Decisions in Redis calls not yet answered (timed-out ones still running included). */
@@ -226,6 +231,9 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
     warnIfUnsafe(resolved.redis);
     this.#everReady = resolved.redis.status === 'ready';
     resolved.redis.on('ready', this.#onReady);
+    // A Cluster client stays 'ready' while one master dies and comes back empty: ioredis drops the
+    // node ('-node') and adds it again ('+node') once it answers. Re-seed when such a node is ready.
+    if (this.#isCluster) resolved.redis.on('+node', this.#onNode);
     this.#redis = new RedisWindow({
       redis: resolved.redis,
       prefix: resolved.prefix,
@@ -273,6 +281,10 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
     }
   }
 
+  get #isCluster(): boolean {
+    return (this.#options.redis as { isCluster?: boolean }).isCluster === true;
+  }
+
   /** The breaker's state: `closed` (Redis decides), `open` (the fallback answers), `half-open` (one trial). */
   get state(): BreakerState {
     return this.#breaker.state;
@@ -318,7 +330,7 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
         reason: 'deny-cache',
       }, started);
     }
-    const diverted = this.#gate();
+    const diverted = this.#gate() ?? this.#held(key);
     if (diverted !== undefined) return this.#publish(key, cost, this.#fallback(key, cost, id, given, diverted), started);
     const seq = given ? 0 : nextSeq();
     return this.#publish(key, cost, await this.#fromRedis(key, cost, id ?? idOf(seq), given, now, seq), started);
@@ -356,7 +368,11 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
       const now = this.#now();
       result = combine(items.map((item) => this.#fixedItem(item, true, 'disabled', 'disabled', now)), 'disabled', 'disabled');
     } else {
-      const diverted = this.#gate();
+      let diverted = this.#gate();
+      for (let i = 0; diverted === undefined && i < items.length; i += 1) {
+        const item = items[i] as CheckedItem;
+        diverted = this.#held(groupOf({ key: item.key, windowMs: item.windowMs }));
+      }
       result =
         diverted === undefined
           ? await this.#allFromRedis(items, id ?? nextId(), given)
@@ -501,7 +517,7 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
     if (views.every((d) => d.allowed)) {
       decisions = items.map((item) => {
         const d = this.#localFor(item.windowMs)[decide](item.key, item.cost, idOf(item), now, given, this.#pendingAll.get(item.redisKey) ?? 0, share(item));
-        if (d.allowed && this.#options.reconcile) {
+        if (d.allowed && this.#options.reconcile && reason !== 'redis-reply-error') {
           this.#reconciler.add({ key: item.key, at: now, cost: item.cost, id: idOf(item), windowMs: item.windowMs });
         }
         return d;
@@ -545,12 +561,27 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
       return;
     }
     if (this.#closed) return;
+    this.#reseed();
+    this.#catchUp();
+  };
+
+  /** A node joined a Cluster client's pool after start-up: it may be a master back without its data. */
+  readonly #onNode = (node: { once(event: 'ready', listener: () => void): unknown }): void => {
+    if (!this.#everReady || this.#closed) return;
+    node.once('ready', () => {
+      if (this.#closed) return;
+      this.#reseed();
+      this.#catchUp();
+    });
+  };
+
+  /** Puts every call of the warm windows that Redis admitted (they carry ids) into the journal. */
+  #reseed(): void {
     for (const call of this.#local.calls()) this.#reconciler.add(call);
     for (const [windowMs, window] of this.#localByWindow) {
       for (const call of window.calls()) this.#reconciler.add({ ...call, windowMs });
     }
-    this.#catchUp();
-  };
+  }
 
   /**
    * Writes the journal into Redis before Redis decides again: until one pass is done, calls are
@@ -572,6 +603,17 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
       const progressed = this.#reconciled.written + this.#reconciled.present + this.#reconciled.expired > written;
       if (!progressed || this.#breaker.state !== 'closed') return; // failed: the rest waits for Redis
     }
+  }
+
+  /**
+   * `'reconciling'` while calls of this journal group (a key) are not yet written into Redis: Redis
+   * must not decide the key without them (a pass may have stopped early, or a master be down).
+   */
+  #held(group: string): DecisionReason | undefined {
+    // A client that is not connected fails the call anyway (and the breaker counts it): no hold.
+    if (!this.#reconciler.holds(group) || this.#options.redis.status !== 'ready') return undefined;
+    if (this.#reconciling === undefined && performance.now() - this.#passFailedAt >= HELD_RETRY_MS) this.#scheduleReconcile();
+    return 'reconciling';
   }
 
   /** Why a call must not go to Redis now, or undefined when it may. */
@@ -752,7 +794,9 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
         // that a call diverted meanwhile cannot take the same permits.
         const pending = this.#pendingByKey.size === 0 ? 0 : (this.#pendingByKey.get(key) ?? 0);
         const d = this.#local[decide](key, cost, id, now, given, pending);
-        if (d.allowed && this.#options.reconcile) this.#reconciler.add({ key, at: now, cost, id });
+        // Not after a reply error: Redis answered that it cannot take this call (a key of another
+        // type, a script bug), so writing it back would fail the same way.
+        if (d.allowed && this.#options.reconcile && reason !== 'redis-reply-error') this.#reconciler.add({ key, at: now, cost, id });
         return localDecision(d, reason);
       }
       case 'fail-open':
@@ -848,6 +892,7 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
         now,
       );
     } catch (error) {
+      this.#passFailedAt = performance.now();
       result = (error as { partial?: ReconcileResult }).partial ?? {
         written: 0,
         expired: 0,
@@ -975,6 +1020,7 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
     }
     this.#breaker.shutdown();
     this.#options.redis.off('ready', this.#onReady);
+    this.#options.redis.off('+node', this.#onNode);
   }
 
   /** Same as {@link close}, for `await using`. */

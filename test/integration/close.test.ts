@@ -254,7 +254,7 @@ describe('close() called twice at once', () => {
       server.freeze();
       frozen = true;
       const first = limiter.close();
-      const outstanding = limiter.limit('k');
+      const outstanding = limiter.limit('other'); // 'k' has calls to write back: answered locally until then
       const second = limiter.close();
       const settled = (p: Promise<void>) =>
         Promise.race([p.then(() => 'resolved'), sleep(timeoutMs * 5).then(() => 'pending')]);

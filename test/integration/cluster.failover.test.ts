@@ -225,14 +225,20 @@ describe.each([
         // One breaker for the whole cluster: it opened soon after the kill, and while the survivors
         // still served their slots (before they said fail, or all along), their keys were answered by
         // the fallback too.
-        expect(s.timeToOpenMs).toBeDefined();
-        expect(s.timeToOpenMs as number).toBeLessThan(1000);
-        expect(s.survivorFallbacksWhileTheyServed).toBeGreaterThan(0);
+        if (r.name !== 'local-no-retry') {
+          // (Without retries calls fail at once: once a key's call was answered locally, the key
+          // stays local until that call is written back — a dead master's keys, for the whole
+          // outage — so the breaker opens only on failing write-backs, late or not at all, and the
+          // survivors' keys may be served by Redis all along.)
+          expect(s.timeToOpenMs).toBeDefined();
+          expect(s.timeToOpenMs as number).toBeLessThan(1000);
+          expect(s.survivorFallbacksWhileTheyServed).toBeGreaterThan(0);
+        }
         // Nothing of the dead master's keys was decided by Redis while it was down.
         expect(rows.some((row) => row.node === VICTIM && row.at > tKill && row.at < tRestarted && row.decision?.source === 'redis')).toBe(false);
-        // Back: the breaker closed after the restart and Redis decides again, on every master.
+        // Back: the breaker is closed (it may have closed before the restart, the dead master's keys
+        // being answered locally meanwhile) and Redis decides again, on every master.
         expect(r.limiter.state).toBe('closed');
-        expect(s.closedAfterRestartMs).toBeDefined();
         expect({ run: r.name, after: inCharge(s.phases.after) }).toEqual({ run: r.name, after: true });
         if (r.name === 'fail-closed') {
           // Every call Redis did not decide was denied, with retryAfterMs the breaker's open period.
@@ -248,13 +254,12 @@ describe.each([
           expect({ run: r.name, maxExcess: s.maxExcess }).toEqual({ run: r.name, maxExcess: 0 });
         } else {
           expect(rows.every((row) => row.decision?.source === 'redis' || row.decision?.source === 'local')).toBe(true);
-          expect(s.phases.outage['local/breaker-open'] ?? 0).toBeGreaterThan(0);
+          // The local window answered during the outage (breaker open, or keys held until written back).
+          expect((s.phases.outage['local/breaker-open'] ?? 0) + (s.phases.outage['local/reconciling'] ?? 0)).toBeGreaterThan(0);
           // One instance: its share is the whole limit, and the README promises no window over it.
-          // Measured here: 0 or 1 over (of 10) on a surviving master's keys, when the breaker closed
-          // during the outage and the catch-up ended with calls still in the journal (its pass
-          // stops at the dead master's failing batch); the excess stays within the calls a pass
-          // answers locally (a pass lasts at most about one deadline: 3 ticks).
-          expect({ run: r.name, maxExcess: s.maxExcess <= 3 }).toEqual({ run: r.name, maxExcess: true });
+          // (Before keys with journalled calls were held back from Redis, 0 or 1 over was measured
+          // here when the catch-up ended with calls still in the journal.)
+          expect({ run: r.name, maxExcess: s.maxExcess }).toEqual({ run: r.name, maxExcess: 0 });
         }
       }
       expect(unhandled).toEqual([]);

@@ -1,7 +1,7 @@
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { DenyCache } from '../../src/DenyCache.js';
 import { InstanceCounter } from '../../src/InstanceCounter.js';
-import { Reconciler, type PendingCall, type WriteBatch } from '../../src/Reconciler.js';
+import { groupOf, Reconciler, type PendingCall, type WriteBatch } from '../../src/Reconciler.js';
 
 /** A promise settled by hand. */
 function deferred<T>() {
@@ -191,7 +191,7 @@ describe('Reconciler', () => {
     expect(new Set(started).size).toBe(20);
   });
 
-  it('on a writer failure puts the unwritten calls back and rethrows the error with `partial`', async () => {
+  it('on a writer failure goes on with the other batches, puts the failed calls back and rethrows the error with `partial`', async () => {
     const r = new Reconciler(100);
     for (let k = 0; k < 10; k++) r.add(call(`k${k}`, 10, 0));
     r.add(call('old', 1, 0)); // expired
@@ -206,15 +206,44 @@ describe('Reconciler', () => {
       })
       .catch((error: unknown) => error);
     expect(thrown).toBe(failure);
-    // k0..k7 were sent at once; k0 failed; k8 and k9 were never sent.
-    expect(sent).toEqual(['k0', 'k1', 'k2', 'k3', 'k4', 'k5', 'k6', 'k7']);
-    expect((thrown as { partial: unknown }).partial).toEqual({ written: 7, expired: 1, present: 0, remaining: 3 });
-    expect(r.size).toBe(3);
+    // k0 failed; the others were still sent (a master down must not hold back the others' keys).
+    expect(sent).toEqual(['k0', 'k1', 'k2', 'k3', 'k4', 'k5', 'k6', 'k7', 'k8', 'k9']);
+    expect((thrown as { partial: unknown }).partial).toEqual({ written: 9, expired: 1, present: 0, remaining: 1 });
+    expect(r.size).toBe(1);
+    expect([r.holds('k0'), r.holds('k1'), r.holds('old')]).toEqual([true, false, false]);
     // The next pass writes exactly the calls that were put back.
     const { batches, write } = recorder();
-    expect(await r.flush(5, 8, write)).toEqual({ written: 3, expired: 0, present: 0, remaining: 0 });
-    expect(batches.map((b) => b.key).sort()).toEqual(['k0', 'k8', 'k9']);
+    expect(await r.flush(5, 8, write)).toEqual({ written: 1, expired: 0, present: 0, remaining: 0 });
+    expect(batches.map((b) => b.key)).toEqual(['k0']);
     expect(r.size).toBe(0);
+    expect(r.holds('k0')).toBe(false);
+  });
+
+  it('holds a key from the first call added until its last call is written, expired or dropped', async () => {
+    const r = new Reconciler(3);
+    expect(r.holds('a')).toBe(false);
+    r.add(call('a', 10, 0));
+    r.add(call('a', 11, 1));
+    r.add({ key: 'a', at: 12, cost: 1, id: 'w', windowMs: 1000 }); // a limitAll() window: its own group
+    expect([r.holds('a'), r.holds(groupOf({ key: 'a', windowMs: 1000 }))]).toEqual([true, true]);
+    r.add(call('b', 13, 0)); // over maxPending: a's oldest call is dropped
+    expect(r.dropped).toBe(1);
+    r.add(call('c', 5, 0)); // drops another of a's calls; c's is expired at the flush below
+    expect(r.holds('c')).toBe(true);
+    const gates: (() => void)[] = [];
+    const flushing = r.flush(6, 8, async () => {
+      await new Promise<void>((resolve) => gates.push(resolve));
+      return [1, 0, 0];
+    });
+    await ticks();
+    // Both of a's plain calls were dropped; its limitAll() call and b's are being written: not in Redis yet.
+    expect([r.holds('a'), r.holds(groupOf({ key: 'a', windowMs: 1000 })), r.holds('b'), r.holds('c')]).toEqual([false, true, true, false]);
+    while (gates.length > 0) {
+      gates.shift()?.();
+      await ticks();
+    }
+    await flushing;
+    expect([r.holds('a'), r.holds(groupOf({ key: 'a', windowMs: 1000 })), r.holds('b')]).toEqual([false, false, false]);
   });
 
   it('restores its size when every batch fails', async () => {
