@@ -52,7 +52,7 @@ export function svgFileName(scenarioName: string): string {
   return `${safe === '' ? 'scenario' : safe}.svg`;
 }
 
-function escapeXml(text: string): string {
+export function escapeXml(text: string): string {
   return text
     .replace(/&/g, '&amp;')
     .replace(/</g, '&lt;')
@@ -139,7 +139,7 @@ export function renderMarkdownReport(results: readonly ScenarioResult[], meta: R
 // SVG timeline
 
 /** Stacking order (bottom first) and colour of each decision source; a `Record` so none is missed. */
-const SOURCE_COLOURS: Readonly<Record<DecisionSource, string>> = {
+export const SOURCE_COLOURS: Readonly<Record<DecisionSource, string>> = {
   redis: '#4e79a7',
   local: '#76b7b2',
   'fail-open': '#b07aa1',
@@ -148,14 +148,14 @@ const SOURCE_COLOURS: Readonly<Record<DecisionSource, string>> = {
 };
 const SOURCES = Object.keys(SOURCE_COLOURS) as DecisionSource[];
 
-const STATE_COLOURS: Readonly<Record<BreakerState, string>> = {
+export const STATE_COLOURS: Readonly<Record<BreakerState, string>> = {
   closed: '#59a14f',
   'half-open': '#f1a93b',
   open: '#e15759',
 };
 const STATES = Object.keys(STATE_COLOURS) as BreakerState[];
 
-const FONT = "system-ui, -apple-system, 'Segoe UI', Helvetica, Arial, sans-serif";
+export const FONT = "system-ui, -apple-system, 'Segoe UI', Helvetica, Arial, sans-serif";
 const WIDTH = 900;
 const PLOT_LEFT = 64;
 const PLOT_RIGHT = WIDTH - 24;
@@ -169,12 +169,12 @@ const GRID = '#e6e6e6';
 const LIMIT = '#c0282d';
 
 /** A coordinate for the SVG: at most one decimal. */
-function px(n: number): string {
+export function px(n: number): string {
   return String(Math.round(n * 10) / 10);
 }
 
 /** A step of 1, 2 or 5 × 10^k that cuts `range` into at most `maxTicks` pieces. */
-function niceStep(range: number, maxTicks: number): number {
+export function niceStep(range: number, maxTicks: number): number {
   if (!(range > 0)) return 1;
   const raw = range / maxTicks;
   const magnitude = 10 ** Math.floor(Math.log10(raw));
@@ -183,7 +183,7 @@ function niceStep(range: number, maxTicks: number): number {
 }
 
 /** A tick label: no float noise (`0.30000000000000004`), thousands as `k`. */
-function tickLabel(value: number, step: number): string {
+export function tickLabel(value: number, step: number): string {
   const decimals = Math.max(0, -Math.floor(Math.log10(step)));
   if (Math.abs(value) >= 10_000 && step >= 1000) return `${Number((value / 1000).toFixed(decimals))}k`;
   return String(Number(value.toFixed(decimals)));

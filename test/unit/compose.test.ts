@@ -81,6 +81,20 @@ describe('docker-compose.yml', () => {
     expect(settings.listenHost).toBe('0.0.0.0');
   });
 
+  it('gives a demo command for your own servers that uses the ports the file publishes', () => {
+    const lines = readme.split('\n');
+    let at = lines.findIndex((line) => line.includes('npm run demo -- --redis '));
+    expect(at).toBeGreaterThanOrEqual(0);
+    let command = lines[at] as string;
+    while (command.endsWith('\\')) command = `${command.slice(0, -1)} ${lines[++at] ?? ''}`;
+    const flag = (name: string) => new RegExp(`--${name} (\\S+)`).exec(command)?.[1];
+    const env = readmeExternalEnv();
+    expect(flag('redis')).toBe(env['REDIS_URL']);
+    expect(flag('toxiproxy')).toBe(env['TOXIPROXY_URL']);
+    expect(flag('redis-upstream')).toBe(env['CHAOS_REDIS_UPSTREAM']);
+    expect(/CHAOS_PROXY_PORTS=(\S+)/.exec(command)?.[1]).toBe(env['CHAOS_PROXY_PORTS']);
+  });
+
   it('matches the command the external backend prints when it is not configured', () => {
     let message = '';
     try {
