@@ -185,7 +185,7 @@ main(async () => {
             return [perSecond(cell.storeDecisionsPerSecond), ms(cell.p50), ms(cell.p99)];
           }),
         ]),
-      )}\n\nOnly decisions the store made count: a call resilimit answered from its local tier is left out of decisions/s and of the latency columns (see below). \`coalesce: true\` is an option (default false), shown for comparison.`,
+      )}\n\nOnly decisions the store made count: a call resilimit answered from its local tier is left out of decisions/s and of the latency columns (see below). \`coalesce: false\` (one script call per decision) is shown for comparison; by default the calls of one event-loop turn share script calls of at most 16.`,
     );
 
     bench.section(
