@@ -43,8 +43,15 @@ export class Reconciler {
   #calls: PendingCall[] = [];
   #head = 0;
   #writing = 0;
-  /** Calls not yet written (waiting or being written), by group: Redis must not decide those keys alone. */
+  /**
+   * Calls not yet written (waiting or being written), by group: Redis must not decide those keys
+   * alone. Kept only while tracking (the breaker is not open): during an outage every call adds to the
+   * journal and nothing asks, so the counts are rebuilt when tracking resumes.
+   */
   readonly #unwritten = new Map<string, number>();
+  #tracking = true;
+  /** Batches a pass is writing (or failed to write and will put back). */
+  readonly #inFlight = new Set<PendingCall[]>();
   dropped = 0;
 
   constructor(readonly maxPending: number) {}
@@ -64,7 +71,18 @@ export class Reconciler {
     return this.#unwritten.size !== 0 && this.#unwritten.has(group);
   }
 
+  /** Starts (rebuilding the counts from every unwritten call) or stops keeping {@link holds} up to date. */
+  track(on: boolean): void {
+    if (on === this.#tracking) return;
+    this.#tracking = on;
+    this.#unwritten.clear();
+    if (!on) return;
+    for (let i = this.#head; i < this.#calls.length; i += 1) this.#count(this.#calls[i] as PendingCall, 1);
+    for (const batch of this.#inFlight) for (const call of batch) this.#count(call, 1);
+  }
+
   #count(call: PendingCall, delta: number): void {
+    if (!this.#tracking) return;
     const group = groupOf(call);
     const left = (this.#unwritten.get(group) ?? 0) + delta;
     if (left <= 0) this.#unwritten.delete(group);
@@ -128,6 +146,7 @@ export class Reconciler {
     for (const calls of byKey.values()) {
       for (let i = 0; i < calls.length; i += BATCH) batches.push(calls.slice(i, i + BATCH));
     }
+    for (const batch of batches) this.#inFlight.add(batch);
     let next = 0;
     let failure: { error: unknown } | undefined;
     const unwritten: PendingCall[][] = [];
@@ -139,6 +158,7 @@ export class Reconciler {
           result.written += written;
           result.expired += expired;
           result.present += present;
+          this.#inFlight.delete(batch);
           for (const call of batch) this.#count(call, -1);
         } catch (error) {
           failure ??= { error };
@@ -149,6 +169,7 @@ export class Reconciler {
     await Promise.all(Array.from({ length: Math.min(concurrency, batches.length) }, worker));
     if (failure !== undefined) {
       // A failed batch may have been written before its reply was lost: its ids make a re-send harmless.
+      for (const batch of unwritten) this.#inFlight.delete(batch);
       const back = unwritten.flat();
       this.#calls = back.concat(this.#calls);
       const excess = this.size - this.maxPending;

@@ -252,6 +252,7 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
     this.#reconciler = new Reconciler(resolved.maxPending);
     this.#breaker = new Breaker(resolved.breaker, (state, previous) => {
       if (state === 'open') this.#opened += 1;
+      this.#reconciler.track(state !== 'open');
       this.emit('stateChange', { state, previous });
       // Back from an outage with calls to write: write them before Redis decides again (when
       // half-open, the first batch is the trial).

@@ -246,6 +246,32 @@ describe('Reconciler', () => {
     expect([r.holds('a'), r.holds(groupOf({ key: 'a', windowMs: 1000 })), r.holds('b')]).toEqual([false, false, false]);
   });
 
+  it('keeps no counts while not tracking (an outage), and rebuilds them when tracking resumes', async () => {
+    const r = new Reconciler(100);
+    r.add(call('a', 10, 0));
+    r.track(false);
+    r.add(call('b', 10, 0));
+    expect([r.holds('a'), r.holds('b')]).toEqual([false, false]);
+    r.track(true);
+    expect([r.holds('a'), r.holds('b'), r.holds('c')]).toEqual([true, true, false]);
+    const gates: (() => void)[] = [];
+    const flushing = r.flush(0, 8, async () => {
+      await new Promise<void>((resolve) => gates.push(resolve));
+      return [1, 0, 0];
+    });
+    await ticks();
+    // Toggled while the pass writes: the batches in flight are counted again.
+    r.track(false);
+    r.track(true);
+    expect([r.holds('a'), r.holds('b')]).toEqual([true, true]);
+    while (gates.length > 0) {
+      gates.shift()?.();
+      await ticks();
+    }
+    await flushing;
+    expect([r.holds('a'), r.holds('b')]).toEqual([false, false]);
+  });
+
   it('restores its size when every batch fails', async () => {
     const r = new Reconciler(1000);
     for (let i = 0; i < 250; i++) r.add(call('k', 10, i));
