@@ -66,6 +66,8 @@ export function measure(input: {
   bucketMs: number;
   instances: number;
   stateChanges: readonly { atMs: number; instance: number; state: BreakerState }[];
+  /** Gaps in the load driver's ~1 ms wake-ups (this process's event loop held up), ms from the start. */
+  stalls?: readonly { atMs: number; gapMs: number }[];
 }): { timeline: Bucket[]; metrics: Omit<ScenarioResult['metrics'], 'unhandledRejections'> } {
   const { calls, phases, windowMs, limit, durationMs, bucketMs, stateChanges, instances } = input;
   const faults = phases.filter((p) => p.fault);
@@ -112,6 +114,7 @@ export function measure(input: {
       admitted: calls.filter((c) => c.allowed).length,
       exceptions: calls.filter((c) => c.threw).length,
       faultLatency: percentiles(calls.filter((c) => inFault(c.issuedMs)).map((c) => c.latencyMs)),
+      faultLoopStallMs: Math.max(0, ...(input.stalls ?? []).filter((st) => inFault(st.atMs)).map((st) => st.gapMs)),
       latency: percentiles(calls.map((c) => c.latencyMs)),
       bySource,
       byReason: byReason as Record<DecisionReason, number>,

@@ -118,8 +118,15 @@ export async function runScenario(backend: ChaosBackend, spec: ScenarioSpec): Pr
   const phaseRuns = spec.faults.map((phase) => schedule(phase, t0, context));
   const pending: Promise<void>[] = [];
   let issued = 0;
+  // The driver wakes every ~1 ms: a longer gap is this process's event loop held up (a child process
+  // spawned by a fault, a GC), which delays every answer pending at that moment, whoever makes it.
+  const stalls: { atMs: number; gapMs: number }[] = [];
+  let lastWake = performance.now();
   try {
     while (performance.now() - t0 < durationMs) {
+      const wake = performance.now();
+      if (wake - lastWake > 3) stalls.push({ atMs: lastWake - t0, gapMs: wake - lastWake - 1 });
+      lastWake = wake;
       const due = Math.floor(((performance.now() - t0) * rate) / 1000);
       while (issued < due) {
         const n = issued++;
@@ -141,7 +148,7 @@ export async function runScenario(backend: ChaosBackend, spec: ScenarioSpec): Pr
   }
 
   const phases: Phase[] = spec.faults.map((f) => ({ name: f.name, startMs: f.atMs, endMs: f.untilMs, fault: true }));
-  const measured = measure({ calls, phases, windowMs, limit, durationMs, bucketMs: BUCKET_MS, stateChanges, instances });
+  const measured = measure({ calls, phases, windowMs, limit, durationMs, bucketMs: BUCKET_MS, stateChanges, instances, stalls });
   const base = {
     name: spec.name,
     title: spec.title,

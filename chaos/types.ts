@@ -85,6 +85,8 @@ export type ScenarioResult = {
     readonly unhandledRejections: number;
     /** Decision latency of the calls issued during fault phases, ms. */
     readonly faultLatency: Percentiles;
+    /** The longest this process's event loop was held up during fault phases, ms (it delays every pending answer). */
+    readonly faultLoopStallMs: number;
     /** Decision latency of every call, ms. */
     readonly latency: Percentiles;
     readonly bySource: Readonly<Record<DecisionSource, number>>;
