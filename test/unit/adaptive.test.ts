@@ -72,20 +72,21 @@ describe('adaptiveLimit', () => {
   });
 
   it('follows the real event-loop delay, and close() stops its monitor', async () => {
-    const limit = adaptiveLimit({ limit: 100, min: 10, signal: 'event-loop-delay', from: 20, to: 100, intervalMs: 50 });
+    // Bounds well apart from what a loaded machine's idle loop shows (tests run side by side here).
+    const limit = adaptiveLimit({ limit: 100, min: 10, signal: 'event-loop-delay', from: 60, to: 150, intervalMs: 50 });
     await new Promise((resolve) => setTimeout(resolve, 120));
     expect(limit()).toBe(100);
     // A blocked loop delays the monitor's own timer by about the blocking time.
     setTimeout(() => {
-      const until = performance.now() + 150;
+      const until = performance.now() + 250;
       while (performance.now() < until) {
         // busy
       }
     }, 10);
-    await new Promise((resolve) => setTimeout(resolve, 250));
-    expect(limit.load).toBeLessThan(20);
+    await new Promise((resolve) => setTimeout(resolve, 350));
+    expect(limit.load).toBeLessThan(60);
     expect(limit()).toBe(10);
-    expect(limit.load).toBeGreaterThan(100);
+    expect(limit.load).toBeGreaterThan(150);
     limit.close();
     // Closed: no more samples, so an idle interval says nothing and the limit stays (a running
     // monitor would report a short delay and raise it back to 100).
