@@ -1,4 +1,3 @@
-import { ErrorCode, ResilimitError } from './errors.js';
 import { redisCallError } from './failures.js';
 import { configure, decide, decideBatch } from './internal.js';
 import { checkCost, checkId, checkKey } from './input.js';
@@ -9,7 +8,7 @@ import {
   type ResolvedRedisWindowOptions,
 } from './options.js';
 import { redisKey } from './redisKey.js';
-import { loadScript, runScript } from './script.js';
+import { loadScript, replyIntegers, runScript } from './script.js';
 import type { Decision, LimitOptions, RateWindow } from './types.js';
 
 const slidingWindow = loadScript('sliding-window');
@@ -128,16 +127,7 @@ export type BatchCall = { readonly key: string; readonly cost: number; readonly 
 
 /** Reads the script's reply: "nowMs,stale" then "allowed,remaining,retryAfterMs,resetAtMs,duplicate" per call. */
 function toDecisions(reply: unknown, count: number, limit: number): RedisDecision[] {
-  const values = typeof reply === 'string' ? reply.split(',').map(Number) : [];
-  if (values.length < 2 || !values.every(Number.isSafeInteger)) {
-    throw new ResilimitError(ErrorCode.REDIS_REPLY, `Unexpected reply from the sliding-window script: ${JSON.stringify(reply)}`);
-  }
-  if (values[1] === 1) {
-    throw new ResilimitError(ErrorCode.REDIS_UNAVAILABLE, 'Redis ran the call after its deadline; it changed nothing');
-  }
-  if (values.length !== 2 + 5 * count) {
-    throw new ResilimitError(ErrorCode.REDIS_REPLY, `Unexpected reply from the sliding-window script: ${JSON.stringify(reply)}`);
-  }
+  const values = replyIntegers(slidingWindow, reply, 2 + 5 * count);
   const nowMs = values[0] as number;
   const decisions: RedisDecision[] = [];
   for (let i = 2; i < values.length; i += 5) {

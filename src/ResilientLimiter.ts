@@ -12,7 +12,6 @@ import {
   allKey,
   checkItems,
   combine,
-  groupBySlot,
   itemId,
   readReply,
   scriptArgs,
@@ -24,6 +23,7 @@ import {
 import { LocalWindow } from './LocalWindow.js';
 import {
   integer,
+  checkLimitValue,
   limitValue,
   MAX_INT,
   mode as checkMode,
@@ -32,12 +32,11 @@ import {
   type ResilientLimiterOptions,
   type ResolvedLimiterOptions,
 } from './options.js';
-import { groupOf, Reconciler, type PendingCall, type ReconcileResult } from './Reconciler.js';
-import { redisKey } from './redisKey.js';
+import { Reconciler, type PendingCall, type ReconcileResult } from './Reconciler.js';
+import { bySlot, redisKey } from './redisKey.js';
 import { redisCallError } from './failures.js';
 import { warnIfUnsafe } from './redisClient.js';
 import { RedisWindow, type BatchCall, type RedisDecision } from './RedisWindow.js';
-import calculateSlot from 'cluster-key-slot';
 import { loadScript, runScript } from './script.js';
 import type { Decision, DecisionReason, DecisionSource, LimitOptions } from './types.js';
 
@@ -144,17 +143,6 @@ function localDecision(d: Decision, reason: DecisionReason): LimiterDecision {
   };
 }
 
-function bySlot(calls: readonly QueuedCall[], prefix: string): QueuedCall[][] {
-  const groups = new Map<number, QueuedCall[]>();
-  for (const call of calls) {
-    const slot = calculateSlot(redisKey(prefix, call.key));
-    const group = groups.get(slot);
-    if (group === undefined) groups.set(slot, [call]);
-    else group.push(call);
-  }
-  return [...groups.values()];
-}
-
 /**
  * A rate limiter for request paths: an exact sliding window in Redis behind a circuit breaker, with a
  * warm local window that answers while Redis cannot, and reconciliation once it can again.
@@ -191,10 +179,11 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
   // Outstanding Redis calls: start times (performance.now) in call order, so the first is the oldest.
   readonly #outstanding = new Map<number, number>();
   #sequence = 0;
-  /** Permits of calls waiting on Redis, by key (until their call settles, a deadline included). */
-  readonly #pendingByKey = new Map<string, number>();
-  /** `limitAll()`: permits of calls waiting on Redis, by Redis key. */
-  readonly #pendingAll = new Map<string, number>();
+  /**
+   * Permits of calls waiting on Redis (until their call settles, a deadline included), by window:
+   * the key for `limit()`, its journal group (key and window) for `limitAll()`, as `groupOf` names them.
+   */
+  readonly #pending = new Map<string, number>();
   /** When a reconciliation pass last failed (performance.now): calls of held keys retry after HELD_RETRY_MS. */
   #passFailedAt = Number.NEGATIVE_INFINITY;
   /** `limitAll()`: one local window per window length. */
@@ -367,12 +356,11 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
     let result: LimitAllDecision;
     if (!this.#enabled) {
       const now = this.#now();
-      result = combine(items.map((item) => this.#fixedItem(item, true, 'disabled', 'disabled', now)), 'disabled', 'disabled');
+      result = combine(items.map((item) => this.#fixed(true, 'disabled', 'disabled', now, item.limit)), 'disabled', 'disabled');
     } else {
       let diverted = this.#gate();
       for (let i = 0; diverted === undefined && i < items.length; i += 1) {
-        const item = items[i] as CheckedItem;
-        diverted = this.#held(groupOf({ key: item.key, windowMs: item.windowMs }));
+        diverted = this.#held((items[i] as CheckedItem).group);
       }
       result =
         diverted === undefined
@@ -401,19 +389,14 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
 
   async #allFromRedis(items: readonly CheckedItem[], id: string, given: boolean): Promise<LimitAllDecision> {
     const now = this.#now();
-    for (const item of items) this.#pendingAll.set(item.redisKey, (this.#pendingAll.get(item.redisKey) ?? 0) + item.cost);
+    for (const item of items) this.#reserve(item.group, item.cost);
     let pending = true;
     const release = (): void => {
       if (!pending) return;
       pending = false;
-      for (const item of items) {
-        const left = (this.#pendingAll.get(item.redisKey) as number) - item.cost;
-        if (left === 0) this.#pendingAll.delete(item.redisKey);
-        else this.#pendingAll.set(item.redisKey, left);
-      }
+      for (const item of items) this.#reserve(item.group, -item.cost);
     };
-    const isCluster = (this.#options.redis as { isCluster?: boolean }).isCluster === true;
-    const groups = isCluster ? groupBySlot(items) : [items];
+    const groups = this.#isCluster ? bySlot(items, (item) => item.redisKey) : [items];
     const taken: (readonly CheckedItem[])[] = [];
     const giveBack = async (): Promise<void> => {
       // Best effort: a give that fails leaves those permits used (over-counting, never under).
@@ -470,29 +453,49 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
 
   /** One limit-all script call inside the breaker, tracked while outstanding like a decision. */
   #runAll(op: 'take' | 'give' | 'check', group: readonly CheckedItem[], id: string, now: number): Promise<GroupReply | unknown> {
-    const { redis, clock, breaker } = this.#options;
-    const notAfter =
-      clock === undefined && this.#offsetMs !== undefined && op !== 'give'
-        ? Math.ceil(now + this.#offsetMs + Math.max(breaker.timeoutMs - 2, breaker.timeoutMs / 2))
-        : '';
-    return this.#breaker.fire(() => {
-      if (redis.status !== 'ready') return Promise.reject(NOT_READY);
-      const sequence = ++this.#sequence;
-      this.#outstanding.set(sequence, performance.now());
-      this.#outstandingDecisions += group.length;
-      const done = (): void => {
-        this.#outstanding.delete(sequence);
-        this.#outstandingDecisions -= group.length;
-        this.#lastReplyAt = performance.now();
-      };
-      const args = scriptArgs(op, group, id, clock === undefined ? '' : Math.floor(clock()), notAfter);
-      const call = runScript(redis, limitAllScript, group.map((item) => item.redisKey), args).then(
-        (reply) => (op === 'give' ? reply : readReply(reply, group.length)),
+    const { redis, clock } = this.#options;
+    // A late give-back only removes what its take added: no staleness guard.
+    const notAfter = op === 'give' ? undefined : this.#notAfter(now);
+    return this.#fire(group.length, () => {
+      const args = scriptArgs(op, group, id, clock === undefined ? '' : Math.floor(clock()), notAfter === undefined ? '' : Math.ceil(notAfter));
+      return runScript(redis, limitAllScript, group.map((item) => item.redisKey), args).then(
+        (reply) => (op === 'give' ? reply : readReply(limitAllScript, reply, group.length)),
         (error: unknown) => Promise.reject(redisCallError(error)),
       );
+    });
+  }
+
+  /**
+   * The staleness guard of a Redis call whose oldest decision was asked at `now` (local clock): on
+   * Redis's clock, a little inside the deadline to allow for whole milliseconds and the offset's
+   * error. Undefined with an injected clock (Redis cannot check it) or before the offset is known.
+   */
+  #notAfter(now: number): number | undefined {
+    const { timeoutMs } = this.#options.breaker;
+    return this.#options.clock === undefined && this.#offsetMs !== undefined
+      ? now + this.#offsetMs + Math.max(timeoutMs - 2, timeoutMs / 2)
+      : undefined;
+  }
+
+  /**
+   * Runs one Redis call inside the breaker, counted as `decisions` decisions outstanding until it
+   * settles (a late one included): the stall, slow and saturation gates read them.
+   */
+  #fire<T>(decisions: number, run: () => Promise<T>): Promise<T> {
+    return this.#breaker.fire(() => {
+      if (this.#options.redis.status !== 'ready') return Promise.reject(NOT_READY);
+      const sequence = ++this.#sequence;
+      this.#outstanding.set(sequence, performance.now());
+      this.#outstandingDecisions += decisions;
+      const done = (): void => {
+        this.#outstanding.delete(sequence);
+        this.#outstandingDecisions -= decisions;
+        this.#lastReplyAt = performance.now();
+      };
+      const call = run();
       call.then(done, done);
       return call;
-    });
+    }) as Promise<T>;
   }
 
   /** `limitAll()` when Redis does not decide, by mode. */
@@ -501,7 +504,7 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
     if (this.#mode !== 'local') {
       const allowed = this.#mode === 'fail-open';
       const source = this.#mode;
-      return combine(items.map((item) => this.#fixedItem(item, allowed, source, reason, now)), source, reason);
+      return combine(items.map((item) => this.#fixed(allowed, source, reason, now, item.limit)), source, reason);
     }
     const instances = this.#instances?.count ?? this.#instancesSet();
     const share = (item: CheckedItem): number => Math.ceil(item.limit / instances);
@@ -509,18 +512,16 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
     // First every window is asked (the same key twice counts its earlier costs), then all consume, or none.
     const before = new Map<string, number>();
     const views = items.map((item) => {
-      const earlier = before.get(item.redisKey) ?? 0;
-      before.set(item.redisKey, earlier + item.cost);
-      const reserved = (this.#pendingAll.get(item.redisKey) ?? 0) + earlier;
+      const earlier = before.get(item.group) ?? 0;
+      before.set(item.group, earlier + item.cost);
+      const reserved = (this.#pending.get(item.group) ?? 0) + earlier;
       return this.#localFor(item.windowMs)[inspect](item.key, item.cost, idOf(item), now, given, reserved, share(item));
     });
     let decisions = views;
     if (views.every((d) => d.allowed)) {
       decisions = items.map((item) => {
-        const d = this.#localFor(item.windowMs)[decide](item.key, item.cost, idOf(item), now, given, this.#pendingAll.get(item.redisKey) ?? 0, share(item));
-        if (d.allowed && this.#options.reconcile && reason !== 'redis-reply-error') {
-          this.#reconciler.add({ key: item.key, at: now, cost: item.cost, id: idOf(item), windowMs: item.windowMs });
-        }
+        const d = this.#localFor(item.windowMs)[decide](item.key, item.cost, idOf(item), now, given, this.#pending.get(item.group) ?? 0, share(item));
+        if (d.allowed) this.#journal({ key: item.key, at: now, cost: item.cost, id: idOf(item), windowMs: item.windowMs }, reason);
         return d;
       });
     }
@@ -529,11 +530,6 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
       'local',
       reason,
     );
-  }
-
-  #fixedItem(item: CheckedItem, allowed: boolean, source: DecisionSource, reason: DecisionReason, now: number): LimiterDecision {
-    const retryAfterMs = allowed ? 0 : this.#breaker.resetTimeoutMs;
-    return { allowed, limit: item.limit, remaining: allowed ? item.limit : 0, retryAfterMs, resetAtMs: now + retryAfterMs, source, reason };
   }
 
   /**
@@ -655,17 +651,22 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
     this.#turnStartedAt = undefined;
   };
 
+  /** Adds `permits` (negative: releases them) to the permits waiting on Redis in `group`. */
+  #reserve(group: string, permits: number): void {
+    const left = (this.#pending.get(group) ?? 0) + permits;
+    if (left === 0) this.#pending.delete(group);
+    else this.#pending.set(group, left);
+  }
+
   /** `seq`: the number a generated `id` was made from (0 for the caller's id), kept by the warm window instead of the string. */
   async #fromRedis(key: string, cost: number, id: string, given: boolean, now: number, seq: number): Promise<LimiterDecision> {
     this.#unsettled += 1;
-    this.#pendingByKey.set(key, (this.#pendingByKey.get(key) ?? 0) + cost);
+    this.#reserve(key, cost);
     let pending = true;
     const release = (): void => {
       if (!pending) return;
       pending = false;
-      const left = (this.#pendingByKey.get(key) as number) - cost;
-      if (left === 0) this.#pendingByKey.delete(key);
-      else this.#pendingByKey.set(key, left);
+      this.#reserve(key, -cost);
     };
     try {
       // Half-open lets one Redis call through: a call alone, so that only its caller waits on the trial.
@@ -706,30 +707,13 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
    * the local time of the oldest call: the staleness guard counts its deadline from there.
    */
   async #send(calls: readonly BatchCall[], now: number): Promise<RedisDecision[]> {
-    // Without an injected clock the script uses Redis's TIME; the guard is on that clock, a little
-    // inside the deadline to allow for whole milliseconds and the offset's error.
-    const { timeoutMs } = this.#options.breaker;
-    const notAfter =
-      this.#options.clock === undefined && this.#offsetMs !== undefined
-        ? now + this.#offsetMs + Math.max(timeoutMs - 2, timeoutMs / 2)
-        : undefined;
+    const notAfter = this.#notAfter(now);
     let sentAt = 0;
     let sentNow = 0;
-    const decisions = await this.#breaker.fire(() => {
-      if (this.#options.redis.status !== 'ready') return Promise.reject(NOT_READY);
-      const sequence = ++this.#sequence;
+    const decisions = await this.#fire(calls.length, () => {
       sentAt = performance.now();
       sentNow = this.#now();
-      this.#outstanding.set(sequence, sentAt);
-      this.#outstandingDecisions += calls.length;
-      const done = (): void => {
-        this.#outstanding.delete(sequence);
-        this.#outstandingDecisions -= calls.length;
-        this.#lastReplyAt = performance.now();
-      };
-      const call = this.#redis[decideBatch](calls, notAfter);
-      call.then(done, done);
-      return call;
+      return this.#redis[decideBatch](calls, notAfter);
     });
     const latency = performance.now() - sentAt;
     this.#latencyMs += (latency - this.#latencyMs) * 0.05;
@@ -760,8 +744,8 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
   readonly #flush = (): void => {
     const queued = this.#queued;
     this.#queued = [];
-    const { redis, prefix } = this.#options;
-    const groups = (redis as { isCluster?: boolean }).isCluster === true ? bySlot(queued, prefix) : [queued];
+    const { prefix } = this.#options;
+    const groups = this.#isCluster ? bySlot(queued, (call) => redisKey(prefix, call.key)) : [queued];
     for (const group of groups) {
       for (let i = 0; i < group.length; i += MAX_BATCH) {
         const chunk = group.slice(i, i + MAX_BATCH);
@@ -793,11 +777,9 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
       case 'local': {
         // Calls of this key still waiting on Redis may be admitted there: count them as used, so
         // that a call diverted meanwhile cannot take the same permits.
-        const pending = this.#pendingByKey.size === 0 ? 0 : (this.#pendingByKey.get(key) ?? 0);
+        const pending = this.#pending.size === 0 ? 0 : (this.#pending.get(key) ?? 0);
         const d = this.#local[decide](key, cost, id, now, given, pending);
-        // Not after a reply error: Redis answered that it cannot take this call (a key of another
-        // type, a script bug), so writing it back would fail the same way.
-        if (d.allowed && this.#options.reconcile && reason !== 'redis-reply-error') this.#reconciler.add({ key, at: now, cost, id });
+        if (d.allowed) this.#journal({ key, at: now, cost, id }, reason);
         return localDecision(d, reason);
       }
       case 'fail-open':
@@ -807,17 +789,19 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
     }
   }
 
-  #fixed(allowed: boolean, source: DecisionSource, reason: DecisionReason, now: number): LimiterDecision {
+  /**
+   * Journals a call the local window admitted, to be written into Redis later; not after a reply
+   * error: Redis answered that it cannot take this call (a key of another type, a script bug), so
+   * writing it back would fail the same way.
+   */
+  #journal(call: PendingCall, reason: DecisionReason): void {
+    if (this.#options.reconcile && reason !== 'redis-reply-error') this.#reconciler.add(call);
+  }
+
+  /** A decision of the kill switch or of a fail-open/fail-closed mode, for a limit of `limit`. */
+  #fixed(allowed: boolean, source: DecisionSource, reason: DecisionReason, now: number, limit = this.#limit): LimiterDecision {
     const retryAfterMs = allowed ? 0 : this.#breaker.resetTimeoutMs;
-    return {
-      allowed,
-      limit: this.#limit,
-      remaining: allowed ? this.#limit : 0,
-      retryAfterMs,
-      resetAtMs: now + retryAfterMs,
-      source,
-      reason,
-    };
+    return { allowed, limit, remaining: allowed ? limit : 0, retryAfterMs, resetAtMs: now + retryAfterMs, source, reason };
   }
 
   #publish(key: string, cost: number, decision: LimiterDecision, started: number): LimiterDecision {
@@ -958,7 +942,7 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
   #followLimit(fn: () => number): void {
     const value = fn();
     if (value === this.#limit) return;
-    const limit = limitValue(() => value);
+    const limit = checkLimitValue(value);
     this.#limit = limit;
     this.#redis[configure]({ limit });
     this.#local[configure]({ limit: this.#localLimit() });

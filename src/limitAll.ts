@@ -1,8 +1,9 @@
-import calculateSlot from 'cluster-key-slot';
 import { describe, ErrorCode, invalidOption, ResilimitError } from './errors.js';
 import { checkKey } from './input.js';
 import { integer, MAX_INT } from './options.js';
+import { groupOf } from './Reconciler.js';
 import { redisKey } from './redisKey.js';
+import { replyIntegers, type Script } from './script.js';
 import type { DecisionReason, DecisionSource } from './types.js';
 import type { LimiterDecision } from './ResilientLimiter.js';
 
@@ -42,6 +43,8 @@ export type CheckedItem = {
   readonly windowMs: number;
   readonly cost: number;
   readonly redisKey: string;
+  /** Its window's name in the journal and among the calls waiting on Redis (`groupOf`). */
+  readonly group: string;
   /** 1 for the first item of its Redis key in this call, 2 for the second, …: its member is `id#n` past 1. */
   readonly occurrence: number;
 };
@@ -78,20 +81,8 @@ export function checkItems(items: unknown, prefix: string): CheckedItem[] {
     const rk = allKey(prefix, o['key'], windowMs);
     const occurrence = (seen.get(rk) ?? 0) + 1;
     seen.set(rk, occurrence);
-    return { key: o['key'], limit, windowMs, cost, redisKey: rk, occurrence };
+    return { key: o['key'], limit, windowMs, cost, redisKey: rk, group: groupOf({ key: o['key'], windowMs }), occurrence };
   });
-}
-
-/** Groups items by hash slot (a script's keys must share one on a Cluster), in slot order. */
-export function groupBySlot(items: readonly CheckedItem[]): CheckedItem[][] {
-  const groups = new Map<number, CheckedItem[]>();
-  for (const item of items) {
-    const slot = calculateSlot(item.redisKey);
-    const group = groups.get(slot);
-    if (group === undefined) groups.set(slot, [item]);
-    else group.push(item);
-  }
-  return [...groups.entries()].sort((a, b) => a[0] - b[0]).map(([, group]) => group);
 }
 
 /** The id of an item in one call: the call's id, `#n` for the n-th occurrence of its Redis key. */
@@ -114,15 +105,8 @@ export type GroupReply = {
 };
 
 /** Reads the reply of `lua/limit-all.lua` for a take or a check of `count` items. */
-export function readReply(reply: unknown, count: number): GroupReply {
-  const values = typeof reply === 'string' ? reply.split(',').map(Number) : [];
-  if (values.length < 2 || !values.every(Number.isSafeInteger)) {
-    throw new ResilimitError(ErrorCode.REDIS_REPLY, `Unexpected reply from the limit-all script: ${JSON.stringify(reply)}`);
-  }
-  if (values[1] === 1) throw new ResilimitError(ErrorCode.REDIS_UNAVAILABLE, 'Redis ran the call after its deadline; it changed nothing');
-  if (values.length !== 3 + 5 * count) {
-    throw new ResilimitError(ErrorCode.REDIS_REPLY, `Unexpected reply from the limit-all script: ${JSON.stringify(reply)}`);
-  }
+export function readReply(script: Script, reply: unknown, count: number): GroupReply {
+  const values = replyIntegers(script, reply, 3 + 5 * count);
   const items: GroupReply['items'] = [];
   for (let i = 3; i < values.length; i += 5) {
     items.push({

@@ -98,6 +98,11 @@ export function limitValue(fn: () => number): number {
   } catch (error) {
     throw new ResilimitError(ErrorCode.INVALID_OPTION, `The \`limit\` function threw: ${String(error)}`, { cause: error });
   }
+  return checkLimitValue(value);
+}
+
+/** Checks what a `limit` function returned. @throws {ResilimitError} `ERR_RESILIMIT_INVALID_OPTION` unless an integer from 1 to 2^31 - 1. */
+export function checkLimitValue(value: unknown): number {
   if (typeof value !== 'number' || !Number.isInteger(value) || value < 1 || value > MAX_INT) {
     throw new ResilimitError(ErrorCode.INVALID_OPTION, `Expected the \`limit\` function to return an integer from 1 to ${MAX_INT}, got ${describe(value)}`);
   }

@@ -1,3 +1,5 @@
+import calculateSlot from 'cluster-key-slot';
+
 /**
  * Builds the Redis key of a user key: `<prefix>{<escaped key>}`.
  *
@@ -18,4 +20,19 @@ function escapeBraces(key: string): string {
   return key.includes('%') || key.includes('{') || key.includes('}')
     ? key.replace(special, (c) => codes[c] as string)
     : key;
+}
+
+/**
+ * Groups items by the hash slot of their Redis key, in slot order: on a Cluster, the keys of one
+ * script call must share a slot.
+ */
+export function bySlot<T>(items: readonly T[], redisKeyOf: (item: T) => string): T[][] {
+  const groups = new Map<number, T[]>();
+  for (const item of items) {
+    const slot = calculateSlot(redisKeyOf(item));
+    const group = groups.get(slot);
+    if (group === undefined) groups.set(slot, [item]);
+    else group.push(item);
+  }
+  return [...groups.entries()].sort((a, b) => a[0] - b[0]).map(([, group]) => group);
 }

@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import type { Cluster, Redis } from 'ioredis';
+import { ErrorCode, ResilimitError } from './errors.js';
 
 /** A Lua script shipped in `lua/`, with its SHA1 computed once. */
 export type Script = { readonly name: string; readonly source: string; readonly sha: string };
@@ -27,4 +28,22 @@ export async function runScript(
     if (!(error instanceof Error) || !error.message.startsWith('NOSCRIPT')) throw error;
     return redis.eval(script.source, keys.length, ...keys, ...args);
   }
+}
+
+/**
+ * Reads the reply of our decision scripts: integers separated by commas, `nowMs,stale,…`, `length`
+ * of them in all.
+ * @throws {ResilimitError} `ERR_RESILIMIT_REDIS_UNAVAILABLE` when the script ran after its deadline
+ *   (stale: it changed nothing); `ERR_RESILIMIT_REDIS_REPLY` for any other reply.
+ */
+export function replyIntegers(script: Script, reply: unknown, length: number): number[] {
+  const values = typeof reply === 'string' ? reply.split(',').map(Number) : [];
+  if (values.length < 2 || !values.every(Number.isSafeInteger)) {
+    throw new ResilimitError(ErrorCode.REDIS_REPLY, `Unexpected reply from the ${script.name} script: ${JSON.stringify(reply)}`);
+  }
+  if (values[1] === 1) throw new ResilimitError(ErrorCode.REDIS_UNAVAILABLE, 'Redis ran the call after its deadline; it changed nothing');
+  if (values.length !== length) {
+    throw new ResilimitError(ErrorCode.REDIS_REPLY, `Unexpected reply from the ${script.name} script: ${JSON.stringify(reply)}`);
+  }
+  return values;
 }
