@@ -63,6 +63,82 @@ function isThenable(value: unknown): value is PromiseLike<unknown> {
   return typeof (value as PromiseLike<unknown> | undefined)?.then === 'function';
 }
 
+/** What the shared flow does to a framework's response (Node's `res`, Fastify's `reply`); made once. */
+type Response<Res> = {
+  getHeader(res: Res, name: string): unknown;
+  setHeader(res: Res, name: string, value: string): void;
+  /** Sets the status to 429 (before `onLimited` runs). */
+  limited(res: Res): void;
+  /** Sends the default JSON body of a 429. */
+  sendJson(res: Res, body: string): void;
+};
+
+/**
+ * The flow of both: `skip`, decide, write the fields, and either go on (`proceed()`) or answer 429
+ * (`onLimited`, or the default JSON body). Every error goes to `proceed(error)`, and the request does
+ * not go on.
+ */
+function guard<Req, Res>(
+  who: string,
+  limiter: HttpLimiter,
+  options: CommonHttpOptions<Req> & { onLimited?: (req: Req, res: Res, decision: Decision) => void | Promise<void> } | undefined,
+  r: Response<Res>,
+): (req: Req, res: Res, proceed: (error?: unknown) => void) => void {
+  const l = checkLimiter(who, limiter);
+  const { key, cost, skip, onLimited, headers, policyName } = resolveHttpOptions<
+    Req,
+    (req: Req, res: Res, decision: Decision) => void | Promise<void>
+  >(who, options);
+  const fields = headers ? new RateLimitFields(l, policyName) : undefined;
+
+  /** Writes the answer; true when the request goes on. */
+  const answer = (req: Req, res: Res, proceed: (error?: unknown) => void, decision: Decision): boolean => {
+    const retryAfterS = decision.allowed ? 0 : retryAfterSeconds(decision.retryAfterMs);
+    if (fields !== undefined) {
+      r.setHeader(res, 'RateLimit-Policy', joined(r.getHeader(res, 'RateLimit-Policy'), fields.policy(decision, Date.now())));
+      r.setHeader(res, 'RateLimit', joined(r.getHeader(res, 'RateLimit'), fields.state(decision, retryAfterS)));
+    }
+    if (decision.allowed) return true;
+    r.limited(res);
+    r.setHeader(res, 'Retry-After', String(retryAfterS));
+    if (onLimited === undefined) {
+      r.sendJson(res, limitedBody(decision));
+    } else {
+      const written = onLimited(req, res, decision);
+      if (isThenable(written)) written.then(undefined, proceed);
+    }
+    return false;
+  };
+
+  return (req, res, proceed) => {
+    let decided: Promise<Decision> | undefined;
+    try {
+      decided =
+        skip !== undefined && skips(skip(req))
+          ? undefined
+          : l.limit(key(req), cost === undefined ? undefined : { cost: cost(req) });
+    } catch (error) {
+      proceed(error);
+      return;
+    }
+    if (decided === undefined) {
+      proceed();
+      return;
+    }
+    decided.then((decision) => {
+      let goOn: boolean;
+      try {
+        goOn = answer(req, res, proceed, decision);
+      } catch (error) {
+        proceed(error);
+        return;
+      }
+      // Outside the try: an error thrown by what proceed() runs is not ours to report a second time.
+      if (goOn) proceed();
+    }, proceed);
+  };
+}
+
 /**
  * A middleware that decides every request with `limiter` before it goes on. Admitted: the
  * RateLimit fields are set and `next()` is called. Rejected: a 429 with `Retry-After` (whole
@@ -88,61 +164,18 @@ export function rateLimit<Req extends IncomingMessage = IncomingMessage, Res ext
   limiter: HttpLimiter,
   options?: RateLimitOptions<Req, Res>,
 ): RateLimitMiddleware<Req, Res> {
-  const l = checkLimiter('rateLimit', limiter);
-  const { key, cost, skip, onLimited, headers, policyName } = resolveHttpOptions<
-    Req,
-    NonNullable<RateLimitOptions<Req, Res>['onLimited']>
-  >('rateLimit', options);
-  const fields = headers ? new RateLimitFields(l, policyName) : undefined;
-
-  /** Sets the response's fields; true when the request may go on. */
-  const answer = (req: Req, res: Res, next: (error?: unknown) => void, decision: Decision): boolean => {
-    const retryAfterS = decision.allowed ? 0 : retryAfterSeconds(decision.retryAfterMs);
-    if (fields !== undefined) {
-      res.setHeader('RateLimit-Policy', joined(res.getHeader('RateLimit-Policy'), fields.policy(decision, Date.now())));
-      res.setHeader('RateLimit', joined(res.getHeader('RateLimit'), fields.state(decision, retryAfterS)));
-    }
-    if (decision.allowed) return true;
-    res.statusCode = 429;
-    res.setHeader('Retry-After', retryAfterS);
-    if (onLimited === undefined) {
-      const body = limitedBody(decision);
+  const flow = guard<Req, Res>('rateLimit', limiter, options, {
+    getHeader: (res, name) => res.getHeader(name),
+    setHeader: (res, name, value) => void res.setHeader(name, value),
+    limited: (res) => void (res.statusCode = 429),
+    sendJson(res, body) {
       res.setHeader('Content-Type', JSON_TYPE);
       res.setHeader('Content-Length', body.length); // ASCII only
       res.end(body);
-    } else {
-      const written = onLimited(req, res, decision);
-      if (isThenable(written)) written.then(undefined, next);
-    }
-    return false;
-  };
-
+    },
+  });
   return function rateLimitMiddleware(req, res, next): void {
-    let decided: Promise<Decision> | undefined;
-    try {
-      decided =
-        skip !== undefined && skips(skip(req))
-          ? undefined
-          : l.limit(key(req), cost === undefined ? undefined : { cost: cost(req) });
-    } catch (error) {
-      next(error);
-      return;
-    }
-    if (decided === undefined) {
-      next();
-      return;
-    }
-    decided.then((decision) => {
-      let goOn: boolean;
-      try {
-        goOn = answer(req, res, next, decision);
-      } catch (error) {
-        next(error);
-        return;
-      }
-      // Outside the try: an error thrown by what next() runs is not ours to report a second time.
-      if (goOn) next();
-    }, next);
+    flow(req, res, next);
   };
 }
 
@@ -168,59 +201,16 @@ export function rateLimitHook<Req extends RequestLike = RequestLike, Reply exten
   limiter: HttpLimiter,
   options?: RateLimitHookOptions<Req, Reply>,
 ): RateLimitHook<Req, Reply> {
-  const l = checkLimiter('rateLimitHook', limiter);
-  const { key, cost, skip, onLimited, headers, policyName } = resolveHttpOptions<
-    Req,
-    NonNullable<RateLimitHookOptions<Req, Reply>['onLimited']>
-  >('rateLimitHook', options);
-  const fields = headers ? new RateLimitFields(l, policyName) : undefined;
-
-  const answer = (request: Req, reply: Reply, done: (error?: Error) => void, decision: Decision): boolean => {
-    const retryAfterS = decision.allowed ? 0 : retryAfterSeconds(decision.retryAfterMs);
-    if (fields !== undefined) {
-      reply.header('ratelimit-policy', joined(reply.getHeader('ratelimit-policy'), fields.policy(decision, Date.now())));
-      reply.header('ratelimit', joined(reply.getHeader('ratelimit'), fields.state(decision, retryAfterS)));
-    }
-    if (decision.allowed) return true;
-    reply.code(429);
-    reply.header('retry-after', String(retryAfterS));
-    if (onLimited === undefined) {
+  const flow = guard<Req, Reply>('rateLimitHook', limiter, options, {
+    getHeader: (reply, name) => reply.getHeader(name.toLowerCase()),
+    setHeader: (reply, name, value) => void reply.header(name.toLowerCase(), value),
+    limited: (reply) => void reply.code(429),
+    sendJson(reply, body) {
       reply.header('content-type', JSON_TYPE);
-      reply.send(limitedBody(decision));
-    } else {
-      const sent = onLimited(request, reply, decision);
-      if (isThenable(sent)) sent.then(undefined, (error: unknown) => done(error as Error));
-    }
-    return false;
-  };
-
+      reply.send(body);
+    },
+  });
   return function rateLimitHook(request, reply, done): void {
-    let decided: Promise<Decision> | undefined;
-    try {
-      decided =
-        skip !== undefined && skips(skip(request))
-          ? undefined
-          : l.limit(key(request), cost === undefined ? undefined : { cost: cost(request) });
-    } catch (error) {
-      done(error as Error);
-      return;
-    }
-    if (decided === undefined) {
-      done();
-      return;
-    }
-    decided.then(
-      (decision) => {
-        let goOn: boolean;
-        try {
-          goOn = answer(request, reply, done, decision);
-        } catch (error) {
-          done(error as Error);
-          return;
-        }
-        if (goOn) done();
-      },
-      (error: unknown) => done(error as Error),
-    );
+    flow(request, reply, (error?: unknown) => (error === undefined ? done() : done(error as Error)));
   };
 }
