@@ -163,10 +163,11 @@ const PLOT_TOP = 76;
 const PLOT_BOTTOM = 246;
 const FAULT_FILL = '#e15759';
 const FAULT_TEXT = '#a8323a';
-const INK = '#222222';
-const MUTED = '#666666';
-const GRID = '#e6e6e6';
-const LIMIT = '#c0282d';
+/** The palette both SVG charts (the suite's timelines, the demo) draw with. */
+export const INK = '#222222';
+export const MUTED = '#666666';
+export const GRID = '#e6e6e6';
+export const LIMIT = '#c0282d';
 
 /** A coordinate for the SVG: at most one decimal. */
 export function px(n: number): string {

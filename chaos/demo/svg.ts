@@ -5,7 +5,7 @@
  * with its helpers; a pure function of the report.
  */
 import type { BreakerState, DecisionSource } from '../../src/index.ts';
-import { escapeXml, FONT, niceStep, px, SOURCE_COLOURS, STATE_COLOURS, tickLabel } from '../report.ts';
+import { escapeXml, FONT, GRID, INK, LIMIT, MUTED, niceStep, px, SOURCE_COLOURS, STATE_COLOURS, tickLabel } from '../report.ts';
 import type { DemoReport } from './report.ts';
 import type { PhaseName } from './script.ts';
 
@@ -14,10 +14,6 @@ const LEFT = 64;
 const RIGHT = WIDTH - 24;
 const TOP = 76;
 const BOTTOM = 286;
-const INK = '#222222';
-const MUTED = '#666666';
-const GRID = '#e6e6e6';
-const LIMIT = '#c0282d';
 const OFFERED = '#8a8a8a';
 const PHASE_FILL: Readonly<Record<PhaseName, { fill: string; opacity: number; text: string }>> = {
   healthy: { fill: '#59a14f', opacity: 0.05, text: '#3b6e34' },

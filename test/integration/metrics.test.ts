@@ -11,7 +11,7 @@ import { fileURLToPath, pathToFileURL } from 'node:url';
 import { performance } from 'node:perf_hooks';
 import { promisify } from 'node:util';
 import { metrics } from '@opentelemetry/api';
-import { MeterProvider, MetricReader, type Histogram as HistogramPoint, type MetricData } from '@opentelemetry/sdk-metrics';
+import { MeterProvider, type Histogram as HistogramPoint, type MetricData } from '@opentelemetry/sdk-metrics';
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
 import type { Redis } from 'ioredis';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
@@ -25,6 +25,7 @@ import {
 } from '../../src/index.js';
 import { DURATION_BUCKETS_S, instrumentLimiter, MetricName, type LimiterInstrumentation } from '../../src/metrics.js';
 import { useRedis, waitReady, type RedisHandle } from '../support/redis.js';
+import { collect, TestReader } from '../support/metrics.js';
 
 const root = fileURLToPath(new URL('../../', import.meta.url));
 const run = promisify(execFile);
@@ -67,16 +68,6 @@ async function limiter(options: Partial<ResilientLimiterOptions> = {}): Promise<
   return l;
 }
 
-/** A reader that exports nothing: the test collects when it wants to. */
-class TestReader extends MetricReader {
-  protected override onShutdown(): Promise<void> {
-    return Promise.resolve();
-  }
-  protected override onForceFlush(): Promise<void> {
-    return Promise.resolve();
-  }
-}
-
 function sdk() {
   const reader = new TestReader();
   const provider = new MeterProvider({ readers: [reader] });
@@ -87,12 +78,6 @@ function instrument(...args: Parameters<typeof instrumentLimiter>): LimiterInstr
   const instrumentation = instrumentLimiter(...args);
   instrumentations.push(instrumentation);
   return instrumentation;
-}
-
-async function collect(reader: MetricReader): Promise<MetricData[]> {
-  const { resourceMetrics, errors } = await reader.collect();
-  expect(errors).toEqual([]);
-  return resourceMetrics.scopeMetrics.flatMap((scope) => scope.metrics);
 }
 
 function metric(all: MetricData[], name: string): MetricData | undefined {

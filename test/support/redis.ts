@@ -14,6 +14,9 @@ import { Redis, type RedisOptions } from 'ioredis';
  * ioredis options for {@link RedisHandle.client}. `replyMapping` is left out because
  * `'resp3'` changes the client's type, which would no longer be a plain `Redis`.
  */
+/** The port of a `redis://` URL that names none: a server we connect to (REDIS_URL), never one we start. */
+const REDIS_URL_DEFAULT_PORT = 6379;
+
 export type ClientOptions = Omit<RedisOptions, 'replyMapping'>;
 
 /** A Redis server for one test file. */
@@ -77,7 +80,7 @@ export async function useRedis(): Promise<RedisHandle> {
   const url = process.env['REDIS_URL'];
   if (url) {
     const u = new URL(url);
-    const conn: ClientOptions = { host: u.hostname, port: Number(u.port || 6379) };
+    const conn: ClientOptions = { host: u.hostname, port: Number(u.port || REDIS_URL_DEFAULT_PORT) };
     if (u.username) conn.username = decodeURIComponent(u.username);
     if (u.password) conn.password = decodeURIComponent(u.password);
     if (u.pathname.length > 1) conn.db = Number(u.pathname.slice(1));
@@ -166,7 +169,7 @@ function makeHandle(
 ): RedisHandle {
   const clients = new Set<Redis>();
   return {
-    kind, url, host: conn.host ?? HOST, port: conn.port ?? 6379,
+    kind, url, host: conn.host ?? HOST, port: conn.port ?? REDIS_URL_DEFAULT_PORT,
     client(options = {}) {
       const c = new Redis({ ...conn, ...options });
       c.on('error', () => {});

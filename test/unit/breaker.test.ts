@@ -44,17 +44,6 @@ function codeOf(s: Settled): unknown {
   return 'error' in s ? (s.error as { code?: unknown }).code : undefined;
 }
 
-/** A promise settled by hand. */
-function deferred<T>() {
-  let resolve!: (value: T) => void;
-  let reject!: (error: unknown) => void;
-  const promise = new Promise<T>((res, rej) => {
-    resolve = res;
-    reject = rej;
-  });
-  return { promise, resolve, reject };
-}
-
 const made: Breaker[] = [];
 
 beforeEach(() => {
@@ -196,7 +185,7 @@ describe('Breaker', () => {
   it('lets exactly one trial through while half-open and rejects the others with EOPENBREAKER', async () => {
     const { b } = await opened();
     await vi.advanceTimersByTimeAsync(1000);
-    const trial = deferred<string>();
+    const trial = Promise.withResolvers<string>();
     const runs: number[] = [];
     const first = settle(b, () => {
       runs.push(1);
@@ -220,7 +209,7 @@ describe('Breaker', () => {
 
   it('rejects a call longer than timeoutMs with ETIMEDOUT', async () => {
     const { b } = tracked();
-    const slow = deferred<string>();
+    const slow = Promise.withResolvers<string>();
     let result: Settled | undefined;
     void settle(b, () => slow.promise).then((r) => (result = r));
     await vi.advanceTimersByTimeAsync(49);

@@ -71,7 +71,9 @@ describe('docker-compose.yml', () => {
     // Toxiproxy's API listens on 0.0.0.0:<port> inside its container, published on the same port.
     expect(toxiproxy.command).toEqual(['-host', '0.0.0.0', '-port', String(apiPort)]);
     expect(published(toxiproxy.ports)).toContainEqual([apiPort, apiPort]);
-    expect(published(redis.ports)).toContainEqual([settings.redis.port, 6379]);
+    // Redis is published on the port of the README's REDIS_URL, from the container port Toxiproxy dials.
+    const upstreamPort = Number(settings.upstream.slice(settings.upstream.lastIndexOf(':') + 1));
+    expect(published(redis.ports)).toContainEqual([settings.redis.port, upstreamPort]);
     // Every proxy port the suite will ask for is published, on the same port inside.
     expect(settings.ports.length).toBeGreaterThan(0);
     for (const port of settings.ports) expect(published(toxiproxy.ports)).toContainEqual([port, port]);

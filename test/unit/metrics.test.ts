@@ -4,11 +4,12 @@
  * The integration test runs the same instruments on real limiters.
  */
 import { channel, hasSubscribers } from 'node:diagnostics_channel';
-import { MeterProvider, MetricReader, type Histogram, type MetricData } from '@opentelemetry/sdk-metrics';
+import { MeterProvider, type Histogram } from '@opentelemetry/sdk-metrics';
 import type { Meter } from '@opentelemetry/api';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { ErrorCode, type DecisionMessage, type LimiterDecision, type ResilientLimiter } from '../../src/index.js';
 import { instrumentLimiter, MetricName, type LimiterInstrumentation } from '../../src/metrics.js';
+import { collect, TestReader } from '../support/metrics.js';
 
 const decisionChannel = channel('resilimit:decision');
 const open: LimiterInstrumentation[] = [];
@@ -17,15 +18,6 @@ afterEach(() => {
   for (const i of open.splice(0)) i.close();
   vi.restoreAllMocks();
 });
-
-class TestReader extends MetricReader {
-  protected override onShutdown(): Promise<void> {
-    return Promise.resolve();
-  }
-  protected override onForceFlush(): Promise<void> {
-    return Promise.resolve();
-  }
-}
 
 function sdk() {
   const reader = new TestReader();
@@ -48,12 +40,6 @@ function publish(limiter: ResilientLimiter, decision: Partial<LimiterDecision>, 
     allowed: true, limit: 10, remaining: 9, retryAfterMs: 0, resetAtMs: 0, source: 'redis', reason: 'decided', ...decision,
   };
   decisionChannel.publish({ limiter, key: 'k', cost: 1, decision: full, durationMs } satisfies DecisionMessage);
-}
-
-async function collect(reader: MetricReader): Promise<MetricData[]> {
-  const { resourceMetrics, errors } = await reader.collect();
-  expect(errors).toEqual([]);
-  return resourceMetrics.scopeMetrics.flatMap((s) => s.metrics);
 }
 
 function invalid(message: string) {

@@ -3,17 +3,6 @@ import { DenyCache } from '../../src/DenyCache.js';
 import { InstanceCounter } from '../../src/InstanceCounter.js';
 import { groupOf, Reconciler, type PendingCall, type WriteBatch } from '../../src/Reconciler.js';
 
-/** A promise settled by hand. */
-function deferred<T>() {
-  let resolve!: (value: T) => void;
-  let reject!: (error: unknown) => void;
-  const promise = new Promise<T>((res, rej) => {
-    resolve = res;
-    reject = rej;
-  });
-  return { promise, resolve, reject };
-}
-
 /** Lets pending promise callbacks run. */
 async function ticks(n = 10): Promise<void> {
   for (let i = 0; i < n; i++) await Promise.resolve();
@@ -447,7 +436,7 @@ describe('InstanceCounter', () => {
 
   it('ignores a beat that answers after stop', async () => {
     vi.useFakeTimers();
-    const pending = deferred<number>();
+    const pending = Promise.withResolvers<number>();
     const changes: number[] = [];
     const c = new InstanceCounter(100, (leave) => (leave ? Promise.resolve(0) : pending.promise), (n) => changes.push(n));
     c.start();
