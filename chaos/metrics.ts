@@ -24,37 +24,60 @@ export function percentiles(values: readonly number[]): Percentiles {
   return { p50: at(0.5), p99: at(0.99), max: sorted[sorted.length - 1] as number, count: sorted.length };
 }
 
+/** The admitted calls of the first window found over the limit, for diagnosis (ms from the start). */
+export type OverWindow = {
+  readonly key: string;
+  readonly calls: readonly { readonly atMs: number; readonly instance: number; readonly source: string; readonly reason: string }[];
+};
+
 /**
  * The largest number of permits admitted over the limit in any window (t - windowMs, t], checked at
- * every admitted call's time, per key and across instances; and how many admitted calls found their
- * window over the limit.
+ * every admitted call's time, per key and across instances; how many admitted calls found their
+ * window over the limit; and the first such window's calls.
  */
-export function overLimit(calls: readonly Call[], windowMs: number, limit: number): { maxExcess: number; callsOver: number } {
-  const byKey = new Map<string, number[]>();
+export function overLimit(
+  calls: readonly Call[],
+  windowMs: number,
+  limit: number,
+): { maxExcess: number; callsOver: number; firstOver?: OverWindow } {
+  const byKey = new Map<string, Call[]>();
   for (const call of calls) {
     if (call.admittedAtMs === undefined) continue;
-    const times = byKey.get(call.key) ?? [];
-    times.push(call.admittedAtMs);
-    byKey.set(call.key, times);
+    const admitted = byKey.get(call.key) ?? [];
+    admitted.push(call);
+    byKey.set(call.key, admitted);
   }
   let maxExcess = 0;
   let callsOver = 0;
-  for (const times of byKey.values()) {
-    times.sort((a, b) => a - b);
+  let firstOver: OverWindow | undefined;
+  for (const [key, admitted] of byKey) {
+    admitted.sort((a, b) => (a.admittedAtMs as number) - (b.admittedAtMs as number));
+    const at = (i: number): number => admitted[i]?.admittedAtMs as number;
     let start = 0;
-    for (let end = 0; end < times.length; end++) {
+    for (let end = 0; end < admitted.length; end++) {
       // Every call at the same instant as `end` is inside its window too.
       let last = end;
-      while (last + 1 < times.length && times[last + 1] === times[end]) last++;
-      while ((times[start] as number) <= (times[end] as number) - windowMs) start++;
+      while (last + 1 < admitted.length && at(last + 1) === at(end)) last++;
+      while (at(start) <= at(end) - windowMs) start++;
       const excess = last - start + 1 - limit;
       if (excess > 0) {
         maxExcess = Math.max(maxExcess, excess);
         callsOver += 1;
+        if (firstOver === undefined || at(end) < (firstOver.calls.at(-1)?.atMs ?? Infinity)) {
+          firstOver = {
+            key,
+            calls: admitted.slice(start, last + 1).map((c) => ({
+              atMs: Math.round((c.admittedAtMs as number) * 1000) / 1000,
+              instance: c.instance,
+              source: c.source ?? 'none',
+              reason: c.reason ?? 'none',
+            })),
+          };
+        }
       }
     }
   }
-  return { maxExcess, callsOver };
+  return firstOver === undefined ? { maxExcess, callsOver } : { maxExcess, callsOver, firstOver };
 }
 
 export function measure(input: {

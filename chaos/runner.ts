@@ -10,7 +10,7 @@ import {
   type LimiterDecision,
   type Mode,
 } from '../src/index.ts';
-import { measure, type Call } from './metrics.ts';
+import { measure, type Call, type OverWindow } from './metrics.ts';
 import type { ChaosBackend, Phase, ProxiedRedis, ScenarioResult } from './types.ts';
 
 /** What a fault phase can reach. */
@@ -183,7 +183,7 @@ export async function runScenario(backend: ChaosBackend, spec: ScenarioSpec): Pr
     common.push({
       name: `admitted permits over the limit in any window <= ${spec.maxExcess}`,
       pass: m.overLimit.maxExcess <= spec.maxExcess,
-      detail: `max excess ${m.overLimit.maxExcess}, ${m.overLimit.callsOver} calls over`,
+      detail: `max excess ${m.overLimit.maxExcess}, ${m.overLimit.callsOver} calls over${overDetail(m.overLimit.firstOver)}`,
     });
   }
   return { ...base, checks: [...common, ...(spec.checks?.(base) ?? [])] };
@@ -244,4 +244,11 @@ async function ready(client: Redis): Promise<void> {
       resolve();
     });
   });
+}
+
+/** The first window over the limit, compactly: `key k3: 1512.301 redis/decided #0, …`. */
+function overDetail(first: OverWindow | undefined): string {
+  if (first === undefined) return '';
+  const calls = first.calls.map((c) => `${c.atMs.toFixed(3)} ${c.source}/${c.reason} #${c.instance}`);
+  return `; first window over the limit, key ${first.key}: ${calls.join(', ')}`;
 }

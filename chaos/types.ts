@@ -1,3 +1,4 @@
+import type { OverWindow } from './metrics.ts';
 import type { Proxy, Toxiproxy } from 'toxiproxy-node-client';
 import type { BreakerState, DecisionReason, DecisionSource, Mode } from '../src/index.ts';
 
@@ -100,7 +101,12 @@ export type ScenarioResult = {
      * call's time, per key, counting every instance: the largest excess and how many admitted calls
      * were beyond the limit of their window.
      */
-    readonly overLimit: { readonly maxExcess: number; readonly callsOver: number };
+    readonly overLimit: {
+      readonly maxExcess: number;
+      readonly callsOver: number;
+      /** The admitted calls of the first window found over the limit (absent when none was). */
+      readonly firstOver?: OverWindow;
+    };
   };
   /** The checks the scenario made, with their outcome, for the report. */
   readonly checks: readonly { readonly name: string; readonly pass: boolean; readonly detail: string }[];

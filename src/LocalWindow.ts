@@ -168,7 +168,7 @@ export class LocalWindow implements RateWindow {
   [decide](
     key: string,
     cost: number,
-    id: string | undefined,
+    id: string | number | undefined,
     now = this.#now(),
     given = id !== undefined,
     reserved = 0,
@@ -182,7 +182,7 @@ export class LocalWindow implements RateWindow {
     } else {
       log.expire(now - windowMs);
     }
-    if (given && id !== undefined && log.idSet?.has(id) === true) {
+    if (given && typeof id === 'string' && log.idSet?.has(id) === true) {
       return this.#decide(log, now, true, 1, 0, limit);
     }
     if (log.used + reserved + cost > limit) return this.#decide(log, now, false, cost, reserved, limit);

@@ -4,6 +4,7 @@ import { performance } from 'node:perf_hooks';
 import { Breaker, isOpenRejection, isTimeout, type BreakerState } from './breaker.js';
 import { DenyCache } from './DenyCache.js';
 import { ErrorCode, invalidOption, isResilimitError, ResilimitError } from './errors.js';
+import { ClockOffset } from './ClockOffset.js';
 import { checkCost, checkId, checkKey, idOf, nextId, nextSeq } from './input.js';
 import { wrap, type WrapOptions } from './wrap.js';
 import { InstanceCounter } from './InstanceCounter.js';
@@ -194,12 +195,11 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
   #unsettled = 0;
   #whenSettled: (() => void) | undefined;
   #latencyMs = 1;
-  #fastestMs = Number.POSITIVE_INFINITY;
   /** When the last Redis call settled (performance.now). */
   #lastReplyAt = 0;
   #turnStartedAt: number | undefined;
-  /** Redis clock minus local clock, ms; undefined until the first Redis decision (or with an injected clock). */
-  #offsetMs: number | undefined;
+  /** Bounds on Redis's clock minus the local clock, from the decisions' round trips (unused with an injected clock). */
+  readonly #offset = new ClockOffset();
   #reconciling: Promise<void> | undefined;
   #opened = 0;
   readonly #byReason = Object.fromEntries(REASONS.map((r) => [r, 0])) as Record<DecisionReason, number>;
@@ -302,8 +302,8 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
     if (this.#limitFn !== undefined) this.#followLimit(this.#limitFn);
     checkKey(key);
     const cost = checkCost(options?.cost, this.#limit);
-    // An id is made only for a call that goes to Redis (where a late run must be recognisable) or
-    // when the caller gives one; a call answered locally from the start needs none.
+    // A generated id is a counter value (see nextSeq): made into a string only for a call that goes
+    // to Redis, where a late run must be recognisable; a call answered locally keeps the number.
     const given = options?.id !== undefined;
     const id = given ? checkId(options.id) : undefined;
     if (!this.#enabled) return this.#publish(key, cost, this.#fixed(true, 'disabled', 'disabled', this.#now()), started);
@@ -434,7 +434,7 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
       });
       if (!refused) {
         // Warm standby, as for limit(): the local windows hold the calls Redis admitted.
-        const at = nowMs - (this.#offsetMs ?? 0);
+        const at = nowMs - this.#offset.low();
         items.forEach((item) => {
           const r = replies.get(item) as GroupReply['items'][number];
           if (!r.duplicate) this.#localFor(item.windowMs).record(item.key, at, item.cost, itemId(id, item), given);
@@ -467,13 +467,13 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
 
   /**
    * The staleness guard of a Redis call whose oldest decision was asked at `now` (local clock): on
-   * Redis's clock, a little inside the deadline to allow for whole milliseconds and the offset's
-   * error. Undefined with an injected clock (Redis cannot check it) or before the offset is known.
+   * Redis's clock (with the least offset it can have), a little inside the deadline. Undefined with
+   * an injected clock (Redis cannot check it) or before the offset is known.
    */
   #notAfter(now: number): number | undefined {
     const { timeoutMs } = this.#options.breaker;
-    return this.#options.clock === undefined && this.#offsetMs !== undefined
-      ? now + this.#offsetMs + Math.max(timeoutMs - 2, timeoutMs / 2)
+    return this.#options.clock === undefined && this.#offset.known
+      ? now + this.#offset.low() + Math.max(timeoutMs - 2, timeoutMs / 2)
       : undefined;
   }
 
@@ -508,20 +508,22 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
     }
     const instances = this.#instances?.count ?? this.#instancesSet();
     const share = (item: CheckedItem): number => Math.ceil(item.limit / instances);
-    const idOf = (item: CheckedItem): string | undefined => (id === undefined ? undefined : itemId(id, item));
+    // An id even when the caller gave none, kept by the local windows for a re-seed (see #fallback).
+    const callId = id ?? nextId();
+    const idFor = (item: CheckedItem): string => itemId(callId, item);
     // First every window is asked (the same key twice counts its earlier costs), then all consume, or none.
     const before = new Map<string, number>();
     const views = items.map((item) => {
       const earlier = before.get(item.group) ?? 0;
       before.set(item.group, earlier + item.cost);
       const reserved = (this.#pending.get(item.group) ?? 0) + earlier;
-      return this.#localFor(item.windowMs)[inspect](item.key, item.cost, idOf(item), now, given, reserved, share(item));
+      return this.#localFor(item.windowMs)[inspect](item.key, item.cost, idFor(item), now, given, reserved, share(item));
     });
     let decisions = views;
     if (views.every((d) => d.allowed)) {
       decisions = items.map((item) => {
-        const d = this.#localFor(item.windowMs)[decide](item.key, item.cost, idOf(item), now, given, this.#pending.get(item.group) ?? 0, share(item));
-        if (d.allowed) this.#journal({ key: item.key, at: now, cost: item.cost, id: idOf(item), windowMs: item.windowMs }, reason);
+        const d = this.#localFor(item.windowMs)[decide](item.key, item.cost, idFor(item), now, given, this.#pending.get(item.group) ?? 0, share(item));
+        if (d.allowed) this.#journal({ key: item.key, at: now, cost: item.cost, id: idFor(item), windowMs: item.windowMs }, reason);
         return d;
       });
     }
@@ -678,7 +680,7 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
       if (decision.allowed) {
         // Warm standby: the local window holds this instance's recent traffic when it takes over,
         // at the time Redis admitted it (on the local clock), with its id for re-seeding.
-        if (!decision.duplicate) this.#local.record(key, decision.nowMs - (this.#offsetMs ?? 0), cost, given ? id : seq, given);
+        if (!decision.duplicate) this.#local.record(key, decision.nowMs - this.#offset.low(), cost, given ? id : seq, given);
       } else {
         this.#deny.deny(key, now + decision.retryAfterMs, cost, decision.remaining, decision.resetAtMs);
       }
@@ -717,15 +719,8 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
     });
     const latency = performance.now() - sentAt;
     this.#latencyMs += (latency - this.#latencyMs) * 0.05;
-    // The clock offset is read from fast round trips only (as NTP does): a slow reply says little
-    // about when Redis ran the call. The fastest round trip seen drifts up slowly so it can follow
-    // a network that became slower for good.
-    this.#fastestMs = Math.min(latency, this.#fastestMs + 0.01);
     const first = decisions[0];
-    if (this.#options.clock === undefined && first !== undefined && latency <= 2 * this.#fastestMs + 1) {
-      const sample = first.nowMs - (sentNow + this.#now()) / 2;
-      this.#offsetMs = this.#offsetMs === undefined ? sample : this.#offsetMs + (sample - this.#offsetMs) * 0.1;
-    }
+    if (this.#options.clock === undefined && first !== undefined) this.#offset.sample(sentNow, first.nowMs, this.#now());
     return decisions;
   }
 
@@ -778,8 +773,11 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
         // Calls of this key still waiting on Redis may be admitted there: count them as used, so
         // that a call diverted meanwhile cannot take the same permits.
         const pending = this.#pending.size === 0 ? 0 : (this.#pending.get(key) ?? 0);
-        const d = this.#local[decide](key, cost, id, now, given, pending);
-        if (d.allowed) this.#journal({ key, at: now, cost, id }, reason);
+        // An id even for a call never sent to Redis: the local window keeps it, so that a re-seed
+        // after Redis lost its data writes this call too, and with the journal's id (counted once).
+        const callId = id ?? nextSeq();
+        const d = this.#local[decide](key, cost, callId, now, given, pending);
+        if (d.allowed) this.#journal({ key, at: now, cost, id: callId }, reason);
         return localDecision(d, reason);
       }
       case 'fail-open':
@@ -852,7 +850,8 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
     if (state === 'open' || this.#options.redis.status !== 'ready') return;
     const { redis, prefix, clock } = this.#options;
     const windowMs = this.#windowMs;
-    const offset = clock === undefined ? (this.#offsetMs ?? 0) : 0;
+    // Written at the latest time they can have on Redis's clock: they leave Redis's window no earlier than the local one.
+    const offset = clock === undefined ? this.#offset.high() : 0;
     let result: ReconcileResult;
     try {
       // Half-open lets one call through: the first batch alone, as the trial.
@@ -863,9 +862,8 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
           const own = (calls[0] as PendingCall).windowMs;
           const args: (string | number)[] = [own ?? windowMs, clock === undefined ? '' : Math.floor(clock())];
           for (const call of calls) {
-            // Kept on the journal entry: if this batch fails after Redis ran it, the retry is a no-op.
-            call.id ??= nextId();
-            args.push(Math.round(call.at + offset), call.cost, call.id);
+            // The call's own id: if this batch fails after Redis ran it, the retry is a no-op.
+            args.push(Math.ceil(call.at + offset), call.cost, typeof call.id === 'number' ? idOf(call.id) : call.id);
           }
           try {
             const target = own === undefined ? redisKey(prefix, key) : allKey(prefix, key, own);

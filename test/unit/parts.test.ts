@@ -83,7 +83,7 @@ function call(key: string, at: number, n: number, cost = 1): PendingCall {
 function recorder() {
   const batches: { key: string; ids: string[] }[] = [];
   const write: WriteBatch = async (key, calls) => {
-    batches.push({ key, ids: calls.map((c) => c.id ?? "(none)") });
+    batches.push({ key, ids: calls.map((c) => String(c.id)) });
     return [calls.length, 0, 0];
   };
   return { batches, write };

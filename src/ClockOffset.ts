@@ -1,0 +1,63 @@
+/**
+ * How far Redis's clock is ahead of the local one (ms), as bounds that hold rather than an estimate,
+ * so that a time moved from one clock to the other can err on the safe side:
+ * - a call written into Redis (write-back, re-seed) is put at `at + high()`: it leaves Redis's
+ *   window no earlier than it leaves the local one;
+ * - a call Redis admitted is kept by the local window at `nowMs - low()`, for the same reason;
+ * - the staleness deadline sent to Redis is computed with `low()`: a call that Redis runs after its
+ *   caller gave up on it is a no-op, never a second count.
+ *
+ * Each round trip bounds the offset (Redis read its clock between the send and the reply, both
+ * clocks in whole ms); the bounds kept are the tightest seen, widened by `DRIFT` per ms since then,
+ * so that they hold while the clocks drift apart. A sample outside the bounds means a clock stepped
+ * (or another Redis answers, after a failover): the bounds start again from that sample.
+ */
+export class ClockOffset {
+  #low = Number.NEGATIVE_INFINITY;
+  #high = Number.POSITIVE_INFINITY;
+  /** When the bounds were last narrowed (`elapsed()` clock). */
+  #at = 0;
+
+  /** `elapsed`: a monotonic clock in ms (performance.now), which times how far the bounds widen. */
+  constructor(readonly elapsed: () => number = () => performance.now()) {}
+
+  /** True once a round trip was seen. */
+  get known(): boolean {
+    return this.#low !== Number.NEGATIVE_INFINITY;
+  }
+
+  /**
+   * Learns from one round trip: sent at `sentMs`, answered at `receivedMs` (local clock, whole ms),
+   * with Redis's clock reading `redisMs` (whole ms) in between.
+   */
+  sample(sentMs: number, redisMs: number, receivedMs: number): void {
+    const now = this.elapsed();
+    const widen = (now - this.#at) * DRIFT;
+    // Redis read [redisMs, redisMs + 1) while the local clock read [sentMs, receivedMs + 1).
+    const low = redisMs - receivedMs - 1;
+    const high = redisMs + 1 - sentMs;
+    this.#low = Math.max(this.#low - widen, low);
+    this.#high = Math.min(this.#high + widen, high);
+    if (this.#low > this.#high) {
+      this.#low = low;
+      this.#high = high;
+    }
+    this.#at = now;
+  }
+
+  /** The least Redis's clock can be ahead of the local one; 0 before any round trip. */
+  low(): number {
+    return this.known ? this.#low - (this.elapsed() - this.#at) * DRIFT : 0;
+  }
+
+  /** The most Redis's clock can be ahead of the local one; 0 before any round trip. */
+  high(): number {
+    return this.known ? this.#high + (this.elapsed() - this.#at) * DRIFT : 0;
+  }
+}
+
+/**
+ * How fast the bounds widen without new round trips: 1 ms per s, twenty times the drift of an
+ * undisciplined quartz clock (~50 ppm), while negligible next to a window between two calls.
+ */
+const DRIFT = 1e-3;

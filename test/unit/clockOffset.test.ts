@@ -1,0 +1,69 @@
+import { describe, expect, it } from 'vitest';
+import { ClockOffset } from '../../src/ClockOffset.js';
+import { prng } from '../support/model.js';
+
+/** Two simulated clocks: Redis's runs `offset` ms ahead of the local one; both are read in whole ms. */
+function roundTrip(offset: ClockOffset, trueOffset: number, at: number, there: number, back: number): void {
+  offset.sample(Math.floor(at), Math.floor(at + there + trueOffset), Math.floor(at + there + back));
+}
+
+describe('ClockOffset', () => {
+  it('is 0 both ways until a round trip is seen', () => {
+    const offset = new ClockOffset(() => 0);
+    expect(offset.known).toBe(false);
+    expect([offset.low(), offset.high()]).toEqual([0, 0]);
+  });
+
+  it('keeps bounds that hold the true offset, whatever the round trips, and narrow with fast ones', () => {
+    const random = prng(11);
+    for (const trueOffset of [0, 0.4, -3.7, 250.25, -1200.9]) {
+      let elapsed = 0;
+      const offset = new ClockOffset(() => elapsed);
+      for (let i = 0; i < 2000; i++) {
+        elapsed += random() * 5;
+        // Slow trips, lopsided ones (a reply held up in the event loop), and fast ones.
+        const there = random() < 0.2 ? random() * 40 : random() * 0.3;
+        const back = random() < 0.2 ? random() * 40 : random() * 0.3;
+        roundTrip(offset, trueOffset, 1_700_000_000_000 + elapsed, there, back);
+        expect(offset.low()).toBeLessThanOrEqual(trueOffset);
+        expect(offset.high()).toBeGreaterThanOrEqual(trueOffset);
+      }
+      // Fast round trips in whole ms leave about 2 ms between the bounds.
+      expect(offset.high() - offset.low()).toBeLessThanOrEqual(3);
+    }
+  });
+
+  it('is not misled by a first round trip that was slow', () => {
+    // The chaos suite found this: a slow first reply taken as the estimate put a written-back call
+    // 6 ms early in Redis, which then admitted one call too many.
+    let elapsed = 0;
+    const offset = new ClockOffset(() => elapsed);
+    offset.sample(1000, 1001, 1030); // Redis ran it 1 ms after the send, the reply came 29 ms later
+    expect(offset.low()).toBeLessThanOrEqual(0);
+    expect(offset.high()).toBeGreaterThanOrEqual(0);
+    elapsed = 10;
+    offset.sample(1010, 1010, 1010);
+    expect([offset.low(), offset.high()]).toEqual([-1, 1]);
+  });
+
+  it('widens while no round trip comes, so that drifting clocks stay inside', () => {
+    let elapsed = 0;
+    const offset = new ClockOffset(() => elapsed);
+    offset.sample(5000, 5000, 5000);
+    elapsed = 60_000; // a minute without Redis: 1 ms per s each way
+    expect(offset.low()).toBeCloseTo(-61, 6);
+    expect(offset.high()).toBeCloseTo(61, 6);
+  });
+
+  it('starts again from the sample when a clock steps out of the bounds (or another Redis answers)', () => {
+    let elapsed = 0;
+    const offset = new ClockOffset(() => elapsed);
+    offset.sample(5000, 5000, 5000);
+    elapsed = 1;
+    offset.sample(6000, 6500, 6000); // Redis's clock jumped 500 ms ahead
+    expect([offset.low(), offset.high()]).toEqual([499, 501]);
+    elapsed = 2;
+    offset.sample(7000, 6800, 7001); // and now 200 ms behind
+    expect([offset.low(), offset.high()]).toEqual([-202, -199]);
+  });
+});
