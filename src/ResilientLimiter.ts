@@ -508,9 +508,10 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
     }
     const instances = this.#instances?.count ?? this.#instancesSet();
     const share = (item: CheckedItem): number => Math.ceil(item.limit / instances);
-    // An id even when the caller gave none, kept by the local windows for a re-seed (see #fallback).
-    const callId = id ?? nextId();
-    const idFor = (item: CheckedItem): string => itemId(callId, item);
+    // A journalled call has an id even when the caller gave none, kept by the local windows (see #fallback).
+    const journalled = this.#journals(reason);
+    const callId = id ?? (journalled ? nextId() : undefined);
+    const idFor = (item: CheckedItem): string | undefined => (callId === undefined ? undefined : itemId(callId, item));
     // First every window is asked (the same key twice counts its earlier costs), then all consume, or none.
     const before = new Map<string, number>();
     const views = items.map((item) => {
@@ -522,8 +523,11 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
     let decisions = views;
     if (views.every((d) => d.allowed)) {
       decisions = items.map((item) => {
-        const d = this.#localFor(item.windowMs)[decide](item.key, item.cost, idFor(item), now, given, this.#pending.get(item.group) ?? 0, share(item));
-        if (d.allowed) this.#journal({ key: item.key, at: now, cost: item.cost, id: idFor(item), windowMs: item.windowMs }, reason);
+        const itemCallId = idFor(item);
+        const d = this.#localFor(item.windowMs)[decide](item.key, item.cost, itemCallId, now, given, this.#pending.get(item.group) ?? 0, share(item));
+        if (d.allowed && journalled && itemCallId !== undefined) {
+          this.#reconciler.add({ key: item.key, at: now, cost: item.cost, id: itemCallId, windowMs: item.windowMs });
+        }
         return d;
       });
     }
@@ -773,11 +777,13 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
         // Calls of this key still waiting on Redis may be admitted there: count them as used, so
         // that a call diverted meanwhile cannot take the same permits.
         const pending = this.#pending.size === 0 ? 0 : (this.#pending.get(key) ?? 0);
-        // An id even for a call never sent to Redis: the local window keeps it, so that a re-seed
-        // after Redis lost its data writes this call too, and with the journal's id (counted once).
-        const callId = id ?? nextSeq();
+        // A journalled call keeps an id in the local window even if it was never sent to Redis, the
+        // journal's own: once written back, it is in Redis, so a re-seed after Redis lost its data
+        // writes it again (counted once). A call not journalled was never in Redis: no id, no re-seed.
+        const journalled = this.#journals(reason);
+        const callId = id ?? (journalled ? nextSeq() : undefined);
         const d = this.#local[decide](key, cost, callId, now, given, pending);
-        if (d.allowed) this.#journal({ key, at: now, cost, id: callId }, reason);
+        if (d.allowed && journalled && callId !== undefined) this.#reconciler.add({ key, at: now, cost, id: callId });
         return localDecision(d, reason);
       }
       case 'fail-open':
@@ -788,12 +794,12 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
   }
 
   /**
-   * Journals a call the local window admitted, to be written into Redis later; not after a reply
-   * error: Redis answered that it cannot take this call (a key of another type, a script bug), so
-   * writing it back would fail the same way.
+   * Whether a call the local window admits for `reason` is journalled, to be written into Redis
+   * later: not with `reconcile: false`, nor after a reply error (Redis answered that it cannot take
+   * this call: a key of another type, a script bug; writing it back would fail the same way).
    */
-  #journal(call: PendingCall, reason: DecisionReason): void {
-    if (this.#options.reconcile && reason !== 'redis-reply-error') this.#reconciler.add(call);
+  #journals(reason: DecisionReason): boolean {
+    return this.#options.reconcile && reason !== 'redis-reply-error';
   }
 
   /** A decision of the kill switch or of a fail-open/fail-closed mode, for a limit of `limit`. */

@@ -325,6 +325,21 @@ describe('catching up after an outage or a data loss', () => {
     const after = await Promise.all(Array.from({ length: 6 }, () => l.limitAll([{ key: 'k2', limit: 5, windowMs: 60_000 }])));
     expect(count(after.map((d) => d.decisions[0]!), (d) => d.allowed)).toBe(4);
   });
+
+  it('with reconcile: false, re-seeds only what Redis had: the calls answered locally were never written', async () => {
+    const l = await limiter({ limit: 10, windowMs: 60_000, reconcile: false, breaker: { timeoutMs: 50, resetTimeoutMs: 100 } });
+    await run(l, 'k', 4);
+    l.forceOpen();
+    expect(count(await run(l, 'k', 3), (d) => d.source === 'local' && d.allowed)).toBe(3);
+    l.forceClose();
+    const reconnected = new Promise<void>((resolve) => clients.at(-1)!.once('ready', () => resolve()));
+    await server.kill();
+    await server.restart();
+    await reconnected;
+    await l.reconcile();
+    expect(l.stats().reconcile.written).toBe(4);
+    expect(count(await run(l, 'k', 10), (d) => d.allowed)).toBe(6);
+  });
 });
 
 describe('coalescing the calls of one event-loop turn (coalesce: true)', () => {
