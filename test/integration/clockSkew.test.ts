@@ -1,0 +1,129 @@
+/**
+ * This process's clock seconds away from Redis's (both tiers on their own clock, no injected
+ * `clock`): Redis decides on its `TIME`, the local window on `Date.now`, and every time moved from one
+ * to the other (the warm standby's record of Redis's admissions, the write-back of local ones, the
+ * re-seed after a data loss, the staleness deadline) must go through the offset between them, with
+ * the right sign. On one host the two clocks agree, so these tests skew this process's `Date.now`
+ * (the limiter reads it as its clock) by ±3 s against a real Redis: a missing or inverted offset
+ * makes a call leave a window 3 s early (a window is 2 s here) or run after its deadline.
+ */
+import { randomUUID } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { Redis } from 'ioredis';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { createRedisClient, ResilientLimiter, type LimiterDecision, type ResilientLimiterOptions } from '../../src/index.js';
+import { redisKey } from '../../src/redisKey.js';
+import { startRedisServer, waitReady, type RedisChild } from '../support/redis.js';
+
+let server: RedisChild;
+let admin: Redis;
+const clients: Redis[] = [];
+const limiters: ResilientLimiter[] = [];
+const realNow = Date.now;
+const WINDOW_MS = 2000;
+
+beforeAll(async () => {
+  server = await startRedisServer();
+  admin = server.client();
+  await waitReady(admin);
+});
+afterEach(async () => {
+  Date.now = realNow;
+  await Promise.all(limiters.splice(0).map((l) => l.close()));
+  for (const c of clients.splice(0)) c.disconnect();
+});
+afterAll(async () => {
+  Date.now = realNow;
+  await server?.close();
+});
+
+/** A limiter whose clock (`Date.now`, read at construction) runs `skewMs` away from Redis's. */
+async function skewedLimiter(skewMs: number, options: Partial<ResilientLimiterOptions> & { limit: number }) {
+  const redis = createRedisClient({ host: '127.0.0.1', port: server.port });
+  clients.push(redis);
+  await waitReady(redis);
+  Date.now = () => realNow() + skewMs;
+  const prefix = `skew:${randomUUID()}:`;
+  const l = new ResilientLimiter({
+    redis,
+    prefix,
+    windowMs: WINDOW_MS,
+    local: { instances: 1 },
+    breaker: { timeoutMs: 50, resetTimeoutMs: 100 },
+    ...options,
+  });
+  limiters.push(l);
+  // A few round trips on other keys teach the limiter the offset.
+  for (let i = 0; i < 5; i++) await l.limit(`warm-up-${i}`);
+  return { l, redisKey: (key: string) => redisKey(prefix, key) };
+}
+
+async function run(l: ResilientLimiter, key: string, n: number): Promise<LimiterDecision[]> {
+  const out: LimiterDecision[] = [];
+  for (let i = 0; i < n; i++) out.push(await l.limit(key));
+  return out;
+}
+
+const admitted = (decisions: readonly LimiterDecision[]): number => decisions.filter((d) => d.allowed).length;
+
+describe.each([
+  ['ahead of', 3000],
+  ['behind', -3000],
+])('this process 3 s %s Redis', (_, skewMs) => {
+  it('the warm window holds what Redis admitted when the breaker opens', async () => {
+    const { l } = await skewedLimiter(skewMs, { limit: 5 });
+    expect(admitted(await run(l, 'k', 5))).toBe(5);
+    l.forceOpen();
+    expect(await l.limit('k')).toMatchObject({ source: 'local', allowed: false });
+  });
+
+  it('the warm windows of limitAll() hold what Redis admitted too', async () => {
+    const { l } = await skewedLimiter(skewMs, { limit: 5 });
+    const limits = [{ key: 'user', limit: 3, windowMs: WINDOW_MS }];
+    for (let i = 0; i < 3; i++) expect(await l.limitAll(limits)).toMatchObject({ source: 'redis', allowed: true });
+    l.forceOpen();
+    expect(await l.limitAll(limits)).toMatchObject({ source: 'local', allowed: false });
+  });
+
+  it('writes locally admitted calls back at their time on Redis clock, so Redis counts them', async () => {
+    const { l } = await skewedLimiter(skewMs, { limit: 5 });
+    l.forceOpen();
+    expect(admitted(await run(l, 'k', 3))).toBe(3);
+    l.forceClose();
+    await l.reconcile();
+    expect(l.stats().reconcile).toMatchObject({ written: 3, expired: 0, pending: 0 });
+    const after = await run(l, 'k', 5);
+    expect(after.filter((d) => d.source === 'redis' && d.allowed)).toHaveLength(2);
+  });
+
+  it('re-seeds a restarted Redis with the calls it had, at their time on its clock', async () => {
+    const { l } = await skewedLimiter(skewMs, { limit: 5 });
+    expect(admitted(await run(l, 'k', 4))).toBe(4);
+    const reconnected = new Promise<void>((resolve) => clients.at(-1)!.once('ready', () => resolve()));
+    await server.kill();
+    await server.restart();
+    await reconnected;
+    await l.reconcile();
+    expect(l.stats().reconcile.expired).toBe(0);
+    expect(admitted(await run(l, 'k', 5))).toBe(1);
+  });
+
+  it('a call that reaches Redis after its deadline changes nothing there', async () => {
+    // Without write-back, what Redis holds afterwards is only what the late call itself did.
+    const { l, redisKey: keyOf } = await skewedLimiter(skewMs, { limit: 5, coalesce: false, reconcile: false });
+    server.freeze();
+    let decision: LimiterDecision;
+    try {
+      decision = await l.limit('k');
+      await sleep(30); // Redis runs it well past its 50 ms deadline
+    } finally {
+      server.thaw();
+    }
+    expect(decision).toMatchObject({ source: 'local', reason: 'timeout', allowed: true });
+    await sleep(50);
+    expect(await admin.zcard(keyOf('k'))).toBe(0);
+    // While a call in time does count.
+    expect(await l.limit('k')).toMatchObject({ source: 'redis', allowed: true });
+    expect(await admin.zcard(keyOf('k'))).toBe(1);
+  });
+});
