@@ -10,7 +10,7 @@ import {
   type ResilientLimiterOptions,
 } from '../../src/index.js';
 import { prng, ReferenceWindow } from '../support/model.js';
-import { startRedisServer, waitReady, type RedisChild } from '../support/redis.js';
+import { restartEmpty, startRedisServer, waitReady, type RedisChild } from '../support/redis.js';
 
 let server: RedisChild;
 let admin: Redis;
@@ -292,10 +292,7 @@ describe('catching up after an outage or a data loss', () => {
     const l = await limiter({ limit: 10, windowMs: 60_000, breaker: { timeoutMs: 50, resetTimeoutMs: 100 } });
     const before = await run(l, 'k', 7);
     expect(count(before, (d) => d.source === 'redis' && d.allowed)).toBe(7);
-    const reconnected = new Promise<void>((resolve) => clients.at(-1)!.once('ready', () => resolve()));
-    await server.kill();
-    await server.restart();
-    await reconnected;
+    await restartEmpty(server, clients.at(-1)!);
     await l.reconcile();
     // Without re-seeding, the restarted Redis would grant 10 more; it grants the 3 left.
     const after = await run(l, 'k', 10);
@@ -315,10 +312,7 @@ describe('catching up after an outage or a data loss', () => {
     l.forceClose();
     await l.reconcile();
     expect(l.stats().reconcile.written).toBe(4);
-    const reconnected = new Promise<void>((resolve) => clients.at(-1)!.once('ready', () => resolve()));
-    await server.kill();
-    await server.restart();
-    await reconnected;
+    await restartEmpty(server, clients.at(-1)!);
     await l.reconcile();
     // 4 by Redis and 3 locally before the restart: 3 left (not 6), and the limitAll window has 4 left.
     expect(count(await run(l, 'k', 10), (d) => d.allowed)).toBe(3);
@@ -332,10 +326,7 @@ describe('catching up after an outage or a data loss', () => {
     l.forceOpen();
     expect(count(await run(l, 'k', 3), (d) => d.source === 'local' && d.allowed)).toBe(3);
     l.forceClose();
-    const reconnected = new Promise<void>((resolve) => clients.at(-1)!.once('ready', () => resolve()));
-    await server.kill();
-    await server.restart();
-    await reconnected;
+    await restartEmpty(server, clients.at(-1)!);
     await l.reconcile();
     expect(l.stats().reconcile.written).toBe(4);
     expect(count(await run(l, 'k', 10), (d) => d.allowed)).toBe(6);

@@ -13,7 +13,7 @@ import type { Redis } from 'ioredis';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { createRedisClient, ResilientLimiter, type LimiterDecision, type ResilientLimiterOptions } from '../../src/index.js';
 import { redisKey } from '../../src/redisKey.js';
-import { startRedisServer, waitReady, type RedisChild } from '../support/redis.js';
+import { restartEmpty, startRedisServer, waitReady, type RedisChild } from '../support/redis.js';
 
 let server: RedisChild;
 let admin: Redis;
@@ -99,10 +99,7 @@ describe.each([
   it('re-seeds a restarted Redis with the calls it had, at their time on its clock', async () => {
     const { l } = await skewedLimiter(skewMs, { limit: 5 });
     expect(admitted(await run(l, 'k', 4))).toBe(4);
-    const reconnected = new Promise<void>((resolve) => clients.at(-1)!.once('ready', () => resolve()));
-    await server.kill();
-    await server.restart();
-    await reconnected;
+    await restartEmpty(server, clients.at(-1)!);
     await l.reconcile();
     expect(l.stats().reconcile.expired).toBe(0);
     expect(admitted(await run(l, 'k', 5))).toBe(1);

@@ -75,6 +75,23 @@ export function waitReady(client: Redis, timeoutMs = 5_000): Promise<void> {
   });
 }
 
+/**
+ * Kills `server` (its data is lost) and starts it again on its port; resolves once `client`, which
+ * was ready, has reconnected (its next `'ready'`), so that what the limiter does on reconnect has begun.
+ */
+export async function restartEmpty(server: RedisChild, client: Redis, timeoutMs = 10_000): Promise<void> {
+  const reconnected = new Promise<void>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`client did not reconnect within ${timeoutMs} ms (status: ${client.status})`)), timeoutMs);
+    client.once('ready', () => {
+      clearTimeout(timer);
+      resolve();
+    });
+  });
+  await server.kill();
+  await server.restart();
+  await reconnected;
+}
+
 /** A Redis for a test file: `REDIS_URL`, else a `redis-server` child, else a container. */
 export async function useRedis(): Promise<RedisHandle> {
   const url = process.env['REDIS_URL'];
