@@ -36,6 +36,11 @@ export class DenyCache {
     return cost >= denial.cost ? denial : undefined;
   }
 
+  /** Forgets the denial of `key`. */
+  delete(key: string): void {
+    this.#entries.delete(key);
+  }
+
   clear(): void {
     this.#entries.clear();
   }

@@ -106,6 +106,21 @@ export class Reconciler {
   }
 
   /**
+   * Drops the waiting calls of one group (see {@link groupOf}): they will not be written. Calls a
+   * pass is writing now are not recalled.
+   */
+  forget(group: string): void {
+    const kept: PendingCall[] = [];
+    for (let i = this.#head; i < this.#calls.length; i += 1) {
+      const call = this.#calls[i] as PendingCall;
+      if (groupOf(call) === group) this.#count(call, -1);
+      else kept.push(call);
+    }
+    this.#calls = kept;
+    this.#head = 0;
+  }
+
+  /**
    * Writes every pending call admitted after `cutoff` (local clock), grouped by key (and window),
    * in batches of 200, `concurrency` at a time. A call with its own `windowMs` is still in its window
    * after `now - windowMs` instead. A failed batch does not stop the others (on a Cluster, a master

@@ -539,6 +539,72 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
   }
 
   /**
+   * Tells what a call of cost 1 to `key` would get now, consuming nothing: Redis's answer when it
+   * can give one (`source: 'redis'`), else the answer of the mode, as `limit()` would give it (in
+   * `'local'`, the local window's, with the reason). The deny cache is not consulted; no decision
+   * is published; a Redis call that fails counts for the breaker like any other.
+   * @throws {ResilimitError} `ERR_RESILIMIT_INVALID_KEY`, `ERR_RESILIMIT_CLOSED` after `close()`
+   *   (rejections of the returned promise).
+   */
+  async peek(key: string): Promise<LimiterDecision> {
+    if (this.#closed) throw new ResilimitError(ErrorCode.CLOSED, 'peek() was called after close()');
+    if (this.#limitFn !== undefined) this.#followLimit(this.#limitFn);
+    checkKey(key);
+    if (!this.#enabled) return this.#fixed(true, 'disabled', 'disabled', this.#now());
+    const diverted = this.#gate() ?? this.#held(key);
+    if (diverted !== undefined) return this.#peekFallback(key, diverted);
+    try {
+      const d = (await this.#send([{ key, cost: 0, id: '' }], this.#now()))[0] as RedisDecision;
+      const { allowed, limit, remaining, retryAfterMs, resetAtMs } = d;
+      return { allowed, limit, remaining, retryAfterMs, resetAtMs, source: 'redis', reason: 'decided' };
+    } catch (error) {
+      return this.#peekFallback(key, this.#reasonFor(error));
+    }
+  }
+
+  /** `peek()` when Redis does not answer, by mode. */
+  #peekFallback(key: string, reason: DecisionReason): LimiterDecision {
+    const now = this.#now();
+    if (this.#mode !== 'local') return this.#fixed(this.#mode === 'fail-open', this.#mode, reason, now);
+    const pending = this.#pending.get(key) ?? 0;
+    return localDecision(this.#local[inspect](key, 1, undefined, now, false, pending, this.#local.options.limit), reason);
+  }
+
+  /**
+   * Forgets every permit `key` used, in both tiers (e.g. the failed attempts of a login that then
+   * succeeded): the local window and the deny cache at once, the key's calls waiting in the journal
+   * (they will not be written back), then Redis's window (one call through the breaker). Calls of
+   * the key that are on their way to Redis meanwhile may still count. This is the window of
+   * `limit()`; the windows of `limitAll()` are keys of their own.
+   * @throws {ResilimitError} `ERR_RESILIMIT_INVALID_KEY`, `ERR_RESILIMIT_CLOSED` after `close()`; and
+   *   `ERR_RESILIMIT_REDIS_UNAVAILABLE` (or `ERR_RESILIMIT_REDIS_REPLY`) when Redis did not forget the key:
+   *   the local tiers are reset all the same, and Redis keeps counting the key's calls until they leave
+   *   its window (rejections of the returned promise).
+   */
+  async reset(key: string): Promise<void> {
+    if (this.#closed) throw new ResilimitError(ErrorCode.CLOSED, 'reset() was called after close()');
+    checkKey(key);
+    this.#local.reset(key);
+    this.#deny.delete(key);
+    this.#reconciler.forget(key);
+    try {
+      await this.#fire(0, () => this.#redis.reset(key));
+    } catch (error) {
+      if (isResilimitError(error) && error.code === ErrorCode.REDIS_REPLY) throw error;
+      const why = isOpenRejection(error)
+        ? 'the breaker is open'
+        : isTimeout(error)
+          ? `no answer within ${this.#options.breaker.timeoutMs} ms`
+          : error instanceof Error
+            ? error.message
+            : String(error);
+      throw new ResilimitError(ErrorCode.REDIS_UNAVAILABLE, `reset() could not reach Redis (${why}): only the local tiers forgot the key`, {
+        cause: error,
+      });
+    }
+  }
+
+  /**
    * Returns `fn` limited by this limiter: see {@link wrap} (a rejected call returns
    * `onLimited(decision, …args)` or rejects with a `RateLimitedError`).
    * @throws {ResilimitError} `ERR_RESILIMIT_INVALID_OPTION` when `fn` or an option is not a function.

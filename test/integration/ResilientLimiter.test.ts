@@ -403,3 +403,74 @@ describe('calls still waiting on Redis', () => {
     await first;
   });
 });
+
+describe('peek() and reset()', () => {
+  it('peek() tells what a call of cost 1 would get from Redis, consuming nothing', async () => {
+    const l = await limiter({ limit: 5, windowMs: 60_000 });
+    expect(await l.peek('k')).toMatchObject({ allowed: true, remaining: 5, retryAfterMs: 0, source: 'redis', reason: 'decided' });
+    await run(l, 'k', 3);
+    for (let i = 0; i < 3; i++) expect(await l.peek('k')).toMatchObject({ allowed: true, remaining: 2, source: 'redis' });
+    await run(l, 'k', 2);
+    const full = await l.peek('k');
+    expect(full).toMatchObject({ allowed: false, remaining: 0, source: 'redis' });
+    expect(full.retryAfterMs).toBeGreaterThan(59_000);
+    expect(l.stats()).toMatchObject({ decisions: 5, allowed: 5 });
+  });
+
+  it('peek() answers by the mode when Redis cannot: the local window, with the reason, or the fixed answer', async () => {
+    const l = await limiter({ limit: 5, windowMs: 60_000 });
+    await run(l, 'k', 4);
+    l.forceOpen();
+    expect(await l.peek('k')).toMatchObject({ allowed: true, remaining: 1, source: 'local', reason: 'breaker-open' });
+    await l.limit('k');
+    expect(await l.peek('k')).toMatchObject({ allowed: false, remaining: 0, source: 'local' });
+    l.setMode('fail-open');
+    expect(await l.peek('k')).toMatchObject({ allowed: true, source: 'fail-open', reason: 'breaker-open' });
+    l.setMode('fail-closed');
+    expect(await l.peek('k')).toMatchObject({ allowed: false, source: 'fail-closed' });
+  });
+
+  it('reset() forgets the key in Redis, in the local window and in the deny cache', async () => {
+    const l = await limiter({ limit: 5, windowMs: 60_000 });
+    await run(l, 'k', 5);
+    expect(await l.limit('k')).toMatchObject({ allowed: false, source: 'redis' });
+    expect(await l.limit('k')).toMatchObject({ allowed: false, reason: 'deny-cache' });
+    await l.reset('k');
+    expect(await l.peek('k')).toMatchObject({ allowed: true, remaining: 5, source: 'redis' });
+    expect(count(await run(l, 'k', 6), (d) => d.allowed && d.source === 'redis')).toBe(5);
+    // And the warm window forgot it too: Redis's 5 are the only ones it holds.
+    await l.reset('k');
+    await run(l, 'k', 2);
+    l.forceOpen();
+    expect(await l.peek('k')).toMatchObject({ source: 'local', remaining: 3 });
+  });
+
+  it('reset() while Redis cannot answer resets the local tiers, drops the journal, and says Redis did not forget', async () => {
+    const l = await limiter({ limit: 5, windowMs: 60_000 });
+    await run(l, 'k', 2);
+    l.forceOpen();
+    expect(count(await run(l, 'k', 3), (d) => d.source === 'local' && d.allowed)).toBe(3);
+    await expect(l.reset('k')).rejects.toMatchObject({
+      code: 'ERR_RESILIMIT_REDIS_UNAVAILABLE',
+      message: 'reset() could not reach Redis (the breaker is open): only the local tiers forgot the key',
+    });
+    expect(count(await run(l, 'k', 6), (d) => d.source === 'local' && d.allowed)).toBe(5);
+    expect(l.stats().reconcile.pending).toBe(5);
+    l.forceClose();
+    await l.reconcile();
+    // The 3 calls before the reset were not written back; the 5 after it were. Redis still had its 2.
+    expect(l.stats().reconcile).toMatchObject({ written: 5, pending: 0 });
+    expect(await l.peek('k')).toMatchObject({ source: 'redis', remaining: 0 });
+    await l.reset('k');
+    expect(await l.peek('k')).toMatchObject({ source: 'redis', remaining: 5 });
+  });
+
+  it('rejects a bad key, and both after close()', async () => {
+    const l = await limiter({ limit: 5, windowMs: 60_000 });
+    await expect(l.peek('')).rejects.toMatchObject({ code: 'ERR_RESILIMIT_INVALID_KEY' });
+    await expect(l.reset(42 as never)).rejects.toMatchObject({ code: 'ERR_RESILIMIT_INVALID_KEY' });
+    await l.close();
+    await expect(l.peek('k')).rejects.toMatchObject({ code: 'ERR_RESILIMIT_CLOSED', message: 'peek() was called after close()' });
+    await expect(l.reset('k')).rejects.toMatchObject({ code: 'ERR_RESILIMIT_CLOSED', message: 'reset() was called after close()' });
+  });
+});

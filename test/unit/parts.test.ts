@@ -235,6 +235,20 @@ describe('Reconciler', () => {
     expect([r.holds('a'), r.holds(groupOf({ key: 'a', windowMs: 1000 })), r.holds('b')]).toEqual([false, false, false]);
   });
 
+  it('forgets the waiting calls of one group only (reset()), and stops holding it', async () => {
+    const r = new Reconciler(100);
+    r.add(call('a', 10, 0));
+    r.add(call('b', 11, 0));
+    r.add(call('a', 12, 1));
+    r.add({ key: 'a', at: 13, cost: 1, id: 'w', windowMs: 1000 }); // limitAll()'s window of a: another group
+    r.forget('a');
+    expect(r.size).toBe(2);
+    expect([r.holds('a'), r.holds('b'), r.holds(groupOf({ key: 'a', windowMs: 1000 }))]).toEqual([false, true, true]);
+    const { batches, write } = recorder();
+    expect(await r.flush(0, 8, write, 0)).toMatchObject({ written: 2 });
+    expect(batches.map((b) => b.ids)).toEqual([['b-0'], ['w']]);
+  });
+
   it('keeps no counts while not tracking (an outage), and rebuilds them when tracking resumes', async () => {
     const r = new Reconciler(100);
     r.add(call('a', 10, 0));
