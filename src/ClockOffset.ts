@@ -8,8 +8,8 @@
  *   caller gave up on it is a no-op, never a second count.
  *
  * Each round trip bounds the offset (Redis read its clock between the send and the reply, both
- * clocks in whole ms); the bounds kept are the tightest seen, widened by `DRIFT` per ms since then,
- * so that they hold while the clocks drift apart. A sample outside the bounds means a clock stepped
+ * clocks in whole ms; a reply that says the call was stale counts too); the bounds kept are the
+ * tightest seen, widened by `DRIFT` per ms since then, so that they hold while the clocks drift apart. A sample outside the bounds means a clock stepped
  * (or another Redis answers, after a failover): the bounds start again from that sample.
  */
 export class ClockOffset {
@@ -45,9 +45,13 @@ export class ClockOffset {
     this.#at = now;
   }
 
-  /** The least Redis's clock can be ahead of the local one; 0 before any round trip. */
-  low(): number {
-    return this.known ? this.#low - (this.elapsed() - this.#at) * DRIFT : 0;
+  /**
+   * The least Redis's clock can be ahead of the local one; 0 before any round trip. `widened: false`
+   * leaves out the drift since the last round trip (see DRIFT).
+   */
+  low(widened = true): number {
+    if (!this.known) return 0;
+    return widened ? this.#low - (this.elapsed() - this.#at) * DRIFT : this.#low;
   }
 
   /** The most Redis's clock can be ahead of the local one; 0 before any round trip. */
@@ -57,7 +61,7 @@ export class ClockOffset {
 }
 
 /**
- * How fast the bounds widen without new round trips: 1 ms per s, twenty times the drift of an
- * undisciplined quartz clock (~50 ppm), while negligible next to a window between two calls.
+ * How fast the bounds widen without new round trips: 0.2 ms per s, two clocks each off by the
+ * ±100 ppm of the cheapest quartz (a clock kept by NTP drifts far less).
  */
-const DRIFT = 1e-3;
+const DRIFT = 2e-4;

@@ -26,7 +26,10 @@ export type ReconcileResult = {
   remaining: number;
 };
 
-/** Writes a batch of one key's calls into Redis: [written, expired, present]. */
+/**
+ * Writes a batch of one key's calls into Redis: [written, expired, present]. It must send its
+ * command before it returns (see {@link Reconciler.holds}), or fail.
+ */
 export type WriteBatch = (key: string, calls: readonly PendingCall[]) => Promise<[number, number, number]>;
 
 const BATCH = 200;
@@ -46,14 +49,16 @@ export class Reconciler {
   #head = 0;
   #writing = 0;
   /**
-   * Calls not yet written (waiting or being written), by group: Redis must not decide those keys
-   * alone. Kept only while tracking (the breaker is not open): during an outage every call adds to the
-   * journal and nothing asks, so the counts are rebuilt when tracking resumes.
+   * Calls not yet sent to Redis (waiting, in a batch a pass has not sent yet, or put back after a
+   * failed write), by group: Redis must not decide those keys before they are sent. A sent call no
+   * longer holds its key: Redis runs the commands of a connection in order, so a decision sent after
+   * it is decided with it. Kept only while tracking (the breaker is not open): during an outage every
+   * call adds to the journal and nothing asks, so the counts are rebuilt when tracking resumes.
    */
-  readonly #unwritten = new Map<string, number>();
+  readonly #unsent = new Map<string, number>();
   #tracking = true;
-  /** Batches a pass is writing (or failed to write and will put back). */
-  readonly #inFlight = new Set<PendingCall[]>();
+  /** Batches a pass has taken but not sent yet. */
+  readonly #taken = new Set<PendingCall[]>();
   dropped = 0;
 
   constructor(readonly maxPending: number) {}
@@ -68,27 +73,27 @@ export class Reconciler {
     return this.size + this.#writing;
   }
 
-  /** True while calls of this group (see {@link groupOf}) are not yet written into Redis. */
+  /** True while calls of this group (see {@link groupOf}) are not yet sent to Redis. */
   holds(group: string): boolean {
-    return this.#unwritten.size !== 0 && this.#unwritten.has(group);
+    return this.#unsent.size !== 0 && this.#unsent.has(group);
   }
 
   /** Starts (rebuilding the counts from every unwritten call) or stops keeping {@link holds} up to date. */
   track(on: boolean): void {
     if (on === this.#tracking) return;
     this.#tracking = on;
-    this.#unwritten.clear();
+    this.#unsent.clear();
     if (!on) return;
     for (let i = this.#head; i < this.#calls.length; i += 1) this.#count(this.#calls[i] as PendingCall, 1);
-    for (const batch of this.#inFlight) for (const call of batch) this.#count(call, 1);
+    for (const batch of this.#taken) for (const call of batch) this.#count(call, 1);
   }
 
   #count(call: PendingCall, delta: number): void {
     if (!this.#tracking) return;
     const group = groupOf(call);
-    const left = (this.#unwritten.get(group) ?? 0) + delta;
-    if (left <= 0) this.#unwritten.delete(group);
-    else this.#unwritten.set(group, left);
+    const left = (this.#unsent.get(group) ?? 0) + delta;
+    if (left <= 0) this.#unsent.delete(group);
+    else this.#unsent.set(group, left);
   }
 
   add(call: PendingCall): void {
@@ -163,30 +168,32 @@ export class Reconciler {
     for (const calls of byKey.values()) {
       for (let i = 0; i < calls.length; i += BATCH) batches.push(calls.slice(i, i + BATCH));
     }
-    for (const batch of batches) this.#inFlight.add(batch);
+    for (const batch of batches) this.#taken.add(batch);
     let next = 0;
     let failure: { error: unknown } | undefined;
     const unwritten: PendingCall[][] = [];
     const worker = async (): Promise<void> => {
       while (next < batches.length) {
         const batch = batches[next++] as PendingCall[];
+        // `write` sends the batch before it returns (its command is on the connection): from here
+        // on, a decision of these keys is sent after it.
+        this.#taken.delete(batch);
+        for (const call of batch) this.#count(call, -1);
         try {
           const [written, expired, present] = await write((batch[0] as PendingCall).key, batch);
           result.written += written;
           result.expired += expired;
           result.present += present;
-          this.#inFlight.delete(batch);
-          for (const call of batch) this.#count(call, -1);
         } catch (error) {
           failure ??= { error };
           unwritten.push(batch);
+          for (const call of batch) this.#count(call, 1);
         }
       }
     };
     await Promise.all(Array.from({ length: Math.min(concurrency, batches.length) }, worker));
     if (failure !== undefined) {
       // A failed batch may have been written before its reply was lost: its ids make a re-send harmless.
-      for (const batch of unwritten) this.#inFlight.delete(batch);
       const back = unwritten.flat();
       this.#calls = back.concat(this.#calls);
       const excess = this.size - this.maxPending;

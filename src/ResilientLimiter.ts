@@ -38,7 +38,7 @@ import { bySlot, redisKey } from './redisKey.js';
 import { redisCallError } from './failures.js';
 import { warnIfUnsafe } from './redisClient.js';
 import { RedisWindow, type BatchCall, type RedisDecision } from './RedisWindow.js';
-import { loadScript, runScript } from './script.js';
+import { loadScript, runScript, staleReplyNowMs } from './script.js';
 import type { Decision, DecisionReason, DecisionSource, LimitOptions } from './types.js';
 
 const reconcileScript = loadScript('reconcile');
@@ -458,23 +458,49 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
     const notAfter = op === 'give' ? undefined : this.#notAfter(now);
     return this.#fire(group.length, () => {
       const args = scriptArgs(op, group, id, clock === undefined ? '' : Math.floor(clock()), notAfter === undefined ? '' : Math.ceil(notAfter));
-      return runScript(redis, limitAllScript, group.map((item) => item.redisKey), args).then(
-        (reply) => (op === 'give' ? reply : readReply(limitAllScript, reply, group.length)),
-        (error: unknown) => Promise.reject(redisCallError(error)),
-      );
+      const sentNow = this.#now();
+      return runScript(redis, limitAllScript, group.map((item) => item.redisKey), args)
+        .then(
+          (reply) => {
+            if (op === 'give') return reply;
+            const read = readReply(limitAllScript, reply, group.length);
+            this.#learnOffset(sentNow, read.nowMs);
+            return read;
+          },
+          (error: unknown) => Promise.reject(redisCallError(error)),
+        )
+        .catch((error: unknown) => this.#learnFromStale(error, sentNow));
     });
   }
 
   /**
    * The staleness guard of a Redis call whose oldest decision was asked at `now` (local clock): on
-   * Redis's clock (with the least offset it can have), a little inside the deadline. Undefined with
-   * an injected clock (Redis cannot check it) or before the offset is known.
+   * Redis's clock (with the least offset the round trips allow), a little inside the deadline.
+   * Undefined with an injected clock (Redis cannot check it) or before the offset is known. The
+   * bound is not widened for the time since the last round trip: after a long outage that would put
+   * the deadline of the first calls in the past, and they would find Redis no use.
    */
   #notAfter(now: number): number | undefined {
     const { timeoutMs } = this.#options.breaker;
     return this.#options.clock === undefined && this.#offset.known
-      ? now + this.#offset.low() + Math.max(timeoutMs - 2, timeoutMs / 2)
+      ? now + this.#offset.low(false) + Math.max(timeoutMs - 2, timeoutMs / 2)
       : undefined;
+  }
+
+  /** Learns the clock offset from a round trip sent at `sentNow` (local clock) that read Redis's clock at `redisNowMs`. */
+  #learnOffset(sentNow: number, redisNowMs: number): void {
+    if (this.#options.clock === undefined) this.#offset.sample(sentNow, redisNowMs, this.#now());
+  }
+
+  /**
+   * Rethrows `error`, after learning the offset from it when it is a stale reply: Redis's clock may
+   * have stepped past the deadlines (a failover to a host whose clock is ahead), and without this
+   * every later call would be stale too.
+   */
+  #learnFromStale(error: unknown, sentNow: number): never {
+    const redisNowMs = staleReplyNowMs(error);
+    if (redisNowMs !== undefined) this.#learnOffset(sentNow, redisNowMs);
+    throw error;
   }
 
   /**
@@ -675,13 +701,17 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
   }
 
   /**
-   * `'reconciling'` while calls of this journal group (a key) are not yet written into Redis: Redis
-   * must not decide the key without them (a pass may have stopped early, or a master be down).
+   * `'reconciling'` while calls of this journal group (a key) are not yet sent to Redis: Redis must
+   * not decide the key without them (a pass may have stopped early, or a master be down). A pass
+   * is started when none runs: it sends the calls at once when it can, and this call goes after them.
    */
   #held(group: string): DecisionReason | undefined {
     // A client that is not connected fails the call anyway (and the breaker counts it): no hold.
     if (!this.#reconciler.holds(group) || this.#options.redis.status !== 'ready') return undefined;
-    if (this.#reconciling === undefined && performance.now() - this.#passFailedAt >= HELD_RETRY_MS) this.#scheduleReconcile();
+    if (this.#reconciling === undefined && performance.now() - this.#passFailedAt >= HELD_RETRY_MS) {
+      this.#scheduleReconcile();
+      if (!this.#reconciler.holds(group)) return undefined;
+    }
     return 'reconciling';
   }
 
@@ -785,12 +815,12 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
     const decisions = await this.#fire(calls.length, () => {
       sentAt = performance.now();
       sentNow = this.#now();
-      return this.#redis[decideBatch](calls, notAfter);
+      return this.#redis[decideBatch](calls, notAfter).catch((error: unknown) => this.#learnFromStale(error, sentNow));
     });
     const latency = performance.now() - sentAt;
     this.#latencyMs += (latency - this.#latencyMs) * 0.05;
     const first = decisions[0];
-    if (this.#options.clock === undefined && first !== undefined) this.#offset.sample(sentNow, first.nowMs, this.#now());
+    if (first !== undefined) this.#learnOffset(sentNow, first.nowMs);
     return decisions;
   }
 
@@ -908,23 +938,38 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
     void this.#pass();
   }
 
-  /** The reconciliation pass running now, or a new one: never two at once. */
+  /**
+   * The reconciliation pass running now, or a new one: never two at once. Calls journalled while a
+   * pass ran are taken by another pass right after it, unless it failed (they wait for a trigger:
+   * a Redis decision, a call of a held key at most every HELD_RETRY_MS, the breaker closing).
+   */
   #pass(): Promise<void> {
-    this.#reconciling ??= this.#reconcile().finally(() => {
-      this.#reconciling = undefined;
-    });
+    this.#reconciling ??= this.#reconcile().then(
+      (again) => {
+        this.#reconciling = undefined;
+        if (again && this.#breaker.state === 'closed') this.#scheduleReconcile();
+      },
+      (error: unknown) => {
+        this.#reconciling = undefined;
+        throw error;
+      },
+    );
     return this.#reconciling;
   }
 
-  /** Writes the locally admitted calls into Redis (same ids, original times, only those still in the window). */
-  async #reconcile(): Promise<void> {
+  /**
+   * Writes the locally admitted calls into Redis (same ids, original times, only those still in the
+   * window). True when it wrote without failing and more calls are waiting.
+   */
+  async #reconcile(): Promise<boolean> {
     const state = this.#breaker.state;
-    if (state === 'open' || this.#options.redis.status !== 'ready') return;
+    if (state === 'open' || this.#options.redis.status !== 'ready') return false;
     const { redis, prefix, clock } = this.#options;
     const windowMs = this.#windowMs;
     // Written at the latest time they can have on Redis's clock: they leave Redis's window no earlier than the local one.
     const offset = clock === undefined ? this.#offset.high() : 0;
     let result: ReconcileResult;
+    let failed = false;
     try {
       // Half-open lets one call through: the first batch alone, as the trial.
       const concurrency = state === 'half-open' ? 1 : 8;
@@ -947,6 +992,7 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
         now,
       );
     } catch (error) {
+      failed = true;
       this.#passFailedAt = performance.now();
       result = (error as { partial?: ReconcileResult }).partial ?? {
         written: 0,
@@ -959,6 +1005,7 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
     this.#reconciled.expired += result.expired;
     this.#reconciled.present += result.present;
     this.emit('reconciled', result);
+    return !failed && this.#reconciler.size > 0;
   }
 
   /**

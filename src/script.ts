@@ -41,9 +41,25 @@ export function replyIntegers(script: Script, reply: unknown, length: number): n
   if (values.length < 2 || !values.every(Number.isSafeInteger)) {
     throw new ResilimitError(ErrorCode.REDIS_REPLY, `Unexpected reply from the ${script.name} script: ${JSON.stringify(reply)}`);
   }
-  if (values[1] === 1) throw new ResilimitError(ErrorCode.REDIS_UNAVAILABLE, 'Redis ran the call after its deadline; it changed nothing');
+  if (values[1] === 1) {
+    const error = new ResilimitError(ErrorCode.REDIS_UNAVAILABLE, 'Redis ran the call after its deadline; it changed nothing');
+    staleAt.set(error, values[0] as number);
+    throw error;
+  }
   if (values.length !== length) {
     throw new ResilimitError(ErrorCode.REDIS_REPLY, `Unexpected reply from the ${script.name} script: ${JSON.stringify(reply)}`);
   }
   return values;
+}
+
+const staleAt = new WeakMap<object, number>();
+
+/**
+ * Redis's clock (ms) when it found a call past its deadline, for an error thrown by
+ * {@link replyIntegers} for a stale reply; undefined for any other error. A stale reply still tells
+ * the time on Redis's clock: the offset must learn from it, or a Redis clock that stepped ahead of
+ * the deadlines would make every later call stale too.
+ */
+export function staleReplyNowMs(error: unknown): number | undefined {
+  return typeof error === 'object' && error !== null ? staleAt.get(error) : undefined;
 }

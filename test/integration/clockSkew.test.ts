@@ -37,12 +37,15 @@ afterAll(async () => {
   await server?.close();
 });
 
-/** A limiter whose clock (`Date.now`, read at construction) runs `skewMs` away from Redis's. */
-async function skewedLimiter(skewMs: number, options: Partial<ResilientLimiterOptions> & { limit: number }) {
+/**
+ * A limiter whose clock (`Date.now`, read at construction) runs `skew` ms away from Redis's (a
+ * function: read at every call, so that a test can step it).
+ */
+async function skewedLimiter(skew: number | (() => number), options: Partial<ResilientLimiterOptions> & { limit: number }) {
   const redis = createRedisClient({ host: '127.0.0.1', port: server.port });
   clients.push(redis);
   await waitReady(redis);
-  Date.now = () => realNow() + skewMs;
+  Date.now = typeof skew === 'number' ? () => realNow() + skew : () => realNow() + skew();
   const prefix = `skew:${randomUUID()}:`;
   const l = new ResilientLimiter({
     redis,
@@ -122,5 +125,26 @@ describe.each([
     // While a call in time does count.
     expect(await l.limit('k')).toMatchObject({ source: 'redis', allowed: true });
     expect(await admin.zcard(keyOf('k'))).toBe(1);
+  });
+});
+
+describe('a clock that steps', () => {
+  it.each([
+    ['ahead of this process (a failover to a host whose clock is ahead, say)', 1000],
+    ['back', -1000],
+  ])('Redis decides again at once when its clock steps 1 s %s', async (_, stepMs) => {
+    let skewMs = 0;
+    const { l } = await skewedLimiter(() => skewMs, { limit: 1000 });
+    // Redis's clock steps `stepMs` ahead of this process's: as if this process's stepped the other way.
+    skewMs = -stepMs;
+    const after: LimiterDecision[] = [];
+    for (let i = 0; i < 10; i++) {
+      after.push(await l.limit('k'));
+      await sleep(10);
+    }
+    // At most the first call finds the deadline it was given already past on Redis's clock (and
+    // its key is answered locally until that call is written back).
+    expect(after.slice(-8).map((d) => `${d.source}/${d.reason}`)).toEqual(Array(8).fill('redis/decided'));
+    expect(l.state).toBe('closed');
   });
 });
