@@ -11,8 +11,11 @@ ARGV[3], ARGV[4], ARGV[5], ...  triples: atMs (admission time, ms since the epoc
 Reply: an array of integers
   [1] written   calls added to the window
   [2] expired   calls skipped because they have already left the window
-  [3] present   calls skipped because their id is already in the window (a phantom write, or a
-                reconciliation sent twice): every call is counted at most once
+  [3] present   calls whose id is already in the window (a phantom write, or a reconciliation
+                sent twice): every call is counted at most once. When the time written is later
+                than the one Redis has (a call Redis admitted while its reply came too late, so
+                that the caller was answered later, by the fallback), the later one is kept: the
+                call leaves Redis's window no earlier than the caller's
 
 Calls are added with their original times and ids and without a limit check: they were admitted.
 Members are named as in sliding-window.lua (the id for cost 1 when it holds no '*', else
@@ -35,7 +38,7 @@ if not now then
 end
 local cutoff = now - window
 
-local written, expired, present, added = 0, 0, 0, 0
+local written, expired, present, added, moved = 0, 0, 0, 0, 0
 for i = 3, #ARGV, 3 do
   local at = tonumber(ARGV[i])
   local cost = tonumber(ARGV[i + 1])
@@ -53,6 +56,7 @@ for i = 3, #ARGV, 3 do
       added = added + cost - 1
     else
       present = present + 1
+      moved = moved + redis.call('ZADD', key, 'GT', 'CH', at, member)
     end
   end
 end
@@ -61,7 +65,7 @@ if added > 0 then
   local stored = redis.call('ZSCORE', key, '*')
   redis.call('ZADD', key, -((stored and -tonumber(stored) or 0) + added), '*')
 end
-if written > 0 then
+if written > 0 or moved > 0 then
   local newest = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
   redis.call('PEXPIRE', key, math.max(tonumber(newest[2]) + window - now, 1))
 end

@@ -38,7 +38,7 @@ import { bySlot, redisKey } from './redisKey.js';
 import { redisCallError } from './failures.js';
 import { warnIfUnsafe } from './redisClient.js';
 import { RedisWindow, type BatchCall, type RedisDecision } from './RedisWindow.js';
-import { loadScript, runScript, staleReplyNowMs } from './script.js';
+import { evalScript, loadScript, runScript, staleReplyNowMs } from './script.js';
 import type { Decision, DecisionReason, DecisionSource, LimitOptions } from './types.js';
 
 const reconcileScript = loadScript('reconcile');
@@ -984,7 +984,8 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
           }
           try {
             const target = own === undefined ? redisKey(prefix, key) : allKey(prefix, key, own);
-            return (await runScript(redis, reconcileScript, [target], args)) as [number, number, number];
+            // By source: a decision of this key may be sent right behind it (see #held).
+            return (await evalScript(redis, reconcileScript, [target], args)) as [number, number, number];
           } catch (error) {
             throw redisCallError(error);
           }

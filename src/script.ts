@@ -31,6 +31,20 @@ export async function runScript(
 }
 
 /**
+ * Runs a script by its source (`EVAL`), never by SHA: for a write that must reach Redis before the
+ * commands sent after it. By SHA, a server that does not know the script answers `NOSCRIPT` and the
+ * retry by source would go out behind them.
+ */
+export function evalScript(
+  redis: Redis | Cluster,
+  script: Script,
+  keys: readonly string[],
+  args: readonly (string | number)[],
+): Promise<unknown> {
+  return redis.eval(script.source, keys.length, ...keys, ...args);
+}
+
+/**
  * Reads the reply of our decision scripts: integers separated by commas, `nowMs,stale,…`, `length`
  * of them in all.
  * @throws {ResilimitError} `ERR_RESILIMIT_REDIS_UNAVAILABLE` when the script ran after its deadline

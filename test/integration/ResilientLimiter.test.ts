@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import { readFileSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Redis } from 'ioredis';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
@@ -9,6 +10,7 @@ import {
   type ReconcileResult,
   type ResilientLimiterOptions,
 } from '../../src/index.js';
+import { redisKey } from '../../src/redisKey.js';
 import { prng, ReferenceWindow } from '../support/model.js';
 import { restartEmpty, startRedisServer, waitReady, type RedisChild } from '../support/redis.js';
 
@@ -474,3 +476,45 @@ describe('peek() and reset()', () => {
     await expect(l.reset('k')).rejects.toMatchObject({ code: 'ERR_RESILIMIT_CLOSED', message: 'reset() was called after close()' });
   });
 });
+
+describe('a key held for its journalled calls', () => {
+  /** One call of `key` answered locally after a timeout (Redis frozen), journalled, then Redis back. */
+  async function timedOut(l: ResilientLimiter, key: string): Promise<void> {
+    server.freeze();
+    try {
+      expect(await l.limit(key)).toMatchObject({ source: 'local', reason: 'timeout', allowed: true });
+    } finally {
+      server.thaw();
+    }
+    await sleep(60); // the late run of that call in Redis is a no-op (past its deadline)
+  }
+
+  it('goes back to Redis under steady traffic on that key alone', async () => {
+    const prefix = `t:${randomUUID()}:`;
+    const l = await limiter({ prefix, limit: 1000, windowMs: 60_000, coalesce: false, breaker: { timeoutMs: 50 } });
+    await run(l, 'k', 5);
+    await timedOut(l, 'k');
+    const after: LimiterDecision[] = [];
+    for (let i = 0; i < 20; i++) {
+      after.push(await l.limit('k'));
+      await sleep(2);
+    }
+    // The first call after the thaw sends the journalled one and goes to Redis right behind it.
+    expect(after.map((d) => `${d.source}/${d.reason}`)).toEqual(Array(20).fill('redis/decided'));
+    expect(await admin.zcard(redisKey(prefix, 'k'))).toBe(26);
+  });
+
+  it('is decided by Redis after its journalled calls, also when Redis had forgotten the write-back script', async () => {
+    const prefix = `t:${randomUUID()}:`;
+    const l = await limiter({ prefix, limit: 2, windowMs: 60_000, coalesce: false, breaker: { timeoutMs: 50 } });
+    expect(await l.limit('k')).toMatchObject({ source: 'redis', allowed: true });
+    await timedOut(l, 'k'); // the second permit, journalled
+    // Redis knows the decision script but not the write-back one (SCRIPT FLUSH, then a decision
+    // elsewhere): by SHA, the write would be retried by source behind the decision that follows it.
+    await admin.script('FLUSH');
+    await admin.script('LOAD', readFileSync(new URL('../../lua/sliding-window.lua', import.meta.url), 'utf8'));
+    expect(await l.limit('k')).toMatchObject({ source: 'redis', allowed: false, remaining: 0 });
+    expect(await admin.zcard(redisKey(prefix, 'k'))).toBe(2);
+  });
+});
+
