@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { overLimit, type Call } from './metrics.ts';
+import { netOfStallsMax, overLimit, type Call } from './metrics.ts';
 
 function admitted(key: string, atMs: number, source: 'redis' | 'local' = 'redis', instance = 0): Call {
   return {
@@ -47,5 +47,19 @@ describe('overLimit (the chaos suite measure of the promise)', () => {
   it('counts calls at the same instant together, across keys separately, and ignores rejected calls', () => {
     const calls = [admitted('a', 5), admitted('a', 5), admitted('a', 5), admitted('b', 5), { ...admitted('a', 6), admittedAtMs: undefined }];
     expect(overLimit(calls, 100, 2)).toMatchObject({ maxExcess: 1, callsOver: 3 });
+  });
+});
+
+describe('netOfStallsMax', () => {
+  const call = (issuedMs: number, latencyMs: number): Call => ({ ...admitted('k', issuedMs), latencyMs });
+
+  it('takes out of each call only the part of a stall that overlaps it', () => {
+    const stalls = [{ atMs: 100, gapMs: 120 }];
+    // 100..260 overlaps the stall for 120 ms: 40 ms net; 0..60 does not overlap it: 60 ms.
+    expect(netOfStallsMax([call(100, 160)], stalls)).toBe(40);
+    expect(netOfStallsMax([call(100, 160), call(0, 60)], stalls)).toBe(60);
+    // 150..250 overlaps 150..220: 30 ms net.
+    expect(netOfStallsMax([call(150, 100)], stalls)).toBe(30);
+    expect(netOfStallsMax([call(150, 100)], [])).toBe(100);
   });
 });

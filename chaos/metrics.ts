@@ -80,6 +80,18 @@ export function overLimit(
   return firstOver === undefined ? { maxExcess, callsOver } : { maxExcess, callsOver, firstOver };
 }
 
+/** The longest call once the event-loop stalls overlapping it are taken out (see `latencyNetOfStallsMax`). */
+export function netOfStallsMax(calls: readonly Call[], stalls: readonly { atMs: number; gapMs: number }[]): number {
+  let max = 0;
+  for (const call of calls) {
+    const end = call.issuedMs + call.latencyMs;
+    let stalled = 0;
+    for (const st of stalls) stalled += Math.max(0, Math.min(end, st.atMs + st.gapMs) - Math.max(call.issuedMs, st.atMs));
+    max = Math.max(max, call.latencyMs - stalled);
+  }
+  return max;
+}
+
 export function measure(input: {
   calls: readonly Call[];
   phases: readonly Phase[];
@@ -139,6 +151,7 @@ export function measure(input: {
       faultLatency: percentiles(calls.filter((c) => inFault(c.issuedMs)).map((c) => c.latencyMs)),
       faultLoopStallMs: Math.max(0, ...(input.stalls ?? []).filter((st) => inFault(st.atMs)).map((st) => st.gapMs)),
       latency: percentiles(calls.map((c) => c.latencyMs)),
+      latencyNetOfStallsMax: netOfStallsMax(calls, input.stalls ?? []),
       bySource,
       byReason: byReason as Record<DecisionReason, number>,
       timeToOpenMs: opened === undefined || firstFault === undefined ? undefined : opened.atMs - firstFault.startMs,

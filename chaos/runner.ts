@@ -174,9 +174,10 @@ export async function runScenario(backend: ChaosBackend, spec: ScenarioSpec): Pr
     { name: 'limit() never threw', pass: m.exceptions === 0, detail: `${m.exceptions} exceptions` },
     { name: 'no unhandled rejections', pass: m.unhandledRejections === 0, detail: `${m.unhandledRejections}` },
     {
-      name: `every decision within the deadline (${timeoutMs} ms + ${LATENCY_SLACK_MS} ms)`,
-      pass: m.latency.max <= timeoutMs + LATENCY_SLACK_MS,
-      detail: `max ${m.latency.max.toFixed(1)} ms`,
+      // Less any event-loop stall of this process during the call: it delays the deadline's own timer.
+      name: `every decision within the deadline (${timeoutMs} ms + ${LATENCY_SLACK_MS} ms, plus any event-loop stall of this process during it)`,
+      pass: m.latencyNetOfStallsMax <= timeoutMs + LATENCY_SLACK_MS,
+      detail: `max ${m.latency.max.toFixed(1)} ms, ${m.latencyNetOfStallsMax.toFixed(1)} ms net of event-loop stalls`,
     },
   ];
   if (spec.maxExcess !== undefined) {

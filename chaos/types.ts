@@ -90,6 +90,11 @@ export type ScenarioResult = {
     readonly faultLoopStallMs: number;
     /** Decision latency of every call, ms. */
     readonly latency: Percentiles;
+    /**
+     * The longest decision once the event-loop stalls of this process during it are taken out, ms:
+     * a stall (a GC, a busy machine) delays every pending answer and timer, whoever makes it.
+     */
+    readonly latencyNetOfStallsMax: number;
     readonly bySource: Readonly<Record<DecisionSource, number>>;
     readonly byReason: Readonly<Record<DecisionReason, number>>;
     /** From the first fault's start until the first instance's breaker opened, ms (undefined: it never opened). */
