@@ -13,7 +13,7 @@ export type DecisionSource = 'redis' | 'local' | 'fail-open' | 'fail-closed' | '
  * - `slow`: the oldest outstanding Redis call is older than `slowCallMs`;
  * - `deny-cache`: Redis rejected this key and its `retryAfterMs` has not passed;
  * - `reconciling`: Redis is back, and the calls admitted while it was not (or that it lost) are being
- *   written into it first; or calls of this key admitted locally are not written into Redis yet;
+ *   written into it first; or calls of this key admitted locally are not sent to Redis yet;
  * - `disabled`: the limiter is switched off (`setEnabled(false)`).
  */
 export type DecisionReason =
