@@ -11,8 +11,8 @@ import { execFile } from 'node:child_process';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { promisify } from 'node:util';
 import calculateSlot from 'cluster-key-slot';
-import { Cluster, Redis, type ClusterOptions } from 'ioredis';
-import { startRedisServer, type RedisChild } from './redis.js';
+import { Cluster, type ClusterOptions, type Redis } from 'ioredis';
+import { startRedisServer, withProbe, type RedisChild } from './redis.js';
 
 const run = promisify(execFile);
 
@@ -186,22 +186,6 @@ export async function startRedisCluster(options: ClusterHarnessOptions = {}): Pr
 }
 
 /** Runs `fn` with a one-shot client to one master that never retries or queues. */
-async function probe<T>(node: RedisChild, fn: (c: Redis) => Promise<T>): Promise<T> {
-  const c = new Redis({
-    host: node.host,
-    port: node.port,
-    lazyConnect: true,
-    maxRetriesPerRequest: 0,
-    enableOfflineQueue: false,
-    retryStrategy: () => null,
-    connectTimeout: 500,
-    commandTimeout: 2_000,
-  });
-  c.on('error', () => {});
-  try {
-    await c.connect();
-    return await fn(c);
-  } finally {
-    c.disconnect();
-  }
+function probe<T>(node: RedisChild, fn: (c: Redis) => Promise<T>): Promise<T> {
+  return withProbe({ host: node.host, port: node.port }, fn);
 }

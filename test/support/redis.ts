@@ -203,7 +203,7 @@ function makeHandle(
 }
 
 /** Runs `fn` with a one-shot client that never retries or queues. */
-async function withProbe<T>(conn: ClientOptions, fn: (c: Redis) => Promise<T>): Promise<T> {
+export async function withProbe<T>(conn: ClientOptions, fn: (c: Redis) => Promise<T>): Promise<T> {
   const c = new Redis({
     ...conn, lazyConnect: true, maxRetriesPerRequest: 0, enableOfflineQueue: false,
     retryStrategy: () => null, connectTimeout: 500, commandTimeout: 2_000,
