@@ -434,7 +434,7 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
       });
       if (!refused) {
         // Warm standby, as for limit(): the local windows hold the calls Redis admitted.
-        const at = nowMs - this.#offset.low();
+        const at = nowMs - this.#offset.low(false); // learnt from this very round trip: no drift to allow for
         items.forEach((item) => {
           const r = replies.get(item) as GroupReply['items'][number];
           if (!r.duplicate) this.#localFor(item.windowMs).record(item.key, at, item.cost, itemId(id, item), given);
@@ -591,7 +591,8 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
   /** `peek()` when Redis does not answer, by mode. */
   #peekFallback(key: string, reason: DecisionReason): LimiterDecision {
     const now = this.#now();
-    if (this.#mode !== 'local') return this.#fixed(this.#mode === 'fail-open', this.#mode, reason, now);
+    const fixed = this.#byFailMode(reason, now);
+    if (fixed !== undefined) return fixed;
     const pending = this.#pending.get(key) ?? 0;
     return localDecision(this.#local[inspect](key, 1, undefined, now, false, pending, this.#local.options.limit), reason);
   }
@@ -780,7 +781,8 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
       if (decision.allowed) {
         // Warm standby: the local window holds this instance's recent traffic when it takes over,
         // at the time Redis admitted it (on the local clock), with its id for re-seeding.
-        if (!decision.duplicate) this.#local.record(key, decision.nowMs - this.#offset.low(), cost, given ? id : seq, given);
+        // The offset was learnt from this very round trip: no drift to allow for (and no clock read).
+        if (!decision.duplicate) this.#local.record(key, decision.nowMs - this.#offset.low(false), cost, given ? id : seq, given);
       } else {
         this.#deny.deny(key, now + decision.retryAfterMs, cost, decision.remaining, decision.resetAtMs);
       }
@@ -868,25 +870,24 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
   /** The answer when Redis does not decide, by mode. */
   #fallback(key: string, cost: number, id: string | undefined, given: boolean, reason: DecisionReason): LimiterDecision {
     const now = this.#now();
-    switch (this.#mode) {
-      case 'local': {
-        // Calls of this key still waiting on Redis may be admitted there: count them as used, so
-        // that a call diverted meanwhile cannot take the same permits.
-        const pending = this.#pending.size === 0 ? 0 : (this.#pending.get(key) ?? 0);
-        // A journalled call keeps an id in the local window even if it was never sent to Redis, the
-        // journal's own: once written back, it is in Redis, so a re-seed after Redis lost its data
-        // writes it again (counted once). A call not journalled was never in Redis: no id, no re-seed.
-        const journalled = this.#journals(reason);
-        const callId = id ?? (journalled ? nextSeq() : undefined);
-        const d = this.#local[decide](key, cost, callId, now, given, pending);
-        if (d.allowed && journalled && callId !== undefined) this.#reconciler.add({ key, at: now, cost, id: callId });
-        return localDecision(d, reason);
-      }
-      case 'fail-open':
-        return this.#fixed(true, 'fail-open', reason, now);
-      case 'fail-closed':
-        return this.#fixed(false, 'fail-closed', reason, now);
-    }
+    const fixed = this.#byFailMode(reason, now);
+    if (fixed !== undefined) return fixed;
+    // Calls of this key still waiting on Redis may be admitted there: count them as used, so that a
+    // call diverted meanwhile cannot take the same permits.
+    const pending = this.#pending.size === 0 ? 0 : (this.#pending.get(key) ?? 0);
+    // A journalled call keeps an id in the local window even if it was never sent to Redis, the
+    // journal's own: once written back, it is in Redis, so a re-seed after Redis lost its data
+    // writes it again (counted once). A call not journalled was never in Redis: no id, no re-seed.
+    const journalled = this.#journals(reason);
+    const callId = id ?? (journalled ? nextSeq() : undefined);
+    const d = this.#local[decide](key, cost, callId, now, given, pending);
+    if (d.allowed && journalled && callId !== undefined) this.#reconciler.add({ key, at: now, cost, id: callId });
+    return localDecision(d, reason);
+  }
+
+  /** The fixed answer of mode `'fail-open'` or `'fail-closed'`; undefined in `'local'`. */
+  #byFailMode(reason: DecisionReason, now: number): LimiterDecision | undefined {
+    return this.#mode === 'local' ? undefined : this.#fixed(this.#mode === 'fail-open', this.#mode, reason, now);
   }
 
   /**
