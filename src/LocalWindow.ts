@@ -1,5 +1,5 @@
 import { LRUCache } from 'lru-cache';
-import { checkCost, checkId, checkKey, idOf } from './input.js';
+import { checkCost, checkId, checkKey, type CallId } from './input.js';
 import { configure, decide, inspect } from './internal.js';
 import {
   resolveLocalWindowOptions,
@@ -18,11 +18,10 @@ class Log {
   /** Absent while every cost is 1. */
   costs: number[] | undefined;
   /**
-   * Absent until a call brings an id. `idSet` holds the ids still in the log that the caller chose
-   * (a re-sent call must count once); generated ids are unique and are only kept for re-seeding, as
-   * the number they were made from (`idOf`).
+   * Absent until a call brings an id (see `CallId`). `idSet` holds the caller's ids still in the log
+   * (a re-sent call must count once); generated ids are unique and are only kept for re-seeding.
    */
-  ids: (string | number | undefined)[] | undefined;
+  ids: (CallId | undefined)[] | undefined;
   idSet: Set<string> | undefined;
   head = 0;
   used = 0;
@@ -50,7 +49,7 @@ class Log {
     this.head = head;
   }
 
-  add(at: number, cost: number, id: string | number | undefined, given = id !== undefined): void {
+  add(at: number, cost: number, id: CallId | undefined): void {
     const index = this.times.length;
     this.times.push(at);
     if (cost !== 1 || this.costs !== undefined) {
@@ -58,9 +57,9 @@ class Log {
       this.costs.push(cost);
     }
     if (id !== undefined || this.ids !== undefined) {
-      this.ids ??= new Array<string | number | undefined>(index).fill(undefined);
+      this.ids ??= new Array<CallId | undefined>(index).fill(undefined);
       this.ids.push(id);
-      if (typeof id === 'string' && given) (this.idSet ??= new Set()).add(id);
+      if (typeof id === 'string') (this.idSet ??= new Set()).add(id);
     }
     this.used += cost;
   }
@@ -128,11 +127,10 @@ export class LocalWindow implements RateWindow {
 
   /**
    * Records a call admitted elsewhere (by Redis) at time `at`, without a limit check, so that this
-   * window holds the recent traffic when it has to take over. Arguments are not checked. `id` is the
-   * caller's id (`given`), or the number a generated one was made from (see `idOf`).
+   * window holds the recent traffic when it has to take over. Arguments are not checked.
    * @internal
    */
-  record(key: string, at: number, cost: number, id: string | number, given: boolean): void {
+  record(key: string, at: number, cost: number, id: CallId): void {
     let log = this.#logs.get(key);
     if (log === undefined) {
       log = new Log();
@@ -141,39 +139,31 @@ export class LocalWindow implements RateWindow {
       log.expire(this.#now() - this.#options.windowMs);
     }
     const newest = log.newest();
-    log.add(newest !== undefined && newest > at ? newest : at, cost, id, given);
+    log.add(newest !== undefined && newest > at ? newest : at, cost, id);
   }
 
   /**
    * Every call still in its window that carries an id, oldest first per key (keys in no particular
    * order); recency is not touched. @internal
    */
-  *calls(now = this.#now()): Generator<{ key: string; at: number; cost: number; id: string }> {
+  *calls(now = this.#now()): Generator<{ key: string; at: number; cost: number; id: CallId }> {
     const cutoff = now - this.#options.windowMs;
     for (const [key, log] of this.#logs.entries()) {
       if (log.ids === undefined) continue;
       for (let i = log.head; i < log.times.length; i += 1) {
         const at = log.times[i] as number;
         const id = log.ids[i];
-        if (at > cutoff && id !== undefined) yield { key, at, cost: log.costAt(i), id: typeof id === 'number' ? idOf(id) : id };
+        if (at > cutoff && id !== undefined) yield { key, at, cost: log.costAt(i), id };
       }
     }
   }
 
   /**
-   * {@link limit} with checked arguments. A `given` id (the caller's) is checked for a re-sent call;
+   * {@link limit} with checked arguments. The caller's id (a string) is checked for a re-sent call;
    * a generated one is only kept. `reserved` permits count as used: calls of this key still waiting
    * on Redis, which may be admitted there. `limit` replaces the window's own for this call. @internal
    */
-  [decide](
-    key: string,
-    cost: number,
-    id: string | number | undefined,
-    now = this.#now(),
-    given = id !== undefined,
-    reserved = 0,
-    limit = this.#options.limit,
-  ): Decision {
+  [decide](key: string, cost: number, id: CallId | undefined, now = this.#now(), reserved = 0, limit = this.#options.limit): Decision {
     const { windowMs } = this.#options;
     let log = this.#logs.get(key);
     if (log === undefined) {
@@ -182,21 +172,19 @@ export class LocalWindow implements RateWindow {
     } else {
       log.expire(now - windowMs);
     }
-    if (given && typeof id === 'string' && log.idSet?.has(id) === true) {
-      return this.#decide(log, now, true, 1, 0, limit);
-    }
+    if (typeof id === 'string' && log.idSet?.has(id) === true) return this.#decide(log, now, true, 1, 0, limit);
     if (log.used + reserved + cost > limit) return this.#decide(log, now, false, cost, reserved, limit);
     // Times never go backwards within a log: a clock stepping back keeps calls in the window longer, never shorter.
     const newest = log.newest();
-    log.add(newest !== undefined && newest > now ? newest : now, cost, id, given);
+    log.add(newest !== undefined && newest > now ? newest : now, cost, id);
     return this.#decide(log, now, true, cost, 0, limit);
   }
 
   /**
    * What {@link decide} would answer, consuming nothing and creating nothing (`allowed` tells whether
-   * the call fits; a `given` id already in the window fits). @internal
+   * the call fits; a caller's id already in the window fits). @internal
    */
-  [inspect](key: string, cost: number, id: string | undefined, now: number, given: boolean, reserved: number, limit: number): Decision {
+  [inspect](key: string, cost: number, id: CallId | undefined, now: number, reserved: number, limit: number): Decision {
     const log = this.#logs.peek(key);
     if (log === undefined) {
       const fits = reserved + cost <= limit;
@@ -204,7 +192,7 @@ export class LocalWindow implements RateWindow {
       return { ...this.#empty(now), allowed: fits, limit, remaining: Math.max(limit - reserved, 0), retryAfterMs: fits ? 0 : this.#options.windowMs };
     }
     log.expire(now - this.#options.windowMs);
-    if (given && id !== undefined && log.idSet?.has(id) === true) return this.#decide(log, now, true, 1, 0, limit);
+    if (typeof id === 'string' && log.idSet?.has(id) === true) return this.#decide(log, now, true, 1, 0, limit);
     return this.#decide(log, now, log.used + reserved + cost <= limit, cost, reserved, limit);
   }
 

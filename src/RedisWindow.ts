@@ -1,6 +1,6 @@
 import { redisCallError } from './failures.js';
 import { configure, decide, decideBatch } from './internal.js';
-import { checkCost, checkId, checkKey } from './input.js';
+import { checkCost, checkId, checkKey, memberOf, type CallId } from './input.js';
 import {
   resolveRedisWindowOptions,
   resolveWindowOptions,
@@ -105,7 +105,7 @@ export class RedisWindow implements RateWindow {
     ];
     for (const call of calls) {
       keys.push(redisKey(prefix, call.key));
-      args.push(call.cost, call.id);
+      args.push(call.cost, memberOf(call.id));
     }
     let reply: unknown;
     try {
@@ -122,8 +122,8 @@ export class RedisWindow implements RateWindow {
   }
 }
 
-/** One call of a batch: checked arguments. */
-export type BatchCall = { readonly key: string; readonly cost: number; readonly id: string };
+/** One call of a batch: checked arguments (a generated id is made into its member here, as it leaves the process). */
+export type BatchCall = { readonly key: string; readonly cost: number; readonly id: CallId };
 
 /** Reads the script's reply: "nowMs,stale" then "allowed,remaining,retryAfterMs,resetAtMs,duplicate" per call. */
 function toDecisions(reply: unknown, count: number, limit: number): RedisDecision[] {

@@ -61,3 +61,22 @@ export function nextSeq(): number {
 export function idOf(seq: number): string {
   return seq.toString(36) + processTag;
 }
+
+/**
+ * A call's identity, one value for every part that keeps it:
+ * - a string is the caller's own id: a call re-sent with it counts once, so the windows check it;
+ * - a number is a generated one (from {@link nextSeq}): unique by construction, never checked, and
+ *   made into its string ({@link idOf}) only where it leaves the process (Redis members).
+ * A number costs no string while a call is only kept in memory (the warm window, the journal).
+ */
+export type CallId = string | number;
+
+/** The member a call is known by in Redis. */
+export function memberOf(id: CallId): string {
+  return typeof id === 'number' ? idOf(id) : id;
+}
+
+/** The identity of a call: the caller's checked id, or a new generated one. @throws {ResilimitError} `ERR_RESILIMIT_INVALID_ID` */
+export function callIdOf(id: unknown): CallId {
+  return id === undefined ? nextSeq() : checkId(id);
+}

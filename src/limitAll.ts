@@ -1,11 +1,11 @@
 import { describe, ErrorCode, invalidOption, ResilimitError } from './errors.js';
-import { checkKey } from './input.js';
+import { checkKey, idOf, type CallId } from './input.js';
 import { integer, MAX_INT } from './options.js';
 import { groupOf } from './Reconciler.js';
 import { redisKey } from './redisKey.js';
 import { replyIntegers, type Script } from './script.js';
-import type { DecisionReason, DecisionSource } from './types.js';
-import type { LimiterDecision } from './ResilientLimiter.js';
+
+export type { LimitAllDecision } from './decisions.js';
 
 /** One of the limits {@link ResilientLimiter.limitAll} decides together. */
 export type LimitAllItem = {
@@ -17,23 +17,6 @@ export type LimitAllItem = {
   windowMs: number;
   /** Permits this call takes from this limit. Integer 1 … `limit`. @default 1 */
   cost?: number;
-};
-
-/** The answer of `limitAll()`: all admitted and consumed, or none. */
-export type LimitAllDecision = {
-  /** True when every limit admitted the call and all were consumed; false when none was consumed. */
-  allowed: boolean;
-  /** 0 when allowed; otherwise the longest wait among the limits that refused (the wait until all fit, other traffic aside). */
-  retryAfterMs: number;
-  /** Which tier decided (the tier of the last limit decided, when they differ). */
-  source: DecisionSource;
-  /** Why there. */
-  reason: DecisionReason;
-  /**
-   * One decision per limit, in the order given: `allowed` tells whether that limit alone had room,
-   * `remaining` counts after this call when it was admitted, before it otherwise.
-   */
-  decisions: LimiterDecision[];
 };
 
 /** An item with its arguments checked and its Redis key built. */
@@ -85,9 +68,14 @@ export function checkItems(items: unknown, prefix: string): CheckedItem[] {
   });
 }
 
-/** The id of an item in one call: the call's id, `#n` for the n-th occurrence of its Redis key. */
-export function itemId(id: string, item: CheckedItem): string {
-  return item.occurrence === 1 ? id : `${id}#${item.occurrence}`;
+/**
+ * The id of an item in one call: the call's id, `#n` for the n-th occurrence of its Redis key (as
+ * the script names its member). A generated id past its first occurrence becomes a string, which the
+ * local windows check as a repeat like a caller's id: unique all the same, it never matches.
+ */
+export function itemId(id: CallId, item: CheckedItem): CallId {
+  if (item.occurrence === 1) return id;
+  return `${typeof id === 'number' ? idOf(id) : id}#${item.occurrence}`;
 }
 
 /** The script's arguments for `op` over a group. */
@@ -118,16 +106,4 @@ export function readReply(script: Script, reply: unknown, count: number): GroupR
     });
   }
   return { nowMs: values[0] as number, admitted: values[2] === 1, items };
-}
-
-/** Puts per-item decisions together. */
-export function combine(decisions: LimiterDecision[], source: DecisionSource, reason: DecisionReason): LimitAllDecision {
-  const allowed = decisions.every((d) => d.allowed);
-  return {
-    allowed,
-    retryAfterMs: allowed ? 0 : Math.max(...decisions.map((d) => d.retryAfterMs)),
-    source,
-    reason,
-    decisions,
-  };
 }

@@ -1,3 +1,4 @@
+import { performance } from 'node:perf_hooks';
 import type { Cluster, Redis } from 'ioredis';
 import { describe, ErrorCode, invalidOption, ResilimitError } from './errors.js';
 
@@ -247,6 +248,14 @@ export type ResilientLimiterOptions = Omit<WindowOptions, 'limit'> & {
    */
   clock?: () => number;
   /**
+   * A monotonic clock in ms, `{ now() }` (as lru-cache's `perf`), that times every gate and every
+   * duration: the stall, slow and saturation gates, the average Redis latency, the retry of keys held
+   * by the journal, and how far the clock-offset bounds widen. Inject one in tests so that nothing
+   * sleeps. The breaker's own deadline and open period are timers of opossum's and do not read it.
+   * @default performance (from node:perf_hooks)
+   */
+  perf?: { now(): number };
+  /**
    * How often, in ms, an `instances: 'auto'` limiter beats; an instance silent for 3 beats is gone.
    * @default 1000 (range 100 … 60,000)
    */
@@ -287,6 +296,7 @@ export type ResolvedLimiterOptions = Readonly<{
   maxInFlight: number;
   slowCallMs: number | 'auto';
   clock: (() => number) | undefined;
+  perf: { now(): number };
   heartbeatMs: number;
   maxPending: number;
   reconcile: boolean;
@@ -307,6 +317,14 @@ function optionalObject(name: string, value: unknown): Record<string, unknown> {
   if (value === undefined) return {};
   if (!isObject(value)) throw invalidOption(name, 'an object', value);
   return value;
+}
+
+function optionalPerf(value: unknown): { now(): number } {
+  if (value === undefined) return performance;
+  if (!isObject(value) || typeof value['now'] !== 'function') {
+    throw invalidOption('perf', 'an object with a now() function returning milliseconds', value);
+  }
+  return value as { now(): number };
 }
 
 /** Checks a mode. */
@@ -372,6 +390,7 @@ export function resolveLimiterOptions(raw: unknown): ResolvedLimiterOptions {
               throw invalidOption('slowCallMs', `an integer from 1 to breaker.timeoutMs (${timeoutMs}) or 'auto'`, slowCallMs);
             })(),
     clock: optionalFunction('clock', options['clock']),
+    perf: optionalPerf(options['perf']),
     heartbeatMs: optionalInteger('heartbeatMs', options['heartbeatMs'], 100, 60_000, 1000),
     maxPending: optionalInteger('maxPending', options['maxPending'], 1, 10_000_000, 100_000),
     reconcile: optionalBoolean('reconcile', options['reconcile'], true),

@@ -1,0 +1,93 @@
+import type { Coalescer } from './Coalescer.js';
+import type { DenyCache } from './DenyCache.js';
+import type { ResilimitError } from './errors.js';
+import type { Fallback } from './Fallback.js';
+import type { Gate } from './gate.js';
+import type { LocalTier } from './LocalTier.js';
+import type { Recovery } from './Recovery.js';
+import { reasonOf, type RedisTier } from './RedisTier.js';
+import type { Reservations } from './Reservations.js';
+import type { DecisionReason } from './types.js';
+
+/** The parts a call on the decision path uses, wired once by `ResilientLimiter`. */
+export type Parts = {
+  /** The wall clock (the `clock` option, or `Date.now`). */
+  readonly now: () => number;
+  readonly tier: RedisTier;
+  readonly gate: Gate;
+  readonly coalescer: Coalescer;
+  /** `coalesce` option. */
+  readonly coalesce: boolean;
+  readonly local: LocalTier;
+  readonly deny: DenyCache;
+  readonly reserved: Reservations;
+  readonly recovery: Recovery;
+  readonly fallback: Fallback;
+};
+
+/**
+ * One call on the decision path: what differs between `limit()` (`OneCall`), `limitAll()`
+ * (`AllCall`) and `peek()` (`PeekCall`). `R` is Redis's reply, `D` the decision.
+ */
+export interface PathCall<R, D> {
+  /** Why it must not go to Redis now (the gate), or undefined. */
+  divert(): DecisionReason | undefined;
+  /** Reserves its permits while it waits on Redis (`sign` 1), or releases them (-1). */
+  reserve(sign: 1 | -1): void;
+  /** Asks Redis; rejects when Redis did not decide (the rejection says why). */
+  ask(): Promise<R>;
+  /** Redis decided: record what it admitted in the warm window, or remember what it refused; the decision. */
+  settle(reply: R): D;
+  /** The answer by mode when Redis did not decide, for `reason`. */
+  fallback(reason: DecisionReason): D;
+}
+
+/**
+ * The one decision path of `limit()`, `limitAll()` and `peek()`: gate → Redis → record or deny →
+ * fallback. It owns the count of calls on their way to Redis, which `close()` waits for.
+ *
+ * A diverted call is answered synchronously (no promise, no microtask): the caller awaits only what
+ * is a promise, so that the answer while Redis is down costs no extra turn of the microtask queue.
+ */
+export class DecisionPath {
+  #unsettled = 0;
+  #whenSettled: (() => void) | undefined;
+
+  constructor(readonly onReplyError: (error: ResilimitError) => void) {}
+
+  /** Decides `call`: at once when the gate diverts it, else after Redis answered or failed. */
+  run<R, D>(call: PathCall<R, D>): D | Promise<D> {
+    const diverted = call.divert();
+    return diverted === undefined ? this.#fromRedis(call) : call.fallback(diverted);
+  }
+
+  /** Resolves once no call waits on Redis. */
+  settled(): Promise<void> {
+    if (this.#unsettled === 0) return Promise.resolve();
+    return new Promise<void>((resolve) => {
+      this.#whenSettled = resolve;
+    });
+  }
+
+  async #fromRedis<R, D>(call: PathCall<R, D>): Promise<D> {
+    this.#unsettled += 1;
+    call.reserve(1);
+    let reserved = true;
+    try {
+      const reply = await call.ask();
+      call.reserve(-1);
+      reserved = false;
+      return call.settle(reply);
+    } catch (error) {
+      if (reserved) {
+        call.reserve(-1);
+        reserved = false;
+      }
+      return call.fallback(reasonOf(error, this.onReplyError));
+    } finally {
+      if (reserved) call.reserve(-1);
+      this.#unsettled -= 1;
+      if (this.#unsettled === 0) this.#whenSettled?.();
+    }
+  }
+}

@@ -1,0 +1,109 @@
+import type { Breaker } from './breaker.js';
+import { combine, fixedDecision, localDecision, type LimitAllDecision, type LimiterDecision } from './decisions.js';
+import type { CallId } from './input.js';
+import { decide, inspect } from './internal.js';
+import { itemId, type CheckedItem } from './limitAll.js';
+import type { LocalTier } from './LocalTier.js';
+import type { Recovery } from './Recovery.js';
+import type { Reservations } from './Reservations.js';
+import type { Settings } from './Settings.js';
+import type { DecisionReason } from './types.js';
+
+/**
+ * The answer when Redis does not decide, by mode: the one place for `'fail-open'` (admit),
+ * `'fail-closed'` (refuse, retry after the breaker's open period) and `'local'` (the local tier, at
+ * this instance's share of the limit), for `limit()`, `limitAll()` and `peek()`.
+ *
+ * In `'local'`, permits reserved by calls still waiting on Redis count as used, and an admitted call
+ * is journalled to be written into Redis later, unless {@link journals} says otherwise. It owns no
+ * state: the windows, the reservations and the journal belong to their parts.
+ */
+export class Fallback {
+  constructor(
+    readonly settings: Settings,
+    readonly local: LocalTier,
+    readonly reserved: Reservations,
+    readonly recovery: Recovery,
+    readonly breaker: Breaker,
+    readonly now: () => number,
+    /** `reconcile` option: journal what the local tier admits. */
+    readonly reconcile: boolean,
+  ) {}
+
+  /** `limit()`'s answer. */
+  one(key: string, cost: number, id: CallId, reason: DecisionReason): LimiterDecision {
+    const now = this.now();
+    const fixed = this.#fixed(reason, now, this.settings.limit);
+    if (fixed !== undefined) return fixed;
+    const journalled = this.#journals(reason);
+    // A journalled call keeps its id in the local window even if it was never sent to Redis: once
+    // written back it is in Redis, so a re-seed after Redis lost its data writes it again (counted
+    // once). A generated id of a call not journalled was never in Redis: not kept, never re-seeded.
+    const kept = journalled || typeof id === 'string' ? id : undefined;
+    const d = this.local.main[decide](key, cost, kept, now, this.reserved.of(key));
+    if (d.allowed && journalled) this.recovery.add({ key, at: now, cost, id });
+    return localDecision(d, reason);
+  }
+
+  /** `limitAll()`'s answer: in `'local'`, all or nothing on local windows of each limit's share. */
+  all(items: readonly CheckedItem[], id: CallId, reason: DecisionReason): LimitAllDecision {
+    const now = this.now();
+    const mode = this.settings.mode;
+    if (mode !== 'local') {
+      return combine(items.map((item) => this.#fixed(reason, now, item.limit) as LimiterDecision), mode, reason);
+    }
+    const instances = this.settings.instances;
+    const share = (item: CheckedItem): number => Math.ceil(item.limit / instances);
+    const journalled = this.#journals(reason);
+    const kept = journalled || typeof id === 'string' ? id : undefined;
+    const idFor = (item: CheckedItem): CallId | undefined => (kept === undefined ? undefined : itemId(kept, item));
+    // First every window is asked (the same key twice counts its earlier costs), then all consume, or none.
+    const before = new Map<string, number>();
+    const views = items.map((item) => {
+      const earlier = before.get(item.group) ?? 0;
+      before.set(item.group, earlier + item.cost);
+      const reserved = this.reserved.of(item.group) + earlier;
+      return this.local.forWindow(item.windowMs)[inspect](item.key, item.cost, idFor(item), now, reserved, share(item));
+    });
+    let decisions = views;
+    if (views.every((d) => d.allowed)) {
+      decisions = items.map((item) => {
+        const itemCallId = idFor(item);
+        const d = this.local.forWindow(item.windowMs)[decide](item.key, item.cost, itemCallId, now, this.reserved.of(item.group), share(item));
+        if (d.allowed && journalled && itemCallId !== undefined) {
+          this.recovery.add({ key: item.key, at: now, cost: item.cost, id: itemCallId, windowMs: item.windowMs });
+        }
+        return d;
+      });
+    }
+    return combine(
+      decisions.map((d) => localDecision(d, reason)),
+      'local',
+      reason,
+    );
+  }
+
+  /** `peek()`'s answer: what a call of cost 1 would get, consuming nothing. */
+  peek(key: string, reason: DecisionReason): LimiterDecision {
+    const now = this.now();
+    const fixed = this.#fixed(reason, now, this.settings.limit);
+    if (fixed !== undefined) return fixed;
+    const window = this.local.main;
+    return localDecision(window[inspect](key, 1, undefined, now, this.reserved.of(key), window.options.limit), reason);
+  }
+
+  /** The fixed answer of mode `'fail-open'` or `'fail-closed'`; undefined in `'local'`. */
+  #fixed(reason: DecisionReason, now: number, limit: number): LimiterDecision | undefined {
+    const mode = this.settings.mode;
+    return mode === 'local' ? undefined : fixedDecision(mode === 'fail-open', mode, reason, now, limit, this.breaker.resetTimeoutMs);
+  }
+
+  /**
+   * Whether a call the local window admits for `reason` is journalled, to be written into Redis
+   * later: not with `reconcile: false`, nor after a reply error (Redis answered that it cannot take
+   * this call: a key of another type, a script bug; writing it back would fail the same way).
+   */
+  #journals(reason: DecisionReason): boolean {
+    return this.reconcile && reason !== 'redis-reply-error';
+  }
+}

@@ -1,0 +1,187 @@
+import { memberOf } from './input.js';
+import { allKey } from './limitAll.js';
+import type { LocalTier } from './LocalTier.js';
+import type { ResolvedLimiterOptions } from './options.js';
+import { Reconciler, type PendingCall, type ReconcileResult } from './Reconciler.js';
+import { redisKey } from './redisKey.js';
+import type { RedisTier } from './RedisTier.js';
+
+/**
+ * Write-back passes: never two at once. `idle` remembers when the last pass failed (perf clock;
+ * `-Infinity` when the last one did not), which is meaningless while one runs.
+ */
+type Passes = { readonly kind: 'idle'; readonly failedAt: number } | { readonly kind: 'running'; readonly done: Promise<void> };
+
+const IDLE: Passes = { kind: 'idle', failedAt: Number.NEGATIVE_INFINITY };
+
+/** What recovery needs of the limiter's options. */
+type RecoveryOptions = Pick<ResolvedLimiterOptions, 'prefix' | 'clock' | 'perf' | 'maxPending'>;
+
+/**
+ * Recovery: what makes the limit hold after Redis could not answer. It owns, and alone changes:
+ * - the journal ({@link Reconciler}) of the calls the local tier admitted while Redis could not
+ *   answer, and of the warm windows' calls to re-seed a Redis that may have lost its data;
+ * - the write-back passes (one at a time) and the catch-up after an outage or a reconnect: until one
+ *   pass is done, every call is answered locally (reason `'reconciling'`), so that a Redis that
+ *   missed those calls cannot grant a fresh limit on top of them;
+ * - the totals of what was written back.
+ *
+ * Invariant: a journalled call holds its key (see {@link holds}) until its write-back is sent; Redis
+ * runs one connection's commands in order, so a decision sent after it is decided with it.
+ * The rule that turns a hold into a `'reconciling'` answer is in `gate.ts`.
+ */
+export class Recovery {
+  readonly journal: Reconciler;
+  readonly totals = { written: 0, expired: 0, present: 0 };
+  #passes: Passes = IDLE;
+  /** The catch-up running now: set from its start until its last pass ends. */
+  #catchingUp: Promise<void> | undefined;
+  readonly #options: RecoveryOptions;
+  readonly #now: () => number;
+
+  constructor(
+    options: RecoveryOptions,
+    readonly tier: RedisTier,
+    readonly local: LocalTier,
+    /** The window length of `limit()` in force. */
+    readonly windowMs: () => number,
+    readonly closed: () => boolean,
+    readonly onPass: (result: ReconcileResult) => void,
+  ) {
+    this.#options = options;
+    this.#now = options.clock ?? Date.now;
+    this.journal = new Reconciler(options.maxPending);
+  }
+
+  /** True from the start of a catch-up until its last pass ended. */
+  get catchingUp(): boolean {
+    return this.#catchingUp !== undefined;
+  }
+
+  /** True while calls of this group (a key, or a key and window of `limitAll()`) are not yet sent to Redis. */
+  holds(group: string): boolean {
+    return this.journal.holds(group);
+  }
+
+  /** When the last pass failed (perf clock), `-Infinity` when it did not; undefined while a pass runs. */
+  get passFailedAt(): number | undefined {
+    return this.#passes.kind === 'idle' ? this.#passes.failedAt : undefined;
+  }
+
+  /** Journals a call the local tier admitted, to be written into Redis. */
+  add(call: PendingCall): void {
+    this.journal.add(call);
+  }
+
+  /**
+   * The client connected again: Redis may have lost data (a restart, a failover to a replica that
+   * missed the last writes). Re-seed it from the warm windows, which hold this instance's calls of
+   * the current window with their ids (re-adding a call Redis still has changes nothing), and catch
+   * up, so that an emptied Redis does not grant a fresh limit meanwhile.
+   */
+  readonly onReconnect = (): void => {
+    if (this.closed()) return;
+    for (const call of this.local.calls()) this.journal.add(call);
+    this.catchUp();
+  };
+
+  /** Starts a pass unless one runs or nothing waits (after a Redis decision, or for a held key). */
+  schedule(): void {
+    if (this.journal.size === 0 || this.closed()) return;
+    void this.#pass();
+  }
+
+  /** Writes the journal now if the breaker is closed, after the catch-up running now; resolves when done. */
+  async reconcile(): Promise<void> {
+    await this.#catchingUp;
+    this.schedule();
+    if (this.#passes.kind === 'running') await this.#passes.done;
+  }
+
+  /** Resolves once no pass runs. */
+  async settled(): Promise<void> {
+    if (this.#passes.kind === 'running') await this.#passes.done;
+  }
+
+  /** Writes the journal before Redis decides again (see the class). */
+  catchUp(): void {
+    if (this.journal.size === 0 || this.closed() || this.#catchingUp !== undefined) return;
+    this.#catchingUp = this.#catchUpPasses().finally(() => {
+      this.#catchingUp = undefined;
+    });
+  }
+
+  async #catchUpPasses(): Promise<void> {
+    // Calls answered locally during a pass join the journal: a few more short passes take them too.
+    for (let pass = 0; pass < 4 && this.journal.size > 0 && !this.closed(); pass += 1) {
+      const before = this.#done();
+      await this.#pass();
+      if (this.#done() === before || this.tier.state !== 'closed') return; // failed: the rest waits for Redis
+    }
+  }
+
+  #done(): number {
+    return this.totals.written + this.totals.present + this.totals.expired;
+  }
+
+  /**
+   * The pass running now, or a new one. Calls journalled while a pass ran are taken by another pass
+   * right after it, unless it failed (they wait for a trigger: a Redis decision, a call of a held key
+   * at most every `HELD_RETRY_MS`, the breaker closing).
+   */
+  #pass(): Promise<void> {
+    if (this.#passes.kind === 'running') return this.#passes.done;
+    const done = this.#write().then(
+      (outcome) => {
+        this.#passes = outcome === 'failed' ? { kind: 'idle', failedAt: this.#options.perf.now() } : IDLE;
+        if (outcome === 'written' && this.journal.size > 0 && this.tier.state === 'closed') this.schedule();
+      },
+      (error: unknown) => {
+        this.#passes = IDLE;
+        throw error;
+      },
+    );
+    this.#passes = { kind: 'running', done };
+    return done;
+  }
+
+  /**
+   * Writes the journalled calls into Redis (same ids, original times, only those still in the
+   * window). Skipped while the breaker is open or the client not connected.
+   */
+  async #write(): Promise<'written' | 'failed' | 'skipped'> {
+    const state = this.tier.state;
+    if (state === 'open' || !this.tier.ready) return 'skipped';
+    const { prefix, clock } = this.#options;
+    const windowMs = this.windowMs();
+    // Written at the latest time they can have on Redis's clock: they leave Redis's window no earlier than the local one.
+    const offset = clock === undefined ? this.tier.offset.high() : 0;
+    let result: ReconcileResult;
+    let failed = false;
+    try {
+      // Half-open lets one call through: the first batch alone, as the trial.
+      const concurrency = state === 'half-open' ? 1 : 8;
+      const now = this.#now();
+      result = await this.journal.flush(
+        now - windowMs,
+        concurrency,
+        (key, calls) => {
+          const own = (calls[0] as PendingCall).windowMs;
+          const args: (string | number)[] = [own ?? windowMs, clock === undefined ? '' : Math.floor(clock())];
+          // The call's own id: if this batch fails after Redis ran it, the retry is a no-op.
+          for (const call of calls) args.push(Math.ceil(call.at + offset), call.cost, memberOf(call.id));
+          return this.tier.writeBack(own === undefined ? redisKey(prefix, key) : allKey(prefix, key, own), args);
+        },
+        now,
+      );
+    } catch (error) {
+      failed = true;
+      result = (error as { partial?: ReconcileResult }).partial ?? { written: 0, expired: 0, present: 0, remaining: this.journal.size };
+    }
+    this.totals.written += result.written;
+    this.totals.expired += result.expired;
+    this.totals.present += result.present;
+    this.onPass(result);
+    return failed ? 'failed' : 'written';
+  }
+}

@@ -1,0 +1,291 @@
+import type { Cluster, Redis } from 'ioredis';
+import { Breaker, isOpenRejection, isTimeout, type BreakerState } from './breaker.js';
+import { ClockOffset } from './ClockOffset.js';
+import { ErrorCode, isResilimitError, ResilimitError } from './errors.js';
+import { redisCallError } from './failures.js';
+import { decideBatch } from './internal.js';
+import { readReply, scriptArgs, type CheckedItem, type GroupReply } from './limitAll.js';
+import type { ResolvedLimiterOptions } from './options.js';
+import type { BatchCall, RedisDecision, RedisWindow } from './RedisWindow.js';
+import { evalScript, loadScript, runScript, staleReplyNowMs } from './script.js';
+import type { DecisionReason } from './types.js';
+
+const reconcileScript = loadScript('reconcile');
+const heartbeatScript = loadScript('heartbeat');
+const limitAllScript = loadScript('limit-all');
+
+/** The rejection of a call made while the client is not connected: nothing was sent. */
+const NOT_READY = new ResilimitError(ErrorCode.REDIS_UNAVAILABLE, 'The Redis client is not ready');
+
+/**
+ * The reason a decision gets when its Redis call failed with `error`. A reply error (Redis answered
+ * that it cannot take this call) is also handed to `onReplyError`, as a coded error.
+ */
+export function reasonOf(error: unknown, onReplyError: (error: ResilimitError) => void): DecisionReason {
+  if (isOpenRejection(error)) return 'breaker-open';
+  if (isTimeout(error)) return 'timeout';
+  if (error === NOT_READY) return 'not-ready';
+  if (isResilimitError(error) && error.code === ErrorCode.REDIS_UNAVAILABLE) return 'redis-error';
+  onReplyError(
+    isResilimitError(error) && error.code === ErrorCode.REDIS_REPLY
+      ? error
+      : new ResilimitError(ErrorCode.REDIS_REPLY, `Unexpected failure of a Redis call: ${String(error)}`, { cause: error }),
+  );
+  return 'redis-reply-error';
+}
+
+/** What the Redis tier needs of the limiter's options. */
+type TierOptions = Pick<ResolvedLimiterOptions, 'redis' | 'breaker' | 'clock' | 'perf'>;
+
+/**
+ * The Redis tier as the limiter uses it: every Redis call goes out through here, inside the breaker.
+ *
+ * It owns, and alone changes:
+ * - the breaker (the one place opossum is used is `breaker.ts`);
+ * - the call ledger, kept by {@link fire}: the outstanding calls' start times in call order, the
+ *   decisions they carry, when the last one settled and the average latency of those answered in
+ *   time. Invariant: `outstandingDecisions` is the sum of the decisions of the calls in the ledger,
+ *   and a call leaves it when it settles, a late one included (a timed-out command still runs);
+ * - the bounds on Redis's clock minus the local one ({@link ClockOffset}), learnt from every
+ *   decision's round trip, and the staleness deadline sent with each decision;
+ * - whether the client has been ready once (until then nothing is sent: reason `not-ready`), and the
+ *   client's `ready` / `+node` events, which it reports as possible data loss (`onReconnect`).
+ *
+ * The rules that read the ledger (stall, saturation, slowness) are in `gate.ts`.
+ */
+export class RedisTier {
+  readonly breaker: Breaker;
+  /** Bounds on Redis's clock minus the local one (unused with an injected `clock`: both sides use it). */
+  readonly offset: ClockOffset;
+  readonly #redis: Redis | Cluster;
+  readonly #window: RedisWindow;
+  readonly #clock: (() => number) | undefined;
+  readonly #now: () => number;
+  readonly #perf: { now(): number };
+  readonly #timeoutMs: number;
+  readonly #outstanding = new Map<number, number>();
+  #sequence = 0;
+  #outstandingDecisions = 0;
+  #lastReplyAt = 0;
+  #latencyMs = 1;
+  #everReady: boolean;
+  readonly #onReconnect: () => void;
+
+  constructor(
+    options: TierOptions,
+    window: RedisWindow,
+    onState: (state: BreakerState, previous: BreakerState) => void,
+    /** The client connected again after being ready once: Redis may have lost data. */
+    onReconnect: () => void,
+  ) {
+    this.#redis = options.redis;
+    this.#window = window;
+    this.#clock = options.clock;
+    this.#now = options.clock ?? Date.now;
+    this.#perf = options.perf;
+    this.#timeoutMs = options.breaker.timeoutMs;
+    this.offset = new ClockOffset(() => options.perf.now());
+    this.breaker = new Breaker(options.breaker, onState);
+    this.#onReconnect = onReconnect;
+    this.#everReady = options.redis.status === 'ready';
+    options.redis.on('ready', this.#onReady);
+    // A Cluster client stays 'ready' while one master dies and comes back empty: ioredis drops the
+    // node ('-node') and adds it again ('+node') once it answers. Report such a node when it is ready.
+    if (this.isCluster) options.redis.on('+node', this.#onNode);
+  }
+
+  get isCluster(): boolean {
+    return (this.#redis as { isCluster?: boolean }).isCluster === true;
+  }
+
+  get state(): BreakerState {
+    return this.breaker.state;
+  }
+
+  /** The client is connected now. */
+  get ready(): boolean {
+    return this.#redis.status === 'ready';
+  }
+
+  /** The client has been ready at least once. */
+  get everReady(): boolean {
+    return this.#everReady;
+  }
+
+  /** When the oldest outstanding call was sent (perf clock), or undefined when none is. */
+  get oldestCallAt(): number | undefined {
+    return this.#outstanding.size === 0 ? undefined : (this.#outstanding.values().next().value as number);
+  }
+
+  /** When the last call settled (perf clock), 0 before any. */
+  get lastReplyAt(): number {
+    return this.#lastReplyAt;
+  }
+
+  /** Decisions in calls not yet settled (timed-out ones still running included). */
+  get outstandingDecisions(): number {
+    return this.#outstandingDecisions;
+  }
+
+  /** The average latency of recent decision calls answered within the deadline, ms. */
+  get latencyMs(): number {
+    return this.#latencyMs;
+  }
+
+  /**
+   * Runs one Redis call inside the breaker, in the ledger as `decisions` decisions until it settles.
+   * Rejects with `NOT_READY`, sending nothing, while the client is not connected.
+   */
+  fire<T>(decisions: number, run: () => Promise<T>): Promise<T> {
+    return this.breaker.fire(() => {
+      if (this.#redis.status !== 'ready') return Promise.reject(NOT_READY);
+      const sequence = ++this.#sequence;
+      const sentAt = this.#perf.now();
+      this.#outstanding.set(sequence, sentAt);
+      this.#outstandingDecisions += decisions;
+      const settle = (answered: boolean): void => {
+        const at = this.#perf.now();
+        this.#outstanding.delete(sequence);
+        this.#outstandingDecisions -= decisions;
+        this.#lastReplyAt = at;
+        // A late reply says how slow Redis was, not how slow it is: the breaker answered that call already.
+        const latency = at - sentAt;
+        if (answered && decisions > 0 && latency <= this.#timeoutMs) this.#latencyMs += (latency - this.#latencyMs) * 0.05;
+      };
+      const call = run();
+      call.then(
+        () => settle(true),
+        () => settle(false),
+      );
+      return call;
+    });
+  }
+
+  /**
+   * Decides calls of `limit()` (or peeks, at cost 0) in one script call. `now` is the local time of
+   * the oldest: the staleness deadline counts from there.
+   */
+  async send(calls: readonly BatchCall[], now: number): Promise<RedisDecision[]> {
+    const notAfter = this.#notAfter(now);
+    let sentNow = 0;
+    const decisions = await this.fire(calls.length, () => {
+      sentNow = this.#now();
+      return this.#window[decideBatch](calls, notAfter).catch((error: unknown) => this.#learnFromStale(error, sentNow));
+    });
+    const first = decisions[0];
+    if (first !== undefined) this.#learnOffset(sentNow, first.nowMs);
+    return decisions;
+  }
+
+  /** One call of the limit-all script for a group of `limitAll()`'s windows sharing a slot. */
+  sendAll(op: 'take' | 'check', group: readonly CheckedItem[], id: string, now: number): Promise<GroupReply>;
+  sendAll(op: 'give', group: readonly CheckedItem[], id: string, now: number): Promise<unknown>;
+  sendAll(op: 'take' | 'give' | 'check', group: readonly CheckedItem[], id: string, now: number): Promise<unknown> {
+    // A late give-back only removes what its take added: no staleness guard.
+    const notAfter = op === 'give' ? undefined : this.#notAfter(now);
+    return this.fire(group.length, () => {
+      const clock = this.#clock;
+      const args = scriptArgs(op, group, id, clock === undefined ? '' : Math.floor(clock()), notAfter === undefined ? '' : Math.ceil(notAfter));
+      const sentNow = this.#now();
+      return runScript(this.#redis, limitAllScript, group.map((item) => item.redisKey), args)
+        .then(
+          (reply) => {
+            if (op === 'give') return reply;
+            const read = readReply(limitAllScript, reply, group.length);
+            this.#learnOffset(sentNow, read.nowMs);
+            return read;
+          },
+          (error: unknown) => Promise.reject(redisCallError(error)),
+        )
+        .catch((error: unknown) => this.#learnFromStale(error, sentNow));
+    });
+  }
+
+  /** Forgets `key`'s window in Redis: a call in the ledger with no decisions. */
+  reset(key: string): Promise<void> {
+    return this.fire(0, () => this.#window.reset(key));
+  }
+
+  /**
+   * Writes a batch of journalled calls into `redisKey` with `lua/reconcile.lua`, by source (`EVAL`:
+   * a decision sent right behind it must run after it, and a `NOSCRIPT` retry would go out behind).
+   * Inside the breaker, outside the ledger: a batch of up to 200 calls is slower than a decision and
+   * would make a healthy Redis look slow to the gate, and write-backs are bounded by the journal,
+   * not by `maxInFlight`.
+   */
+  writeBack(redisKey: string, args: readonly (string | number)[]): Promise<[number, number, number]> {
+    return this.breaker.fire(async () => {
+      try {
+        return (await evalScript(this.#redis, reconcileScript, [redisKey], args)) as [number, number, number];
+      } catch (error) {
+        throw redisCallError(error);
+      }
+    });
+  }
+
+  /**
+   * One heartbeat of the instance count; the live count. Inside the breaker, outside the ledger: a
+   * beat is not a decision, comes once per `heartbeatMs`, and must not be sent while the breaker is
+   * open (it would be the trial call a decision should make).
+   */
+  beat(key: string, member: string, ttlMs: number, leave: boolean): Promise<number> {
+    if (!this.breaker.accepting || this.#redis.status !== 'ready') return Promise.reject(NOT_READY);
+    return this.breaker.fire(() =>
+      runScript(this.#redis, heartbeatScript, [key], [member, ttlMs, leave ? '1' : '0']).then(
+        (count) => count as number,
+        (error: unknown) => Promise.reject(redisCallError(error)),
+      ),
+    );
+  }
+
+  /** Removes the client listeners and the breaker's timers. */
+  close(): void {
+    this.breaker.shutdown();
+    this.#redis.off('ready', this.#onReady);
+    this.#redis.off('+node', this.#onNode);
+  }
+
+  readonly #onReady = (): void => {
+    if (!this.#everReady) {
+      this.#everReady = true;
+      return;
+    }
+    this.#onReconnect();
+  };
+
+  /** A node joined a Cluster client's pool after start-up: it may be a master back without its data. */
+  readonly #onNode = (node: { once(event: 'ready', listener: () => void): unknown }): void => {
+    if (!this.#everReady) return;
+    node.once('ready', this.#onReconnect);
+  };
+
+  /**
+   * The staleness guard of a Redis call whose oldest decision was asked at `now` (local clock): on
+   * Redis's clock (with the least offset the round trips allow), a little inside the deadline.
+   * Undefined with an injected clock (Redis cannot check it) or before the offset is known. The
+   * bound is not widened for the time since the last round trip: after a long outage that would put
+   * the deadline of the first calls in the past, and they would find Redis no use.
+   */
+  #notAfter(now: number): number | undefined {
+    const timeoutMs = this.#timeoutMs;
+    return this.#clock === undefined && this.offset.known
+      ? now + this.offset.low(false) + Math.max(timeoutMs - 2, timeoutMs / 2)
+      : undefined;
+  }
+
+  /** Learns the clock offset from a round trip sent at `sentNow` (local clock) that read Redis's clock at `redisNowMs`. */
+  #learnOffset(sentNow: number, redisNowMs: number): void {
+    if (this.#clock === undefined) this.offset.sample(sentNow, redisNowMs, this.#now());
+  }
+
+  /**
+   * Rethrows `error`, after learning the offset from it when it is a stale reply: Redis's clock may
+   * have stepped past the deadlines (a failover to a host whose clock is ahead), and without this
+   * every later call would be stale too.
+   */
+  #learnFromStale(error: unknown, sentNow: number): never {
+    const redisNowMs = staleReplyNowMs(error);
+    if (redisNowMs !== undefined) this.#learnOffset(sentNow, redisNowMs);
+    throw error;
+  }
+}

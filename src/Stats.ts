@@ -1,0 +1,78 @@
+import { channel } from 'node:diagnostics_channel';
+import type { BreakerState } from './breaker.js';
+import { REASONS, type LimiterDecision } from './decisions.js';
+import type { Mode } from './options.js';
+import type { DecisionReason, DecisionSource } from './types.js';
+
+/** Counters since the limiter was created; read with `ResilientLimiter.stats()`. */
+export type LimiterStats = {
+  state: BreakerState;
+  mode: Mode;
+  enabled: boolean;
+  limit: number;
+  windowMs: number;
+  /** The local window's limit: `local.limit`, or `ceil(limit / instances)`. */
+  localLimit: number;
+  instances: number;
+  decisions: number;
+  allowed: number;
+  bySource: Record<DecisionSource, number>;
+  byReason: Record<DecisionReason, number>;
+  /** Decisions waiting on Redis now: sent (timed-out calls still running included) or queued to be. */
+  inFlight: number;
+  /** Average latency of recent successful Redis calls, ms. */
+  redisLatencyMs: number;
+  /** The slow-call threshold in force, ms. */
+  slowCallMs: number;
+  /** Times the breaker opened. */
+  opened: number;
+  reconcile: { pending: number; written: number; expired: number; present: number; dropped: number };
+};
+
+/**
+ * Published on the `resilimit:decision` diagnostics channel for every decision (free without
+ * subscribers). `durationMs` is the time `limit()` took, measured only when the channel had
+ * subscribers as the call began (0 otherwise).
+ */
+export type DecisionMessage<L = unknown> = { limiter: L; key: string; cost: number; decision: LimiterDecision; durationMs: number };
+
+const decisionChannel = channel('resilimit:decision');
+
+/**
+ * The decision counters of one limiter, and the one place a decision is published. Every decision
+ * passes through {@link publish} once; the counters are kept by it alone (and `opened` by the breaker's
+ * state changes).
+ */
+export class Stats {
+  readonly byReason = Object.fromEntries(REASONS.map((r) => [r, 0])) as Record<DecisionReason, number>;
+  readonly bySource: Record<DecisionSource, number> = { redis: 0, local: 0, 'fail-open': 0, 'fail-closed': 0, disabled: 0 };
+  allowed = 0;
+  opened = 0;
+
+  constructor(
+    readonly limiter: unknown,
+    readonly perf: { now(): number },
+  ) {}
+
+  /** The start of a call, for its `durationMs`: read only when the channel has subscribers. */
+  started(): number {
+    return decisionChannel.hasSubscribers ? this.perf.now() : 0;
+  }
+
+  /** Counts a decision and publishes it; returns it. */
+  publish(key: string, cost: number, decision: LimiterDecision, started: number): LimiterDecision {
+    this.byReason[decision.reason] += 1;
+    this.bySource[decision.source] += 1;
+    if (decision.allowed) this.allowed += 1;
+    if (decisionChannel.hasSubscribers) {
+      const durationMs = started === 0 ? 0 : this.perf.now() - started;
+      decisionChannel.publish({ limiter: this.limiter, key, cost, decision, durationMs } satisfies DecisionMessage);
+    }
+    return decision;
+  }
+
+  /** Decisions made, all sources together. */
+  get decisions(): number {
+    return Object.values(this.bySource).reduce((a, b) => a + b, 0);
+  }
+}

@@ -1,0 +1,84 @@
+import { redisDecision, type LimiterDecision } from './decisions.js';
+import type { Parts, PathCall } from './DecisionPath.js';
+import type { CallId } from './input.js';
+import type { RedisDecision } from './RedisWindow.js';
+import type { DecisionReason } from './types.js';
+
+/**
+ * A call of `limit()` on the decision path. It is also the batch call Redis decides (key, cost, id),
+ * so that going to Redis allocates nothing more.
+ */
+export class OneCall implements PathCall<RedisDecision | RedisDecision[], LimiterDecision> {
+  constructor(
+    readonly parts: Parts,
+    readonly key: string,
+    readonly cost: number,
+    readonly id: CallId,
+    /** The local time the call was asked at. */
+    readonly now: number,
+  ) {}
+
+  divert(): DecisionReason | undefined {
+    return this.parts.gate.divert(this.key);
+  }
+
+  reserve(sign: 1 | -1): void {
+    this.parts.reserved.add(this.key, sign * this.cost);
+  }
+
+  ask(): Promise<RedisDecision | RedisDecision[]> {
+    const { parts } = this;
+    // Half-open lets one Redis call through: a call alone, so that only its caller waits on the trial.
+    return parts.coalesce && parts.tier.state === 'closed'
+      ? parts.coalescer.enqueue(this.key, this.cost, this.id, this.now)
+      : parts.tier.send([this], this.now);
+  }
+
+  settle(reply: RedisDecision | RedisDecision[]): LimiterDecision {
+    const { parts } = this;
+    const decision = Array.isArray(reply) ? (reply[0] as RedisDecision) : reply;
+    if (decision.allowed) {
+      // Warm standby: the local window holds this instance's recent traffic when it takes over, at
+      // the time Redis admitted it (on the local clock), with its id for re-seeding. The offset was
+      // learnt from this very round trip: no drift to allow for (and no clock read).
+      if (!decision.duplicate) parts.local.main.record(this.key, decision.nowMs - parts.tier.offset.low(false), this.cost, this.id);
+    } else {
+      parts.deny.deny(this.key, this.now + decision.retryAfterMs, this.cost, decision.remaining, decision.resetAtMs);
+    }
+    parts.recovery.schedule();
+    return redisDecision(decision);
+  }
+
+  fallback(reason: DecisionReason): LimiterDecision {
+    return this.parts.fallback.one(this.key, this.cost, this.id, reason);
+  }
+}
+
+/** A call of `peek()` on the decision path: a script call at cost 0, which writes nothing. */
+export class PeekCall implements PathCall<RedisDecision[], LimiterDecision> {
+  readonly cost = 0;
+  readonly id = '';
+
+  constructor(
+    readonly parts: Parts,
+    readonly key: string,
+  ) {}
+
+  divert(): DecisionReason | undefined {
+    return this.parts.gate.divert(this.key);
+  }
+
+  reserve(): void {}
+
+  ask(): Promise<RedisDecision[]> {
+    return this.parts.tier.send([this], this.parts.now());
+  }
+
+  settle(reply: RedisDecision[]): LimiterDecision {
+    return redisDecision(reply[0] as RedisDecision);
+  }
+
+  fallback(reason: DecisionReason): LimiterDecision {
+    return this.parts.fallback.peek(this.key, reason);
+  }
+}

@@ -1,0 +1,108 @@
+import type { Coalescer } from './Coalescer.js';
+import type { Recovery } from './Recovery.js';
+import type { RedisTier } from './RedisTier.js';
+import type { DecisionReason } from './types.js';
+
+/** After a failed write-back pass, how long calls of keys held by the journal wait to start another, in ms. */
+export const HELD_RETRY_MS = 50;
+
+/** What the gate needs of the options. */
+export type GateOptions = { timeoutMs: number; maxInFlight: number; slowCallMs: number | 'auto' };
+
+/**
+ * Why a call does not go to Redis: every rule, in the order they apply (the deny cache and the kill
+ * switch come before, in `ResilientLimiter`). The first that holds names the reason:
+ *
+ * 1. `reconciling`: a catch-up is writing the journal back (after an outage or a reconnect);
+ * 2. `breaker-open`: the breaker is open; half-open sends (opossum lets exactly one trial through);
+ * 3. `not-ready`: the client has never been ready;
+ * 4. `breaker-open`: a stall — Redis silent for longer than the deadline while calls wait on it
+ *    (this opens the breaker);
+ * 5. `saturated`: `maxInFlight` decisions are waiting on Redis (sent, or queued for this turn);
+ * 6. `slow`: Redis silent for longer than `slowCallMs` while calls wait on it;
+ * 7. `reconciling`: calls of this key (journal group) are journalled and not yet sent (this starts a
+ *    write-back pass unless one runs or one failed less than HELD_RETRY_MS ago).
+ *
+ * "Silent" is measured up to the start of the current event-loop turn, from the later of the oldest
+ * outstanding call and the last reply: replies cannot be read while a turn runs, so a burst of calls
+ * made in one turn must not look like a stall of its own making. Time is the injectable `perf` clock.
+ * It owns only that turn's start.
+ */
+export class Gate {
+  #turnStartedAt: number | undefined;
+
+  constructor(
+    readonly tier: RedisTier,
+    readonly recovery: Recovery,
+    readonly coalescer: Coalescer,
+    readonly options: GateOptions,
+    readonly perf: { now(): number },
+  ) {}
+
+  /**
+   * Why a call of `group` must not go to Redis now, or undefined when it may. Acts on what it finds:
+   * a stall opens the breaker (rule 4), a held key starts a write-back pass (rule 7).
+   */
+  divert(group: string): DecisionReason | undefined {
+    return this.#health() ?? this.#held(group);
+  }
+
+  /** {@link divert} for the windows of one `limitAll()` call (rule 7 for each, in order). */
+  divertAll(groups: readonly { readonly group: string }[]): DecisionReason | undefined {
+    let reason = this.#health();
+    for (let i = 0; reason === undefined && i < groups.length; i += 1) reason = this.#held((groups[i] as { group: string }).group);
+    return reason;
+  }
+
+  /** The slow-call threshold in force, ms: the option, or 4 × the average latency within [5, timeoutMs]. */
+  slowCallMs(): number {
+    const set = this.options.slowCallMs;
+    if (set !== 'auto') return set;
+    return Math.min(Math.max(5, 4 * this.tier.latencyMs), this.options.timeoutMs);
+  }
+
+  /** Rules 1 to 6. */
+  #health(): DecisionReason | undefined {
+    if (this.recovery.catchingUp) return 'reconciling';
+    const { tier } = this;
+    const state = tier.state;
+    if (state === 'open') return 'breaker-open';
+    if (state === 'half-open') return undefined;
+    if (!tier.everReady) return 'not-ready';
+    const oldest = tier.oldestCallAt;
+    const silentMs = oldest === undefined ? 0 : this.#turnStart() - Math.max(oldest, tier.lastReplyAt);
+    if (silentMs > this.options.timeoutMs) {
+      // Evidence enough to open at once; an error rate would need calls that we are not sending.
+      tier.breaker.open();
+      return 'breaker-open';
+    }
+    if (tier.outstandingDecisions + this.coalescer.size >= this.options.maxInFlight) return 'saturated';
+    if (silentMs > this.slowCallMs()) return 'slow';
+    return undefined;
+  }
+
+  /** Rule 7. A client that is not connected fails the call anyway (and the breaker counts it): no hold. */
+  #held(group: string): DecisionReason | undefined {
+    const { recovery } = this;
+    if (!recovery.holds(group) || !this.tier.ready) return undefined;
+    const failedAt = recovery.passFailedAt;
+    if (failedAt !== undefined && this.perf.now() - failedAt >= HELD_RETRY_MS) {
+      // The pass sends this key's calls before it returns when it can: then this call goes right behind them.
+      recovery.schedule();
+      if (!recovery.holds(group)) return undefined;
+    }
+    return 'reconciling';
+  }
+
+  #turnStart(): number {
+    if (this.#turnStartedAt === undefined) {
+      this.#turnStartedAt = this.perf.now();
+      setImmediate(this.#endTurn).unref();
+    }
+    return this.#turnStartedAt;
+  }
+
+  readonly #endTurn = (): void => {
+    this.#turnStartedAt = undefined;
+  };
+}
