@@ -201,9 +201,27 @@ export class RedisTier {
     });
   }
 
-  /** Forgets `key`'s window in Redis: a call in the ledger with no decisions. */
-  reset(key: string): Promise<void> {
-    return this.fire(0, () => this.#window.reset(key));
+  /**
+   * Forgets `key`'s window in Redis: a call in the ledger with no decisions.
+   * @throws {ResilimitError} `ERR_RESILIMIT_REDIS_REPLY` as Redis gave it; `ERR_RESILIMIT_REDIS_UNAVAILABLE`
+   *   saying why for anything else (the breaker open, the deadline, the connection).
+   */
+  async reset(key: string): Promise<void> {
+    try {
+      await this.fire(0, () => this.#window.reset(key));
+    } catch (error) {
+      if (isResilimitError(error) && error.code === ErrorCode.REDIS_REPLY) throw error;
+      const why = isOpenRejection(error)
+        ? 'the breaker is open'
+        : isTimeout(error)
+          ? `no answer within ${this.#timeoutMs} ms`
+          : error instanceof Error
+            ? error.message
+            : String(error);
+      throw new ResilimitError(ErrorCode.REDIS_UNAVAILABLE, `reset() could not reach Redis (${why}): only the local tiers forgot the key`, {
+        cause: error,
+      });
+    }
   }
 
   /**

@@ -1,12 +1,13 @@
 import { EventEmitter } from 'node:events';
 import { AllCall } from './AllCall.js';
-import { isOpenRejection, isTimeout, type BreakerState } from './breaker.js';
+import type { BreakerState } from './breaker.js';
 import { OneCall, PeekCall } from './calls.js';
 import { Coalescer } from './Coalescer.js';
+import type { LimiterEvents } from './events.js';
 import { DecisionPath, type Parts } from './DecisionPath.js';
 import { combine, denyCacheDecision, fixedDecision, type LimitAllDecision, type LimiterDecision } from './decisions.js';
 import { DenyCache } from './DenyCache.js';
-import { ErrorCode, isResilimitError, ResilimitError } from './errors.js';
+import { ErrorCode, ResilimitError } from './errors.js';
 import { Fallback } from './Fallback.js';
 import { Gate } from './gate.js';
 import { callIdOf, checkCost, checkKey, nextId } from './input.js';
@@ -14,7 +15,6 @@ import { InstanceCounter } from './InstanceCounter.js';
 import { checkItems, type LimitAllItem } from './limitAll.js';
 import { LocalTier } from './LocalTier.js';
 import { resolveLimiterOptions, type Mode, type ResilientLimiterOptions, type ResolvedLimiterOptions } from './options.js';
-import type { ReconcileResult } from './Reconciler.js';
 import { Recovery } from './Recovery.js';
 import { warnIfUnsafe } from './redisClient.js';
 import { bySlot, redisKey } from './redisKey.js';
@@ -28,20 +28,7 @@ import { wrap, type WrapOptions } from './wrap.js';
 
 export type { LimiterDecision } from './decisions.js';
 export type { LimiterStats } from './Stats.js';
-
-/** The events of {@link ResilientLimiter}. */
-export type LimiterEvents = {
-  /** The breaker changed state. */
-  stateChange: [change: { state: BreakerState; previous: BreakerState }];
-  /** `setMode()` changed the mode. */
-  modeChange: [change: { mode: Mode; previous: Mode }];
-  /** A reconciliation pass ended (`remaining` > 0 when Redis failed again during it). */
-  reconciled: [result: ReconcileResult];
-  /** Redis answered with an error about the request (not counted by the breaker); the call was answered by the fallback. */
-  redisReplyError: [error: ResilimitError];
-  /** The count of live instances changed (`instances: 'auto'`). */
-  instances: [count: number];
-};
+export type { LimiterEvents } from './events.js';
 
 /**
  * Published on the `resilimit:decision` diagnostics channel for every decision (free without
@@ -144,17 +131,12 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
       if (this.listenerCount('redisReplyError') > 0) this.emit('redisReplyError', error);
     });
     if (resolved.instances === 'auto') {
-      const key = `${prefix}instances`;
-      const member = nextId();
-      const ttlMs = resolved.heartbeatMs * 3;
-      this.#instances = new InstanceCounter(
-        resolved.heartbeatMs,
-        (leave) => tier.beat(key, member, ttlMs, leave),
-        (count) => {
-          this.#settings.applyLocalLimit();
-          this.emit('instances', count);
-        },
-      );
+      // One member per limiter, gone 3 beats after its last.
+      const beat = tier.beat.bind(tier, `${prefix}instances`, nextId(), resolved.heartbeatMs * 3);
+      this.#instances = new InstanceCounter(resolved.heartbeatMs, beat, (count) => {
+        this.#settings.applyLocalLimit();
+        this.emit('instances', count);
+      });
       this.#instances.start();
     }
   }
@@ -269,21 +251,7 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
     this.#parts.local.main.reset(key);
     this.#parts.deny.delete(key);
     this.#recovery.journal.forget(key);
-    try {
-      await this.#tier.reset(key);
-    } catch (error) {
-      if (isResilimitError(error) && error.code === ErrorCode.REDIS_REPLY) throw error;
-      const why = isOpenRejection(error)
-        ? 'the breaker is open'
-        : isTimeout(error)
-          ? `no answer within ${this.#options.breaker.timeoutMs} ms`
-          : error instanceof Error
-            ? error.message
-            : String(error);
-      throw new ResilimitError(ErrorCode.REDIS_UNAVAILABLE, `reset() could not reach Redis (${why}): only the local tiers forgot the key`, {
-        cause: error,
-      });
-    }
+    await this.#tier.reset(key);
   }
 
   /**

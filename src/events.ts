@@ -1,0 +1,18 @@
+import type { BreakerState } from './breaker.js';
+import type { ResilimitError } from './errors.js';
+import type { Mode } from './options.js';
+import type { ReconcileResult } from './Reconciler.js';
+
+/** The events of {@link ResilientLimiter}. */
+export type LimiterEvents = {
+  /** The breaker changed state. */
+  stateChange: [change: { state: BreakerState; previous: BreakerState }];
+  /** `setMode()` changed the mode. */
+  modeChange: [change: { mode: Mode; previous: Mode }];
+  /** A reconciliation pass ended (`remaining` > 0 when Redis failed again during it). */
+  reconciled: [result: ReconcileResult];
+  /** Redis answered with an error about the request (not counted by the breaker); the call was answered by the fallback. */
+  redisReplyError: [error: ResilimitError];
+  /** The count of live instances changed (`instances: 'auto'`). */
+  instances: [count: number];
+};

@@ -1,0 +1,224 @@
+/**
+ * The gates and the write-back retries on an injected monotonic clock (`perf`), against a real
+ * redis-server child that is frozen (SIGSTOP) where Redis must not answer. Nothing sleeps: time moves
+ * only when a test moves it, so each bound is checked at its exact edge, on a loaded machine too.
+ * The breaker's own deadline is opossum's real timer: it is set to 60 s, far past any test.
+ */
+import { once } from 'node:events';
+import { randomUUID } from 'node:crypto';
+import type { Redis } from 'ioredis';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import {
+  createRedisClient,
+  ResilientLimiter,
+  type BreakerState,
+  type LimiterDecision,
+  type ResilientLimiterOptions,
+} from '../../src/index.js';
+import { startRedisServer, waitReady, type RedisChild } from '../support/redis.js';
+
+/** Longer than any test: the gates, not opossum's timer, must be what answers. */
+const DEADLINE_MS = 60_000;
+
+let server: RedisChild;
+let admin: Redis;
+const clients: Redis[] = [];
+const limiters: ResilientLimiter[] = [];
+
+beforeAll(async () => {
+  server = await startRedisServer();
+  admin = server.client();
+  await waitReady(admin);
+});
+afterEach(async () => {
+  server.thaw();
+  await Promise.all(limiters.splice(0).map((l) => l.close()));
+  for (const c of clients.splice(0)) c.disconnect();
+});
+afterAll(async () => {
+  await server?.close();
+});
+
+/** A monotonic clock that moves only when told to. */
+function fakePerf(): { now(): number; advance(ms: number): void } {
+  let t = 1_000;
+  return { now: () => t, advance: (ms) => void (t += ms) };
+}
+
+/** Resolves in the next event-loop turn: the gate measures silence up to the start of a turn. */
+function nextTurn(): Promise<void> {
+  return new Promise((resolve) => setImmediate(resolve));
+}
+
+async function limiter(perf: { now(): number }, options: Partial<ResilientLimiterOptions> = {}): Promise<ResilientLimiter> {
+  const redis = createRedisClient({ host: '127.0.0.1', port: server.port });
+  clients.push(redis);
+  await waitReady(redis);
+  const { breaker, ...rest } = options;
+  const l = new ResilientLimiter({
+    redis,
+    prefix: `g:${randomUUID()}:`,
+    limit: 1_000,
+    windowMs: 60_000,
+    local: { instances: 1 },
+    perf,
+    ...rest,
+    breaker: { timeoutMs: DEADLINE_MS, resetTimeoutMs: 60_000, ...breaker },
+  });
+  limiters.push(l);
+  // Warm: the script is loaded and the clock offset known.
+  for (let i = 0; i < 3; i++) expect(await l.limit(`warm${i}`)).toMatchObject({ source: 'redis', reason: 'decided' });
+  return l;
+}
+
+/** A decision that is already made when this is called (answered without waiting on Redis). */
+async function answeredAtOnce(decision: Promise<LimiterDecision>): Promise<LimiterDecision> {
+  const marker = Symbol('pending');
+  const first = await Promise.race([decision, nextTurn().then(() => marker)]);
+  if (first === marker) throw new Error('the call waited on Redis');
+  return first as LimiterDecision;
+}
+
+describe('the gates on the perf clock, Redis frozen', () => {
+  it('answers slow only once Redis was silent for more than slowCallMs, and opens the breaker past the deadline (a stall)', async () => {
+    const perf = fakePerf();
+    const l = await limiter(perf, { slowCallMs: 20, reconcile: false });
+    server.freeze();
+    const stuck = l.limit('stuck');
+    await nextTurn(); // sent: the oldest outstanding call, at perf time t
+    perf.advance(20);
+    await nextTurn();
+    // Silent for exactly slowCallMs: not slow yet, the call goes to Redis.
+    const sent = l.limit('at-edge');
+    await nextTurn();
+    expect(l.stats().inFlight).toBe(2);
+    perf.advance(1);
+    await nextTurn();
+    expect(await answeredAtOnce(l.limit('slow'))).toMatchObject({ source: 'local', reason: 'slow', allowed: true });
+    perf.advance(DEADLINE_MS - 21);
+    await nextTurn();
+    // Silent for exactly the deadline: still slow, not a stall.
+    expect(await answeredAtOnce(l.limit('slow2'))).toMatchObject({ reason: 'slow' });
+    expect(l.state).toBe('closed');
+    perf.advance(1);
+    await nextTurn();
+    expect(await answeredAtOnce(l.limit('stall'))).toMatchObject({ source: 'local', reason: 'breaker-open' });
+    expect(l.state).toBe('open');
+    server.thaw();
+    // The frozen calls run once Redis wakes (their staleness deadline is opossum's 60 s away).
+    expect((await stuck).source).toBe('redis');
+    expect((await sent).source).toBe('redis');
+  });
+
+  it('measures silence from the last reply, not only from the oldest call', async () => {
+    const perf = fakePerf();
+    const l = await limiter(perf, { slowCallMs: 20, reconcile: false });
+    server.freeze();
+    const stuck = l.limit('stuck');
+    await nextTurn();
+    perf.advance(50);
+    server.thaw();
+    expect((await stuck).source).toBe('redis'); // a reply at perf t + 50
+    server.freeze();
+    const again = l.limit('again'); // sent at t + 50
+    await nextTurn();
+    perf.advance(20);
+    await nextTurn();
+    const atEdge = l.limit('at-edge');
+    await nextTurn();
+    expect(l.stats().inFlight).toBe(2);
+    perf.advance(1);
+    await nextTurn();
+    expect(await answeredAtOnce(l.limit('slow'))).toMatchObject({ reason: 'slow' });
+    server.thaw();
+    await Promise.all([again, atEdge]);
+  });
+
+  it('does not count a burst made in one turn as silence of its own making', async () => {
+    const perf = fakePerf();
+    const l = await limiter(perf, { slowCallMs: 20, reconcile: false });
+    server.freeze();
+    const first = l.limit('a');
+    // The clock moves within the same turn: the gate measures up to the start of the turn.
+    perf.advance(1_000);
+    const second = l.limit('b');
+    await nextTurn();
+    expect(l.stats().inFlight).toBe(2);
+    server.thaw();
+    expect((await first).reason).toBe('decided');
+    expect((await second).reason).toBe('decided');
+  });
+
+  it('answers saturated once maxInFlight decisions wait on Redis, sent or queued', async () => {
+    const perf = fakePerf();
+    const l = await limiter(perf, { maxInFlight: 3, reconcile: false });
+    server.freeze();
+    const waiting = [l.limit('a'), l.limit('b')]; // queued for this turn's batch
+    await nextTurn();
+    waiting.push(l.limit('c')); // two sent, one queued
+    expect(await answeredAtOnce(l.limit('d'))).toMatchObject({ source: 'local', reason: 'saturated' });
+    server.thaw();
+    for (const d of await Promise.all(waiting)) expect(d.reason).toBe('decided');
+    expect(await l.limit('e')).toMatchObject({ reason: 'decided' });
+  });
+
+  it('lets the half-open trial through although the ledger still holds stalled calls', async () => {
+    const perf = fakePerf();
+    const l = await limiter(perf, { reconcile: false, breaker: { resetTimeoutMs: 1 } });
+    server.freeze();
+    const stuck = l.limit('stuck');
+    await nextTurn();
+    perf.advance(DEADLINE_MS + 1);
+    await nextTurn();
+    const halfOpen = new Promise<void>((resolve) => {
+      const onChange = ({ state }: { state: BreakerState }): void => {
+        if (state === 'half-open') resolve();
+      };
+      l.on('stateChange', onChange);
+    });
+    expect(await answeredAtOnce(l.limit('stall'))).toMatchObject({ reason: 'breaker-open' });
+    await halfOpen; // opossum's open period (1 ms, its own timer)
+    expect(l.state).toBe('half-open');
+    const trial = l.limit('trial');
+    // The trial is the one call opossum lets through: any other is refused at once.
+    expect(await answeredAtOnce(l.limit('other'))).toMatchObject({ reason: 'breaker-open' });
+    const closed = once(l, 'stateChange');
+    server.thaw();
+    expect(await trial).toMatchObject({ source: 'redis', reason: 'decided' });
+    expect(await closed).toEqual([{ state: 'closed', previous: 'half-open' }]);
+    await stuck;
+  });
+});
+
+describe('write-back retries on the perf clock', () => {
+  it('retries a held key at most every 50 ms (HELD_RETRY_MS) after a failed pass', async () => {
+    const perf = fakePerf();
+    const prefix = `g:${randomUUID()}:`;
+    const l = await limiter(perf, { prefix });
+    const passes: number[] = [];
+    l.on('reconciled', (r) => passes.push(r.remaining));
+    l.forceOpen();
+    expect(await l.limit('held')).toMatchObject({ source: 'local', reason: 'breaker-open' });
+    // The key's window in Redis is a string: its write-back fails (WRONGTYPE) without opening the breaker.
+    await admin.set(`${prefix}{held}`, 'not a window');
+    const firstPass = once(l, 'reconciled');
+    l.forceClose(); // catch-up: one pass, which fails
+    await firstPass;
+    await nextTurn(); // the catch-up ends with its pass
+    expect(passes).toEqual([1]);
+    // Failed at perf t: the key stays held, and no pass starts before t + 50.
+    expect(await answeredAtOnce(l.limit('held'))).toMatchObject({ source: 'local', reason: 'reconciling' });
+    perf.advance(49);
+    expect(await answeredAtOnce(l.limit('held'))).toMatchObject({ reason: 'reconciling' });
+    expect(passes).toEqual([1]);
+    perf.advance(1);
+    // A new pass sends the key's calls, and this call goes right behind them (and fails the same way).
+    const secondPass = once(l, 'reconciled');
+    expect(await l.limit('held')).toMatchObject({ source: 'local', reason: 'redis-reply-error' });
+    await secondPass;
+    expect(passes).toEqual([1, 3]); // the two calls answered `reconciling` were journalled too
+    // Other keys were decided by Redis all along.
+    expect(await l.limit('other')).toMatchObject({ reason: 'decided' });
+    await admin.del(`${prefix}{held}`);
+  });
+});
