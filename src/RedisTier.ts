@@ -6,7 +6,7 @@ import { redisCallError } from './failures.js';
 import { decideBatch } from './internal.js';
 import { readReply, scriptArgs, type CheckedItem, type GroupReply } from './limitAll.js';
 import type { ResolvedLimiterOptions } from './options.js';
-import type { BatchCall, RedisDecision, RedisWindow } from './RedisWindow.js';
+import { RedisWindow, type BatchCall, type RedisDecision } from './RedisWindow.js';
 import { evalScript, loadScript, runScript, staleReplyNowMs } from './script.js';
 import type { DecisionReason } from './types.js';
 
@@ -35,7 +35,7 @@ export function reasonOf(error: unknown, onReplyError: (error: ResilimitError) =
 }
 
 /** What the Redis tier needs of the limiter's options. */
-type TierOptions = Pick<ResolvedLimiterOptions, 'redis' | 'breaker' | 'clock' | 'perf'>;
+type TierOptions = Pick<ResolvedLimiterOptions, 'redis' | 'prefix' | 'limit' | 'windowMs' | 'breaker' | 'clock' | 'perf'>;
 
 /**
  * The Redis tier as the limiter uses it: every Redis call goes out through here, inside the breaker.
@@ -58,7 +58,8 @@ export class RedisTier {
   /** Bounds on Redis's clock minus the local one (unused with an injected `clock`: both sides use it). */
   readonly offset: ClockOffset;
   readonly #redis: Redis | Cluster;
-  readonly #window: RedisWindow;
+  /** The window in Redis that decides `limit()`; `Settings` changes its limit and length. */
+  readonly window: RedisWindow;
   readonly #clock: (() => number) | undefined;
   readonly #now: () => number;
   readonly #perf: { now(): number };
@@ -73,13 +74,18 @@ export class RedisTier {
 
   constructor(
     options: TierOptions,
-    window: RedisWindow,
     onState: (state: BreakerState, previous: BreakerState) => void,
     /** The client connected again after being ready once: Redis may have lost data. */
     onReconnect: () => void,
   ) {
     this.#redis = options.redis;
-    this.#window = window;
+    this.window = new RedisWindow({
+      redis: options.redis,
+      prefix: options.prefix,
+      limit: options.limit,
+      windowMs: options.windowMs,
+      ...(options.clock === undefined ? {} : { now: options.clock }),
+    });
     this.#clock = options.clock;
     this.#now = options.clock ?? Date.now;
     this.#perf = options.perf;
@@ -170,7 +176,7 @@ export class RedisTier {
     let sentNow = 0;
     const decisions = await this.fire(calls.length, () => {
       sentNow = this.#now();
-      return this.#window[decideBatch](calls, notAfter).catch((error: unknown) => this.#learnFromStale(error, sentNow));
+      return this.window[decideBatch](calls, notAfter).catch((error: unknown) => this.#learnFromStale(error, sentNow));
     });
     const first = decisions[0];
     if (first !== undefined) this.#learnOffset(sentNow, first.nowMs);
@@ -208,7 +214,7 @@ export class RedisTier {
    */
   async reset(key: string): Promise<void> {
     try {
-      await this.fire(0, () => this.#window.reset(key));
+      await this.fire(0, () => this.window.reset(key));
     } catch (error) {
       if (isResilimitError(error) && error.code === ErrorCode.REDIS_REPLY) throw error;
       const why = isOpenRejection(error)

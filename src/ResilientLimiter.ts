@@ -19,7 +19,6 @@ import { Recovery } from './Recovery.js';
 import { warnIfUnsafe } from './redisClient.js';
 import { bySlot, redisKey } from './redisKey.js';
 import { RedisTier } from './RedisTier.js';
-import { RedisWindow } from './RedisWindow.js';
 import { Reservations } from './Reservations.js';
 import { Settings } from './Settings.js';
 import { Stats, type DecisionMessage as Message, type LimiterStats } from './Stats.js';
@@ -82,20 +81,12 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
     const now = (this.#now = resolved.clock ?? Date.now);
     warnIfUnsafe(resolved.redis);
     this.#stats = new Stats(this, perf);
-    const window = new RedisWindow({
-      redis: resolved.redis,
-      prefix,
-      limit: resolved.limit,
-      windowMs: resolved.windowMs,
-      ...(resolved.clock === undefined ? {} : { now: resolved.clock }),
-    });
     const instances = resolved.instances === 'auto' ? 1 : resolved.instances;
     const local = new LocalTier(resolved.localLimit ?? Math.ceil(resolved.limit / instances), resolved.windowMs, resolved.maxKeys, now);
     const deny = new DenyCache(resolved.maxKeys);
-    this.#settings = new Settings(resolved, window, local, deny, () => this.#instances?.count);
+    
     const tier = (this.#tier = new RedisTier(
       resolved,
-      window,
       (state, previous) => {
         if (state === 'open') this.#stats.opened += 1;
         this.#recovery.journal.track(state !== 'open');
@@ -106,8 +97,9 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
       },
       () => this.#recovery.onReconnect(),
     ));
+    const settings = (this.#settings = new Settings(resolved, tier.window, local, deny, () => this.#instances?.count));
     const closed = (): boolean => this.#life.kind === 'closed';
-    const recovery = (this.#recovery = new Recovery(resolved, tier, local, () => this.#settings.windowMs, closed, (result) =>
+    const recovery = (this.#recovery = new Recovery(resolved, tier, local, () => settings.windowMs, closed, (result) =>
       this.emit('reconciled', result),
     ));
     const coalescer = new Coalescer(
@@ -115,18 +107,9 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
       tier.isCluster ? (calls) => bySlot(calls, (call) => redisKey(prefix, call.key)) : undefined,
     );
     const reserved = new Reservations();
-    this.#parts = {
-      now,
-      tier,
-      gate: new Gate(tier, recovery, coalescer, { ...resolved, timeoutMs: resolved.breaker.timeoutMs }, perf),
-      coalescer,
-      coalesce: resolved.coalesce,
-      local,
-      deny,
-      reserved,
-      recovery,
-      fallback: new Fallback(this.#settings, local, reserved, recovery, tier.breaker, now, resolved.reconcile),
-    };
+    const gate = new Gate(tier, recovery, coalescer, { ...resolved, timeoutMs: resolved.breaker.timeoutMs }, perf);
+    const fallback = new Fallback(settings, local, reserved, recovery, tier.breaker, now, resolved.reconcile);
+    this.#parts = { now, tier, gate, coalescer, coalesce: resolved.coalesce, local, deny, reserved, recovery, fallback };
     this.#path = new DecisionPath((error) => {
       if (this.listenerCount('redisReplyError') > 0) this.emit('redisReplyError', error);
     });

@@ -1,0 +1,2 @@
+import type { B } from './b.js';
+export type A = { b?: B };

@@ -1,0 +1,2 @@
+import type { A } from './a.js';
+export type B = { a?: A };
