@@ -142,6 +142,8 @@ describe('ResilientLimiter options', () => {
     ['redis missing', { redis: undefined }, 'Expected `redis` to be an ioredis Redis or Cluster client, got `undefined` (undefined)'],
     ['redis not a client', { redis: { get: () => 1 } }, 'Expected `redis` to be an ioredis Redis or Cluster client, got an object'],
     ['clock', { clock: 5 }, 'Expected `clock` to be a function returning milliseconds, got `5` (number)'],
+    ['perf', { perf: () => 5 }, 'Expected `perf` to be an object with a now() function returning milliseconds, got a function'],
+    ['perf.now', { perf: { now: 5 } }, 'Expected `perf` to be an object with a now() function returning milliseconds, got an object'],
     ['prefix', { prefix: 'a{b}' }, 'Expected `prefix` to be a string of at most 128 characters without `{` or `}`, got `"a{b}"` (string of length 4)'],
     ['heartbeatMs', { heartbeatMs: 99 }, 'Expected `heartbeatMs` to be an integer from 100 to 60000, got `99` (number)'],
     ['maxPending', { maxPending: 0 }, 'Expected `maxPending` to be an integer from 1 to 10000000, got `0` (number)'],
