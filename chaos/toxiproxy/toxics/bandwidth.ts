@@ -18,7 +18,6 @@ const PIECE_INTERVAL_MS = 100;
 export const bandwidth: ToxicKind<BandwidthAttributes> = {
   type: 'bandwidth',
   defaults: { rate: 0 },
-  go: { struct: 'BandwidthToxic', int: 'int64' },
   async pipe(stub, { rate }) {
     const pieceBytes = Math.max(0, rate) * PIECE_INTERVAL_MS;
     let owedMs = 0;

@@ -17,8 +17,6 @@ export interface ToxicKind<A extends Attributes = Attributes, S = unknown> {
   readonly type: string;
   /** Every attribute with its zero value, in Toxiproxy's field order: the JSON always shows them all. */
   readonly defaults: A;
-  /** The Go struct and integer type of the attributes, named in decode error messages. */
-  readonly go: { readonly struct: string; readonly int: 'int64' | 'int' };
   /** A reason to refuse these attributes (answered as `400 bad request body: <reason>`), or undefined. */
   validate?(attributes: A): string | undefined;
   /** Per-link state that outlives restarts of the toxic on that link (limit_data's byte count). */

@@ -12,7 +12,6 @@ export type LatencyAttributes = { readonly latency: number; readonly jitter: num
 export const latency: ToxicKind<LatencyAttributes> = {
   type: 'latency',
   defaults: { latency: 0, jitter: 0 },
-  go: { struct: 'LatencyToxic', int: 'int64' },
   async pipe(stub, { latency: latencyMs, jitter }) {
     for (;;) {
       const next = await stub.read();

@@ -14,7 +14,6 @@ type LimitDataState = { transmitted: number };
 export const limitData: ToxicKind<LimitDataAttributes, LimitDataState> = {
   type: 'limit_data',
   defaults: { bytes: 0 },
-  go: { struct: 'LimitDataToxic', int: 'int64' },
   newState: () => ({ transmitted: 0 }),
   async pipe(stub, { bytes }, state) {
     for (;;) {

@@ -7,7 +7,6 @@ import type { ToxicKind } from './kind.ts';
 export const noop: ToxicKind<Record<string, never>> = {
   type: 'noop',
   defaults: {},
-  go: { struct: 'NoopToxic', int: 'int64' },
   async pipe(stub) {
     for (;;) {
       const next = await stub.read();

@@ -15,7 +15,6 @@ export type ResetPeerAttributes = { readonly timeout: number };
 export const resetPeer: ToxicKind<ResetPeerAttributes> = {
   type: 'reset_peer',
   defaults: { timeout: 0 },
-  go: { struct: 'ResetToxic', int: 'int64' },
   async pipe(stub, { timeout }) {
     const first = await stub.read();
     if (first.kind === 'interrupted') return;

@@ -19,7 +19,6 @@ export type SlicerAttributes = {
 export const slicer: ToxicKind<SlicerAttributes> = {
   type: 'slicer',
   defaults: { average_size: 0, size_variation: 0, delay: 0 },
-  go: { struct: 'SlicerToxic', int: 'int' },
   validate: ({ average_size }) => (average_size > 0 ? undefined : 'average_size must be greater than 0'),
   async pipe(stub, { average_size, size_variation, delay }) {
     let owedUs = 0;

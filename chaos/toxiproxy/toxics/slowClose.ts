@@ -10,7 +10,6 @@ export type SlowCloseAttributes = { readonly delay: number };
 export const slowClose: ToxicKind<SlowCloseAttributes> = {
   type: 'slow_close',
   defaults: { delay: 0 },
-  go: { struct: 'SlowCloseToxic', int: 'int64' },
   async pipe(stub, { delay }) {
     for (;;) {
       const next = await stub.read();

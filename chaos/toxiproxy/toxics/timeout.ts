@@ -13,7 +13,6 @@ export type TimeoutAttributes = { readonly timeout: number };
 export const timeout: ToxicKind<TimeoutAttributes> = {
   type: 'timeout',
   defaults: { timeout: 0 },
-  go: { struct: 'TimeoutToxic', int: 'int64' },
   async pipe(stub, { timeout: timeoutMs }) {
     for (;;) {
       const next = timeoutMs > 0 ? await stub.readWithin(timeoutMs) : await stub.read();
