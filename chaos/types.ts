@@ -1,4 +1,4 @@
-import type { OverWindow } from './metrics.ts';
+/** The chaos suite's shared types: what a backend offers, and what a scenario measured. */
 import type { Proxy, Toxiproxy } from 'toxiproxy-node-client';
 import type { BreakerState, DecisionReason, DecisionSource, Mode } from '../src/index.ts';
 
@@ -55,6 +55,12 @@ export type Bucket = {
 };
 
 export type Percentiles = { readonly p50: number; readonly p99: number; readonly max: number; readonly count: number };
+
+/** The admitted calls of the first window found over the limit, for diagnosis (ms from the start). */
+export type OverWindow = {
+  readonly key: string;
+  readonly calls: readonly { readonly atMs: number; readonly instance: number; readonly source: string; readonly reason: string }[];
+};
 
 /** What one scenario measured. Every number is from the run, none is computed from a model. */
 export type ScenarioResult = {
