@@ -15,7 +15,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { RANGES } from './demo/options.ts';
 import type { SecondFigures } from './demo/record.ts';
 import { breakerEventText, limitBar, plainHeader, plainLine, wrap } from './demo/render.ts';
-import type { DemoReport } from './demo/report.ts';
+import type { DemoReport } from './demo/types.ts';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const MAIN = fileURLToPath(new URL('./demo/main.ts', import.meta.url));

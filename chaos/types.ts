@@ -42,6 +42,9 @@ export interface ChaosBackend {
   close(): Promise<void>;
 }
 
+/** A breaker transition of one instance, ms from the start of the scenario or of the demo's load. */
+export type StateChange = { readonly atMs: number; readonly instance: number; readonly state: BreakerState };
+
 /** A span of a scenario, relative to its start. */
 export type Phase = { readonly name: string; readonly startMs: number; readonly endMs: number; readonly fault: boolean };
 
@@ -82,7 +85,7 @@ export type ScenarioResult = {
   readonly bucketMs: number;
   readonly timeline: readonly Bucket[];
   /** Breaker transitions of every instance, ms from the scenario's start. */
-  readonly stateChanges: readonly { readonly atMs: number; readonly instance: number; readonly state: BreakerState }[];
+  readonly stateChanges: readonly StateChange[];
   readonly metrics: {
     readonly decisions: number;
     readonly admitted: number;
