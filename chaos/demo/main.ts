@@ -9,7 +9,7 @@
  * 130 interrupted (Ctrl-C or SIGTERM; a second one exits at once). Nothing is left running.
  */
 import { relative, sep } from 'node:path';
-import { startDemoBackend } from './backend.ts';
+import { backendLine, startDemoBackend } from './backend.ts';
 import { DEMO_BREAKER, DEMO_KEY, WINDOW_MS } from './fleet.ts';
 import { loadLibrary, staleBuildWarning } from './library.ts';
 import { helpText, parseCommand, UsageError, type DemoOptions } from './options.ts';
@@ -57,7 +57,7 @@ async function main(): Promise<number> {
     const backend = await startDemoBackend(options.external, process.env);
     let outcome: RunOutcome;
     try {
-      view.log(`backend: ${backend.why}`);
+      view.log(`backend: ${backendLine(backend)}`);
       if (stop.signal.aborted) return EXIT.interrupted;
       outcome = await runDemo(lib, backend, { ...options, phases }, view, stop.signal);
     } finally {
