@@ -1,7 +1,7 @@
-import { arch, cpus, platform } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startChaosBackend } from './backends/index.ts';
+import { machine } from './format.ts';
 import { renderMarkdownTable, writeReport } from './report.ts';
 import { runScenario, type ScenarioSpec } from './runner.ts';
 import { multiInstance, needsProcess, scenarios } from './scenarios.ts';
@@ -25,7 +25,7 @@ afterAll(async () => {
         why: backend.why,
         startedAt,
         node: process.version,
-        machine: `${platform()} ${arch()}, ${cpus().length} cores, ${cpus()[0]?.model ?? 'unknown cpu'}`,
+        machine: machine(),
       });
       console.log(`\n${renderMarkdownTable(results)}\nchaos report: ${written.markdown}`);
     }

@@ -1,8 +1,9 @@
 /**
- * Toxiproxy 2.12 conformance: the checks listed in /work/shared/notes/toxiproxy-api.md, run against
- * `TOXIPROXY_URL` if set (a real Toxiproxy), else against the stand-in (chaos/toxiproxy) in a child
- * process. Driven through toxiproxy-node-client where it can, with raw fetch for status codes and
- * error bodies.
+ * Toxiproxy 2.12 conformance: the API subset and the fault semantics described in
+ * toxiproxy/README.md, checked against the stand-in (chaos/toxiproxy) in a child process and, where a
+ * container runtime answers, against the real image too; or against `TOXIPROXY_URL` alone when it is
+ * set. Driven through toxiproxy-node-client where it can, with raw fetch for status codes and error
+ * bodies.
  *
  * The TCP checks need the server to reach upstreams in this process and this process to reach the
  * server's proxies: they run against the stand-in, or against `TOXIPROXY_URL` when
@@ -295,13 +296,6 @@ describe.each(targets)('Toxiproxy conformance against $name', (target) => {
       expect(invalid.json()).toMatchObject({ error: 'missing required field: name at proxy 2', status: 400 });
       expect(Object.keys((await api('GET', '/proxies')).json()).filter((n) => n.startsWith('pop_c'))).toEqual([]);
       expect(Object.keys(await toxiproxy.populate([{ name: a, listen: created.listen, upstream: 'localhost:6379' }]))).toEqual([a]);
-    });
-
-    it('answers 404 for an unknown path and 405 for a known path with the wrong method', async () => {
-      expect((await api('GET', '/nope')).status).toBe(404);
-      expect((await api('GET', '/proxies/a/b/c/d')).status).toBe(404);
-      expect((await api('PUT', '/proxies')).status).toBe(405);
-      expect((await api('DELETE', '/version')).status).toBe(405);
     });
   });
 

@@ -12,12 +12,14 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { probeContainerRuntime } from './backends/index.ts';
 import { RANGES } from './demo/options.ts';
 import type { SecondFigures } from './demo/record.ts';
 import { breakerEventText, limitBar, plainHeader, plainLine, wrap } from './demo/render.ts';
-import type { DemoReport } from './demo/report.ts';
+import type { DemoReport } from './demo/types.ts';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
+const runtime = await probeContainerRuntime();
 const MAIN = fileURLToPath(new URL('./demo/main.ts', import.meta.url));
 const DIST = fileURLToPath(new URL('../dist/index.js', import.meta.url));
 
@@ -37,9 +39,12 @@ const HEALTHY_SLACK = SHARE;
 
 type Run = { code: number | null; signal: NodeJS.Signals | null; stdout: string; stderr: string; ms: number };
 
-/** Runs the demo with `args`; kills it (and reports so) if it has not exited within `withinMs`. */
-function demo(args: readonly string[], withinMs = EXIT_WITHIN_MS): Promise<Run> {
-  const env: Record<string, string | undefined> = { ...process.env };
+/**
+ * Runs the demo with `args` (and `extraEnv` over this process's environment); kills it (and reports
+ * so) if it has not exited within `withinMs`.
+ */
+function demo(args: readonly string[], withinMs = EXIT_WITHIN_MS, extraEnv: Record<string, string> = {}): Promise<Run> {
+  const env: Record<string, string | undefined> = { ...process.env, ...extraEnv };
   // Our own servers, whatever the suite's environment says.
   delete env['REDIS_URL'];
   delete env['TOXIPROXY_URL'];
@@ -210,6 +215,15 @@ describe('the demo command line', () => {
     const half = await demo(['--redis', 'redis://127.0.0.1:6379'], 10_000);
     expect(half.code).toBe(2);
     expect(half.stderr).toContain('--redis needs --toxiproxy too');
+  });
+
+  // The chaos suite's selection (auto: containers, else local): with neither, the demo says how to get a backend.
+  it.skipIf(runtime.ok)('without a container runtime or redis-server, exits 1 saying how to get a Redis', async () => {
+    const run = await demo(['--duration', '10'], 10_000, { PATH: '/nonexistent', CHAOS_BACKEND: 'auto', CHAOS_STRICT: '0' });
+    expect(run.code).toBe(1);
+    expect(run.stderr).toContain('demo: no Redis to run the demo against: auto: no container runtime (');
+    expect(run.stderr).toContain('redis-server is not on PATH');
+    expect(run.stderr).toContain('  - install Redis: apt-get install redis-server (or brew install redis), then npm run demo\n');
   });
 });
 

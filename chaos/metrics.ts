@@ -1,5 +1,6 @@
+/** The figures of a scenario, computed from its calls as the load generator saw them. */
 import type { BreakerState, DecisionReason, DecisionSource } from '../src/index.ts';
-import type { Bucket, Percentiles, Phase, ScenarioResult } from './types.ts';
+import type { Bucket, OverWindow, Percentiles, Phase, ScenarioResult } from './types.ts';
 
 /** One `limit()` call as the load generator saw it. Times are ms from the scenario's start. */
 export type Call = {
@@ -23,12 +24,6 @@ export function percentiles(values: readonly number[]): Percentiles {
   const at = (q: number): number => sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))] as number;
   return { p50: at(0.5), p99: at(0.99), max: sorted[sorted.length - 1] as number, count: sorted.length };
 }
-
-/** The admitted calls of the first window found over the limit, for diagnosis (ms from the start). */
-export type OverWindow = {
-  readonly key: string;
-  readonly calls: readonly { readonly atMs: number; readonly instance: number; readonly source: string; readonly reason: string }[];
-};
 
 /**
  * The largest number of permits admitted over the limit in any window (t - windowMs, t], checked at

@@ -1,7 +1,7 @@
 /**
- * The chaos report's renderers and writer. The two scenario results below are FIXTURES for the
- * renderer, made up by hand to exercise every part of the output: they are not measurements and say
- * nothing about how resilimit behaves.
+ * The chaos report's renderers (the Markdown table and report, the SVG timeline) and writer. The two
+ * scenario results below are FIXTURES for the renderers, made up by hand to exercise every part of
+ * the output: they are not measurements and say nothing about how resilimit behaves.
  *
  *   npx vitest run --root chaos report
  */
@@ -10,7 +10,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { DecisionReason, DecisionSource } from '../src/index.ts';
-import { formatMs, renderMarkdownReport, renderMarkdownTable, renderSvg, svgFileName, writeReport } from './report.ts';
+import { formatMs } from './format.ts';
+import { renderMarkdownReport, renderMarkdownTable, svgFileName, writeReport } from './report.ts';
+import { renderSvg } from './timeline.ts';
 import type { Bucket, ScenarioResult } from './types.ts';
 
 // ---------------------------------------------------------------------------------------------------

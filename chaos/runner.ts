@@ -10,8 +10,8 @@ import {
   type LimiterDecision,
   type Mode,
 } from '../src/index.ts';
-import { measure, type Call, type OverWindow } from './metrics.ts';
-import type { ChaosBackend, Phase, ProxiedRedis, ScenarioResult } from './types.ts';
+import { measure, type Call } from './metrics.ts';
+import type { ChaosBackend, OverWindow, Phase, ProxiedRedis, ScenarioResult } from './types.ts';
 
 /** What a fault phase can reach. */
 export type ScenarioContext = {

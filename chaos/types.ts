@@ -1,4 +1,4 @@
-import type { OverWindow } from './metrics.ts';
+/** The chaos suite's shared types: what a backend offers, and what a scenario measured. */
 import type { Proxy, Toxiproxy } from 'toxiproxy-node-client';
 import type { BreakerState, DecisionReason, DecisionSource, Mode } from '../src/index.ts';
 
@@ -42,6 +42,9 @@ export interface ChaosBackend {
   close(): Promise<void>;
 }
 
+/** A breaker transition of one instance, ms from the start of the scenario or of the demo's load. */
+export type StateChange = { readonly atMs: number; readonly instance: number; readonly state: BreakerState };
+
 /** A span of a scenario, relative to its start. */
 export type Phase = { readonly name: string; readonly startMs: number; readonly endMs: number; readonly fault: boolean };
 
@@ -55,6 +58,12 @@ export type Bucket = {
 };
 
 export type Percentiles = { readonly p50: number; readonly p99: number; readonly max: number; readonly count: number };
+
+/** The admitted calls of the first window found over the limit, for diagnosis (ms from the start). */
+export type OverWindow = {
+  readonly key: string;
+  readonly calls: readonly { readonly atMs: number; readonly instance: number; readonly source: string; readonly reason: string }[];
+};
 
 /** What one scenario measured. Every number is from the run, none is computed from a model. */
 export type ScenarioResult = {
@@ -76,7 +85,7 @@ export type ScenarioResult = {
   readonly bucketMs: number;
   readonly timeline: readonly Bucket[];
   /** Breaker transitions of every instance, ms from the scenario's start. */
-  readonly stateChanges: readonly { readonly atMs: number; readonly instance: number; readonly state: BreakerState }[];
+  readonly stateChanges: readonly StateChange[];
   readonly metrics: {
     readonly decisions: number;
     readonly admitted: number;

@@ -1,12 +1,17 @@
 /**
- * Where the chaos suite gets its Redis and Toxiproxy: `startChaosBackend()` picks one of three
- * backends from `CHAOS_BACKEND` and says why in `backend.why`.
+ * Where the chaos suite and the demo get their Redis and Toxiproxy: `startChaosBackend()` picks one
+ * of three backends from `CHAOS_BACKEND` and says why in `backend.why`.
  */
 import type { ChaosBackend } from '../types.ts';
 import { probeContainerRuntime, startContainerBackend } from './container.ts';
 import { startExternalBackend } from './external.ts';
 import { startLocalBackend } from './local.ts';
 import { resolveBackendSettings, type Env } from './settings.ts';
+
+/** Neither the backend asked for nor the local one it fell back to could start: there is no backend at all. */
+export class NoChaosBackendError extends Error {
+  override readonly name = 'NoChaosBackendError';
+}
 
 /**
  * Starts the backend `CHAOS_BACKEND` asks for, checked end to end (Toxiproxy answers `GET /version`,
@@ -23,8 +28,9 @@ import { resolveBackendSettings, type Env } from './settings.ts';
  * With `CHAOS_STRICT=1` each of those fall-backs throws instead.
  * @param env where the variables are read; tests pass a plain object rather than mutate `process.env`.
  * @throws Error for an invalid `CHAOS_BACKEND` or `CHAOS_STRICT` (naming the variable, the values
- * allowed and the value given); under `CHAOS_STRICT=1` for any fall-back, saying why; when the local
- * backend cannot start either.
+ * allowed and the value given); under `CHAOS_STRICT=1` for any fall-back, saying why; with
+ * `CHAOS_BACKEND=local`, when it cannot start. NoChaosBackendError when the local backend cannot
+ * start as a fall-back either.
  * @example
  * const backend = await startChaosBackend();
  * console.log(`chaos backend: ${backend.kind} (${backend.why})`);
@@ -40,7 +46,7 @@ export async function startChaosBackend(env: Env = process.env): Promise<ChaosBa
     try {
       return await startLocalBackend(`${reason}; using local`);
     } catch (error) {
-      throw new Error(`${reason}; and the local chaos backend could not start either: ${message(error)}`, { cause: error });
+      throw new NoChaosBackendError(`${reason}; and the local chaos backend could not start either: ${message(error)}`, { cause: error });
     }
   };
 

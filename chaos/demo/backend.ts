@@ -1,13 +1,12 @@
 /**
- * Where the demo gets its Redis and its Toxiproxy, and why: the user's own servers when given, else a
- * `redis-server` child with our Toxiproxy stand-in (the chaos suite's `local` backend), else Redis
- * and the real Toxiproxy in containers, else a clear refusal.
+ * Where the demo gets its Redis and its Toxiproxy: from the chaos suite's own selection
+ * (`startChaosBackend`, `CHAOS_BACKEND=auto|container|local|external`), so that the demo and the suite
+ * pick the same way. The user's servers (`--redis` and `--toxiproxy`, or `REDIS_URL` with
+ * `TOXIPROXY_URL`) stand for `CHAOS_BACKEND=external`.
  */
-import { accessSync, constants } from 'node:fs';
-import { delimiter, join } from 'node:path';
-import { probeContainerRuntime, startContainerBackend, startExternalBackend, startLocalBackend } from '../backends/index.ts';
+import { NoChaosBackendError, startChaosBackend } from '../backends/index.ts';
 import type { Env } from '../backends/settings.ts';
-import type { ChaosBackend } from '../types.ts';
+import type { BackendKind, ChaosBackend } from '../types.ts';
 import type { ExternalServers } from './options.ts';
 
 /** No backend could be had: the message says how to get one. */
@@ -15,57 +14,64 @@ export class NoBackendError extends Error {
   override readonly name = 'NoBackendError';
 }
 
+/** What each backend is, in the demo's words. */
+const WHAT: Readonly<Record<BackendKind, string>> = {
+  local: 'a redis-server child and our Toxiproxy stand-in (chaos/toxiproxy), both child processes on 127.0.0.1',
+  container: 'Redis and the real Toxiproxy in containers',
+  external: 'your Redis and Toxiproxy',
+};
+
 /**
  * Starts the backend, checked end to end (see the chaos suite's `verifyBackend`).
- * @param env read for `PATH`, `CHAOS_PROXY_PORTS` and `CHAOS_PROXY_LISTEN_HOST` only.
- * @throws NoBackendError when there is neither `redis-server` on PATH nor a container runtime;
- * Error when the chosen backend does not start (the user's servers unreachable, …).
+ * @param env read as by the chaos suite: `CHAOS_BACKEND`, `CHAOS_STRICT`, `CHAOS_PROXY_PORTS`, …
+ * @throws NoBackendError when no backend could start (no container runtime, no `redis-server`);
+ * Error when the backend asked for does not start (the user's servers unreachable, …).
  */
 export async function startDemoBackend(external: ExternalServers | undefined, env: Env): Promise<ChaosBackend> {
   if (external !== undefined) {
-    // A plain object: the backend reads its settings from it, and process.env stays as it was.
-    const settings: Env = {
-      TOXIPROXY_URL: external.toxiproxyUrl,
-      REDIS_URL: external.redisUrl,
-      CHAOS_REDIS_UPSTREAM: external.redisUpstream,
-      CHAOS_PROXY_PORTS: env['CHAOS_PROXY_PORTS'],
-      CHAOS_PROXY_LISTEN_HOST: env['CHAOS_PROXY_LISTEN_HOST'],
-    };
-    const named = external.from === 'flags' ? '--redis and --toxiproxy' : 'REDIS_URL and TOXIPROXY_URL';
-    return startExternalBackend(
-      settings,
-      `external: your servers (${named}): Redis at ${external.redisUrl}, Toxiproxy at ${external.toxiproxyUrl}, ` +
-        `dialling Redis at ${external.redisUpstream}`,
-    );
+    try {
+      return await startChaosBackend(externalEnv(external, env));
+    } catch (error) {
+      // The error of the user's servers, rather than that CHAOS_STRICT forbade the fall-back the demo itself forbids.
+      throw error instanceof Error && error.cause instanceof Error ? error.cause : error;
+    }
   }
-  const redisServer = findOnPath('redis-server', env['PATH'] ?? '');
-  if (redisServer !== undefined) {
-    return startLocalBackend(`local: redis-server found at ${redisServer}; our Toxiproxy stand-in (chaos/toxiproxy), both child processes on 127.0.0.1`);
+  try {
+    return await startChaosBackend(env);
+  } catch (error) {
+    if (error instanceof NoChaosBackendError) throw new NoBackendError(noBackendMessage(error.message), { cause: error });
+    throw error;
   }
-  const probe = await probeContainerRuntime();
-  if (probe.ok) {
-    return startContainerBackend(`container: no redis-server on PATH, but a container runtime answered (${probe.runtime})`);
-  }
-  throw new NoBackendError(
-    'no Redis to run the demo against: redis-server is not on PATH and no container runtime answered ' +
-      `(${probe.reason}). Any one of these will do:\n` +
-      '  - install Redis: apt-get install redis-server (or brew install redis), then npm run demo\n' +
-      '  - start a Docker engine: the demo then runs Redis and Toxiproxy in containers\n' +
-      '  - use your own servers: docker compose up -d, then\n' +
-      '      CHAOS_PROXY_PORTS=26379-26390 npm run demo -- --redis redis://127.0.0.1:6379 \\\n' +
-      '        --toxiproxy http://127.0.0.1:8474 --redis-upstream redis:6379',
-  );
 }
 
-/** The first executable `name` on `path`, or undefined. */
-function findOnPath(name: string, path: string): string | undefined {
-  for (const dir of path.split(delimiter)) {
-    if (dir === '') continue;
-    const candidate = join(dir, name);
-    try {
-      accessSync(candidate, constants.X_OK);
-      return candidate;
-    } catch { /* not here */ }
-  }
-  return undefined;
+/** The line the demo prints about its backend: what it is, then why it was chosen. */
+export function backendLine(backend: Pick<ChaosBackend, 'kind' | 'why'>): string {
+  return `${backend.kind}: ${WHAT[backend.kind]} — ${backend.why}`;
+}
+
+/**
+ * The environment that makes the suite's selection take the user's servers, and only them: a run
+ * against other servers than those named would mislead.
+ */
+function externalEnv(external: ExternalServers, env: Env): Env {
+  // A new object: process.env stays as it was.
+  return {
+    ...env,
+    CHAOS_BACKEND: 'external',
+    CHAOS_STRICT: '1',
+    TOXIPROXY_URL: external.toxiproxyUrl,
+    REDIS_URL: external.redisUrl,
+    CHAOS_REDIS_UPSTREAM: external.redisUpstream,
+  };
+}
+
+function noBackendMessage(why: string): string {
+  return (
+    `no Redis to run the demo against: ${why.replace(/\.$/, '')}. Any one of these will do:\n` +
+    '  - install Redis: apt-get install redis-server (or brew install redis), then npm run demo\n' +
+    '  - start a Docker engine: the demo then runs Redis and Toxiproxy in containers\n' +
+    '  - use your own servers: docker compose up -d, then\n' +
+    '      CHAOS_PROXY_PORTS=26379-26390 npm run demo -- --redis redis://127.0.0.1:6379 \\\n' +
+    '        --toxiproxy http://127.0.0.1:8474 --redis-upstream redis:6379'
+  );
 }

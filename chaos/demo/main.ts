@@ -9,17 +9,18 @@
  * 130 interrupted (Ctrl-C or SIGTERM; a second one exits at once). Nothing is left running.
  */
 import { relative, sep } from 'node:path';
-import { startDemoBackend } from './backend.ts';
+import { backendLine, startDemoBackend } from './backend.ts';
 import { DEMO_BREAKER, DEMO_KEY, WINDOW_MS } from './fleet.ts';
 import { loadLibrary, staleBuildWarning } from './library.ts';
 import { helpText, parseCommand, UsageError, type DemoOptions } from './options.ts';
 import { createView } from './render.ts';
-import { defaultReportDir, machine, writeDemoReport, type DemoReport, type ReportPaths } from './report.ts';
+import { defaultReportDir, writeDemoReport, type ReportPaths } from './report.ts';
 import { runDemo, type RunOutcome } from './run.ts';
 import { planPhases, SLOW_LATENCY_MS, type DemoPhase } from './script.ts';
 import { summarize, type DemoSummary } from './summary.ts';
+import type { DemoReport } from './types.ts';
 import type { ChaosBackend } from '../types.ts';
-import { formatMs } from '../report.ts';
+import { formatMs, machine } from '../format.ts';
 
 const EXIT = { done: 0, failed: 1, usage: 2, interrupted: 130 } as const;
 
@@ -56,7 +57,7 @@ async function main(): Promise<number> {
     const backend = await startDemoBackend(options.external, process.env);
     let outcome: RunOutcome;
     try {
-      view.log(`backend: ${backend.why}`);
+      view.log(`backend: ${backendLine(backend)}`);
       if (stop.signal.aborted) return EXIT.interrupted;
       outcome = await runDemo(lib, backend, { ...options, phases }, view, stop.signal);
     } finally {

@@ -23,8 +23,6 @@ export type ExternalServers = {
   readonly toxiproxyUrl: string;
   /** The address Toxiproxy dials to reach Redis: `--redis-upstream`, else the host:port of the Redis URL. */
   readonly redisUpstream: string;
-  /** Where the two URLs came from, for the "why" line. */
-  readonly from: 'flags' | 'environment';
 };
 
 export type DemoOptions = {
@@ -61,7 +59,8 @@ const SPEC = {
 } as const;
 
 /**
- * Reads `argv` (without node and the script) and the environment (`REDIS_URL`, `TOXIPROXY_URL`).
+ * Reads `argv` (without node and the script) and the environment (`REDIS_URL`, `TOXIPROXY_URL`);
+ * `CHAOS_BACKEND` and the other variables of the backends are read where the backend starts.
  * @throws UsageError for an unknown option, a missing or malformed value, or servers half given.
  */
 export function parseCommand(argv: readonly string[], env: Env): ParsedCommand {
@@ -150,7 +149,7 @@ function externalServers(
     port = splitHostPort(redisUpstream).port;
   } catch { /* reported below */ }
   if (port === 0) throw new UsageError(`--redis-upstream: expected host:port (e.g. redis:6379), got '${redisUpstream}'`);
-  return { redisUrl, toxiproxyUrl, redisUpstream, from: flagged ? 'flags' : 'environment' };
+  return { redisUrl, toxiproxyUrl, redisUpstream };
 }
 
 function nonBlank(value: string | undefined): string | undefined {
@@ -210,9 +209,9 @@ Options:
                     its share of the limit), fail-open (allow all) or fail-closed (deny
                     all) (default local)
   --redis URL       your own Redis, redis://host:port (default: REDIS_URL when TOXIPROXY_URL
-                    is set too; else a redis-server child on a free port, else Docker)
+                    is set too; else the chaos suite's backend, see below)
   --toxiproxy URL   your own Toxiproxy API, http://host:port (default: TOXIPROXY_URL when
-                    REDIS_URL is set too; else our Toxiproxy stand-in as a child process)
+                    REDIS_URL is set too; else the chaos suite's backend, see below)
   --redis-upstream HOST:PORT
                     the address Toxiproxy dials to reach Redis, when it sees Redis under
                     another name (default: host:port of --redis)
@@ -222,10 +221,14 @@ Options:
 Your own servers (e.g. docker compose up -d, which publishes proxy ports 26379-26390):
   CHAOS_PROXY_PORTS=26379-26390 npm run demo -- --redis redis://127.0.0.1:6379 \\
     --toxiproxy http://127.0.0.1:8474 --redis-upstream redis:6379
+Your servers stand for CHAOS_BACKEND=external, with no fall-back to other servers;
 CHAOS_PROXY_PORTS and CHAOS_PROXY_LISTEN_HOST are read as by the chaos suite (README).
 
-Without them the demo needs redis-server on PATH (apt-get install redis-server) or a
-Docker engine. Ctrl-C stops it cleanly (and still writes the report). Exit status: 0 done,
-1 could not run, 2 bad option, 130 interrupted.
+Without them the demo picks its backend as the chaos suite does, by CHAOS_BACKEND (default
+auto: Redis and Toxiproxy in containers when a Docker engine answers, else a redis-server
+child with our Toxiproxy stand-in; CHAOS_BACKEND=local skips the containers). It needs
+redis-server on PATH (apt-get install redis-server) or a Docker engine. Ctrl-C stops it
+cleanly (and still writes the report). Exit status: 0 done, 1 could not run, 2 bad option,
+130 interrupted.
 `;
 }

@@ -4,13 +4,10 @@
  */
 import type { BreakerState, DecisionReason, DecisionSource } from '../../src/index.ts';
 import { percentiles, type Call } from '../metrics.ts';
-import type { Percentiles } from '../types.ts';
+import type { Percentiles, StateChange } from '../types.ts';
 import type { DemoPhase, PhaseName } from './script.ts';
 
 export type { Call };
-
-/** A breaker transition of one instance. */
-export type StateChange = { readonly atMs: number; readonly instance: number; readonly state: BreakerState };
 
 export const SOURCES: readonly DecisionSource[] = ['redis', 'local', 'fail-open', 'fail-closed', 'disabled'];
 

@@ -1,8 +1,8 @@
 /** The demo's summary figures, computed from the recorded calls and breaker transitions only. */
 import type { BreakerState, DecisionSource } from '../../src/index.ts';
 import { overLimit, percentiles } from '../metrics.ts';
-import type { Percentiles } from '../types.ts';
-import { rounded, SOURCES, type Call, type StateChange } from './record.ts';
+import type { Percentiles, StateChange } from '../types.ts';
+import { rounded, SOURCES, type Call } from './record.ts';
 import type { DemoPhase, PhaseName } from './script.ts';
 
 export type PhaseSummary = {

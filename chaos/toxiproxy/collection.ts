@@ -1,4 +1,3 @@
-import { resolveListen } from './address.ts';
 import { proxyAlreadyExists } from './errors.ts';
 import { Mutex } from './mutex.ts';
 import type { Prng } from './prng.ts';
@@ -7,12 +6,6 @@ import { Proxy, type ProxyConfig } from './proxy.ts';
 /** A proxy as the API creates it. */
 export interface ProxyInput extends ProxyConfig {
   readonly name: string;
-}
-
-/** The outcome of `/populate`: the proxies applied, and the error that stopped it, if any. */
-export interface PopulateResult {
-  readonly proxies: readonly Proxy[];
-  readonly error?: unknown;
 }
 
 /**
@@ -28,7 +21,7 @@ export class ProxyCollection {
     this.#random = random;
   }
 
-  /** Every proxy, sorted by name (the order of Go's JSON maps). */
+  /** Every proxy, sorted by name, the order Toxiproxy lists them in. */
   list(): Proxy[] {
     return [...this.#proxies.values()].sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
   }
@@ -50,21 +43,16 @@ export class ProxyCollection {
   }
 
   /**
-   * Applies validated inputs in order: an existing proxy whose resolved listen address and upstream
-   * are unchanged is kept as it is (toxics and enabled state too); any other is replaced. Stops at
-   * the first failure, keeping what was applied before it.
+   * Applies checked inputs in order: an existing proxy whose listen address (as it reports it, port
+   * resolved) and upstream are unchanged is kept as it is, toxics and enabled state too; any other is
+   * replaced. Returns the proxies as applied.
+   * @throws the first failure (a listen error); what was applied before it stays.
    */
-  populate(inputs: readonly ProxyInput[]): Promise<PopulateResult> {
+  populate(inputs: readonly ProxyInput[]): Promise<Proxy[]> {
     return this.#lock.run(async () => {
       const applied: Proxy[] = [];
-      for (const input of inputs) {
-        try {
-          applied.push(await this.#addOrReplace(input));
-        } catch (error) {
-          return { proxies: applied, error };
-        }
-      }
-      return { proxies: applied };
+      for (const input of inputs) applied.push(await this.#addOrReplace(input));
+      return applied;
     });
   }
 
@@ -100,8 +88,7 @@ export class ProxyCollection {
   async #addOrReplace(input: ProxyInput): Promise<Proxy> {
     const existing = this.#proxies.get(input.name);
     if (existing) {
-      const sameListen = (await resolveListen(input.listen)) === existing.listen;
-      if (sameListen && input.upstream === existing.upstream) return existing;
+      if (input.listen === existing.listen && input.upstream === existing.upstream) return existing;
       await existing.stop();
     }
     return this.#create(input);

@@ -13,7 +13,7 @@ export class ApiError extends Error {
   }
 }
 
-/** 400 for a body that does not decode; `detail` is worded like Go's JSON decoder. */
+/** 400 for a body that cannot be used; `detail` says why, in our words. */
 export const badRequestBody = (detail: string): ApiError => new ApiError(`bad request body: ${detail}`, 400);
 /** 400 for a required field left empty; `field` may say where (`name at proxy 2`). */
 export const missingField = (field: string): ApiError => new ApiError(`missing required field: ${field}`, 400);
@@ -24,3 +24,5 @@ export const invalidStream = (): ApiError =>
 export const invalidToxicType = (): ApiError => new ApiError('invalid toxic type', 400);
 export const toxicAlreadyExists = (): ApiError => new ApiError('toxic already exists', 409);
 export const toxicNotFound = (): ApiError => new ApiError('toxic not found', 404);
+/** 404 for a path or method the API does not serve. */
+export const routeNotFound = (): ApiError => new ApiError('not found', 404);

@@ -1,8 +1,8 @@
+/** The API's handlers, one per route: what each answers, in Toxiproxy's status codes. */
 import type { ProxyCollection } from './collection.ts';
 import { proxyNotFound, toxicNotFound } from './errors.ts';
-import { encodeJson, encodeJsonEntries } from './goJson.ts';
 import type { Proxy } from './proxy.ts';
-import { asApiError, jsonReply, noContent, type Reply } from './reply.ts';
+import { jsonReply, noContent, type Reply } from './reply.ts';
 import { parsePopulate, parseProxyCreate, parseProxyUpdate, parseToxicCreate, parseToxicUpdate } from './requests.ts';
 import { toxicJson, type ActiveToxic } from './toxic.ts';
 
@@ -20,12 +20,8 @@ export interface ApiRequest {
 /** A route's handler; a thrown error becomes its error reply. */
 export type Handler = (request: ApiRequest) => Reply | Promise<Reply>;
 
-/** `GET /version`: the one reply with a space after the colon and a newline, as Toxiproxy writes it. */
-export const version: Handler = () => ({
-  status: 200,
-  body: `{"version": "${VERSION}"}\n`,
-  headers: { 'Content-Type': 'application/json;charset=utf-8' },
-});
+/** `GET /version`: `{"version":"2.12.0"}`. */
+export const version: Handler = () => jsonReply({ version: VERSION });
 
 /** `POST /reset`: every proxy enabled again, every toxic removed. */
 export const resetState: Handler = async ({ proxies }) => {
@@ -33,39 +29,26 @@ export const resetState: Handler = async ({ proxies }) => {
   return noContent();
 };
 
-/** `GET /proxies`: an object keyed by proxy name, sorted. */
+/** `GET /proxies`: an object keyed by proxy name, in name order. */
 export const proxyIndex: Handler = ({ proxies }) =>
-  jsonReply(encodeJsonEntries(proxies.list().map((proxy) => [proxy.name, proxy])));
+  jsonReply(Object.fromEntries(proxies.list().map((proxy) => [proxy.name, proxy])));
 
 /** `POST /proxies`: 201 and the proxy, bound. */
 export const proxyCreate: Handler = async ({ body, proxies }) =>
-  jsonReply(encodeJson(await proxies.add(parseProxyCreate(body))), 201);
+  jsonReply(await proxies.add(parseProxyCreate(body)), 201);
 
-/**
- * `POST /populate`: 201 `{"proxies":[…]}`; on failure the error's status and
- * `{"error","status","proxies"}`. An empty list is `null`, as Go marshals a nil slice.
- */
-export const populate: Handler = async ({ body, proxies }) => {
-  let outcome: { proxies: readonly Proxy[]; error?: unknown };
-  try {
-    outcome = await proxies.populate(parsePopulate(body));
-  } catch (error) {
-    outcome = { proxies: [], error };
-  }
-  const list = outcome.proxies.length > 0 ? outcome.proxies : null;
-  if (outcome.error === undefined) return jsonReply(encodeJson({ proxies: list }), 201);
-  const { message, status } = asApiError(outcome.error);
-  return jsonReply(encodeJson({ error: message, status, proxies: list }), status);
-};
+/** `POST /populate` (toxiproxy-node-client's `populate()`): 201 `{"proxies":[…]}`, the proxies as applied. */
+export const populate: Handler = async ({ body, proxies }) =>
+  jsonReply({ proxies: await proxies.populate(parsePopulate(body)) }, 201);
 
 /** `GET /proxies/{proxy}`. */
-export const proxyShow: Handler = (request) => jsonReply(encodeJson(proxyOf(request)));
+export const proxyShow: Handler = (request) => jsonReply(proxyOf(request));
 
 /** `POST`/`PATCH /proxies/{proxy}`: fields left out keep their values. */
 export const proxyUpdate: Handler = async (request) => {
   const proxy = proxyOf(request);
   await proxy.update(parseProxyUpdate(request.body, proxy));
-  return jsonReply(encodeJson(proxy));
+  return jsonReply(proxy);
 };
 
 /** `DELETE /proxies/{proxy}`: 204, its connections closed. */
@@ -75,24 +58,24 @@ export const proxyDelete: Handler = async ({ params, proxies }) => {
 };
 
 /** `GET /proxies/{proxy}/toxics`: upstream toxics first. */
-export const toxicIndex: Handler = (request) => jsonReply(encodeJson(proxyOf(request).toxics.list().map(toxicJson)));
+export const toxicIndex: Handler = (request) => jsonReply(proxyOf(request).toxics.list().map(toxicJson));
 
 /** `POST /proxies/{proxy}/toxics`: 200 (not 201) and the toxic, defaults filled in. */
 export const toxicCreate: Handler = async (request) => {
   const { toxics } = proxyOf(request);
   const toxic = parseToxicCreate(request.body, (name) => toxics.find(name) !== undefined);
   await toxics.add(toxic);
-  return jsonReply(encodeJson(toxicJson(toxic)));
+  return jsonReply(toxicJson(toxic));
 };
 
 /** `GET /proxies/{proxy}/toxics/{toxic}`. */
-export const toxicShow: Handler = (request) => jsonReply(encodeJson(toxicJson(toxicOf(request))));
+export const toxicShow: Handler = (request) => jsonReply(toxicJson(toxicOf(request)));
 
 /** `POST`/`PATCH /proxies/{proxy}/toxics/{toxic}`: attributes merge, toxicity kept unless given. */
 export const toxicUpdate: Handler = async (request) => {
   const updated = parseToxicUpdate(request.body, toxicOf(request));
   await proxyOf(request).toxics.update(updated);
-  return jsonReply(encodeJson(toxicJson(updated)));
+  return jsonReply(toxicJson(updated));
 };
 
 /** `DELETE /proxies/{proxy}/toxics/{toxic}`: 204, what it held flushed onward. */

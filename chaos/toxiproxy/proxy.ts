@@ -13,7 +13,10 @@ export interface ProxyConfig {
   readonly enabled: boolean;
 }
 
-/** Like Go's defaults for TCP sockets: no Nagle delay, keep-alive probes after 15 s. */
+/**
+ * As Toxiproxy's sockets (Go's defaults): no Nagle delay, so that small replies are not held back and
+ * a latency toxic is the only delay; keep-alive probes after 15 s.
+ */
 const SOCKET_OPTIONS = { allowHalfOpen: true, noDelay: true, keepAlive: true, keepAliveInitialDelay: 15_000 } as const;
 
 /** Something that can be cut off when the proxy stops: a live connection, or one still dialling. */
@@ -49,7 +52,7 @@ export class Proxy {
 
   /**
    * Listens, if not already enabled.
-   * @throws Error with Go's listen error text if binding fails; the proxy stays disabled.
+   * @throws Error saying why binding failed; the proxy stays disabled.
    */
   start(): Promise<void> {
     return this.#lock.run(() => this.#start());
@@ -63,7 +66,7 @@ export class Proxy {
   /**
    * Applies a new config: a changed listen or upstream stops the proxy first; then `enabled`
    * starts or stops it.
-   * @throws Error with Go's listen error text if it has to start and binding fails.
+   * @throws Error saying why binding failed, if it has to start.
    */
   update(config: ProxyConfig): Promise<void> {
     return this.#lock.run(async () => {

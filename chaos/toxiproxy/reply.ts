@@ -1,16 +1,18 @@
+/** HTTP answers of the API: JSON, an empty 204, or an error. */
 import { ApiError } from './errors.ts';
-import { encodeJson } from './goJson.ts';
 
-/** An HTTP answer, byte for byte what Toxiproxy sends for the same request. */
+/** An HTTP answer, before it is sent. */
 export interface Reply {
   readonly status: number;
   readonly body: string;
   readonly headers: Readonly<Record<string, string>>;
 }
 
-/** Compact JSON without a trailing newline (Go's `json.Marshal` then `Write`). */
-export function jsonReply(body: string, status = 200): Reply {
-  return { status, body, headers: { 'Content-Type': 'application/json' } };
+const JSON_TYPE = { 'Content-Type': 'application/json' } as const;
+
+/** `value` as JSON (objects with a `toJSON`, such as a proxy, serialise themselves). */
+export function jsonReply(value: unknown, status = 200): Reply {
+  return { status, body: JSON.stringify(value), headers: JSON_TYPE };
 }
 
 /** 204 with no body. */
@@ -19,25 +21,10 @@ export function noContent(): Reply {
 }
 
 /**
- * Go's `http.Error`: the text plus a newline, as `text/plain` (it overrides the JSON content type
- * Toxiproxy sets first).
+ * `{"error":"<message>","status":<code>}` and a newline, as Toxiproxy writes its errors. Any error
+ * that is not an `ApiError` is a 500 with its message (Toxiproxy's rule).
  */
-export function plainError(text: string, status: number): Reply {
-  return {
-    status,
-    body: `${text}\n`,
-    headers: { 'Content-Type': 'text/plain; charset=utf-8', 'X-Content-Type-Options': 'nosniff' },
-  };
-}
-
-/** `{"error":"<message>","status":<code>}` and a newline; any error that is not an `ApiError` is a 500. */
 export function errorReply(error: unknown): Reply {
-  const { message, status } = asApiError(error);
-  return plainError(encodeJson({ error: message, status }), status);
-}
-
-/** `error` as an `ApiError`: its own status, else 500 with its message (Toxiproxy's rule). */
-export function asApiError(error: unknown): ApiError {
-  if (error instanceof ApiError) return error;
-  return new ApiError(error instanceof Error ? error.message : String(error), 500);
+  const { message, status } = error instanceof ApiError ? error : new ApiError(error instanceof Error ? error.message : String(error), 500);
+  return { status, body: `${JSON.stringify({ error: message, status })}\n`, headers: JSON_TYPE };
 }

@@ -1,3 +1,4 @@
+/** The API's routes: method and path to handler. */
 import {
   populate, proxyCreate, proxyDelete, proxyIndex, proxyShow, proxyUpdate, resetState,
   toxicCreate, toxicDelete, toxicIndex, toxicShow, toxicUpdate, version, type Handler,
@@ -16,7 +17,10 @@ const route = (methods: string | string[], path: string, handler: Handler): Rout
   handler,
 });
 
-/** Toxiproxy's routes, in its order. `POST` to update is deprecated there but still served. */
+/**
+ * Toxiproxy's routes, in its order. `POST` to update is deprecated there but still served, and it is
+ * what toxiproxy-node-client sends.
+ */
 const ROUTES: readonly Route[] = [
   route('POST', '/reset', resetState),
   route('GET', '/proxies', proxyIndex),
@@ -33,26 +37,28 @@ const ROUTES: readonly Route[] = [
   route('GET', '/version', version),
 ];
 
-/** Where a request goes: a handler with its path variables, or why there is none (404 or 405). */
-export type RouteMatch =
-  | { readonly kind: 'found'; readonly handler: Handler; readonly params: Readonly<Record<string, string>> }
-  | { readonly kind: 'not-found' }
-  | { readonly kind: 'method-not-allowed' };
+/** A request's handler with its path variables. */
+export type RouteMatch = { readonly handler: Handler; readonly params: Readonly<Record<string, string>> };
 
 /**
- * Routes like gorilla/mux: the first route matching path and method wins; a path that matches only
- * with another method is a 405; anything else is a 404. `path` is the decoded URL path.
+ * The first route matching `method` and `path` (the URL's path, its segments percent-decoded), or
+ * undefined: the API then answers 404, whether the path or only the method is unknown.
  */
-export function matchRoute(method: string, path: string): RouteMatch {
-  const segments = path.split('/').slice(1);
-  let pathMatched = false;
+export function matchRoute(method: string, path: string): RouteMatch | undefined {
+  const segments = path.split('/').slice(1).map(decodeSegment);
   for (const candidate of ROUTES) {
-    const params = matchPattern(candidate.pattern, segments);
-    if (!params) continue;
-    if (candidate.methods.includes(method)) return { kind: 'found', handler: candidate.handler, params };
-    pathMatched = true;
+    const params = candidate.methods.includes(method) ? matchPattern(candidate.pattern, segments) : undefined;
+    if (params) return { handler: candidate.handler, params };
   }
-  return { kind: pathMatched ? 'method-not-allowed' : 'not-found' };
+  return undefined;
+}
+
+function decodeSegment(segment: string): string {
+  try {
+    return decodeURIComponent(segment);
+  } catch {
+    return segment; // a stray `%`: taken as written
+  }
 }
 
 function matchPattern(pattern: readonly string[], segments: readonly string[]): Record<string, string> | undefined {

@@ -1,14 +1,11 @@
-import { randomBytes } from 'node:crypto';
+/** The HTTP API server: routes each request to its handler and sends the reply. */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { ProxyCollection } from './collection.ts';
-import { errorReply, plainError, type Reply } from './reply.ts';
+import { routeNotFound } from './errors.ts';
+import { errorReply, type Reply } from './reply.ts';
 import { matchRoute } from './routes.ts';
 
-/**
- * The HTTP API, answering as Toxiproxy 2.12 does: same paths, status codes, bodies and content
- * types, including its quirks (an unknown path is Go's plain `404 page not found`, a wrong method an
- * empty 405, browsers are refused with a 403).
- */
+/** The API on `proxies`: Toxiproxy's paths, status codes and JSON bodies (README: "The API"). */
 export function createApiServer(proxies: ProxyCollection): Server {
   return createServer((request, response) => {
     void answer(request, proxies).then((reply) => send(response, reply));
@@ -16,22 +13,13 @@ export function createApiServer(proxies: ProxyCollection): Server {
 }
 
 async function answer(request: IncomingMessage, proxies: ProxyCollection): Promise<Reply> {
-  const match = matchRoute(request.method ?? 'GET', decodedPath(request.url ?? '/'));
-  // gorilla/mux answers these itself, without Toxiproxy's middlewares (no request id, no browser check).
-  if (match.kind === 'not-found') return plainError('404 page not found', 404);
-  if (match.kind === 'method-not-allowed') return { status: 405, body: '', headers: {} };
-  const headers = { 'X-Toxiproxy-Request-Id': requestId() };
-  // Toxiproxy refuses browsers, so that a web page cannot drive it.
-  if (request.headers['user-agent']?.startsWith('Mozilla/')) return withHeaders(plainError('User agent not allowed', 403), headers);
   try {
-    return withHeaders(await match.handler({ params: match.params, body: await readBody(request), proxies }), headers);
+    const match = matchRoute(request.method ?? 'GET', (request.url ?? '/').split('?')[0] ?? '/');
+    if (!match) throw routeNotFound();
+    return await match.handler({ params: match.params, body: await readBody(request), proxies });
   } catch (error) {
-    return withHeaders(errorReply(error), headers);
+    return errorReply(error);
   }
-}
-
-function withHeaders(reply: Reply, headers: Readonly<Record<string, string>>): Reply {
-  return { ...reply, headers: { ...headers, ...reply.headers } };
 }
 
 function send(response: ServerResponse, reply: Reply): void {
@@ -41,16 +29,6 @@ function send(response: ServerResponse, reply: Reply): void {
   response.end(reply.status === 204 ? undefined : reply.body);
 }
 
-/** The URL's path, percent-decoded as Go's router sees it (`a%2Fb` is two segments there too). */
-function decodedPath(url: string): string {
-  const path = url.split('?')[0] ?? '/';
-  try {
-    return decodeURIComponent(path);
-  } catch {
-    return path;
-  }
-}
-
 function readBody(request: IncomingMessage): Promise<string> {
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
@@ -58,9 +36,4 @@ function readBody(request: IncomingMessage): Promise<string> {
     request.on('end', () => resolve(Buffer.concat(chunks).toString('utf8')));
     request.on('error', reject);
   });
-}
-
-/** 20 characters of base32hex, the shape of the xid Toxiproxy puts in `X-Toxiproxy-Request-Id`. */
-function requestId(): string {
-  return [...randomBytes(20)].map((byte) => '0123456789abcdefghijklmnopqrstuv'[byte % 32]).join('');
 }

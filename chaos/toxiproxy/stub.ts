@@ -3,16 +3,8 @@ import type { Chunk, ChunkSink } from './chunk.ts';
 import { ChunkQueue } from './chunkQueue.ts';
 import type { Prng } from './prng.ts';
 import type { ActiveToxic } from './toxic.ts';
+import type { Read, TimedRead, ToxicIo } from './toxics/kind.ts';
 import { noop } from './toxics/noop.ts';
-
-/** What a toxic gets from `read()`. */
-export type Read =
-  | { readonly kind: 'chunk'; readonly chunk: Chunk }
-  | { readonly kind: 'end' }
-  | { readonly kind: 'interrupted' };
-
-/** What a toxic gets from `readWithin()`: a read, or nothing arrived in time. */
-export type TimedRead = Read | { readonly kind: 'timeout' };
 
 const END: Read = { kind: 'end' };
 const INTERRUPTED: Read = { kind: 'interrupted' };
@@ -23,7 +15,7 @@ const TIMEOUT: TimedRead = { kind: 'timeout' };
  * toxic's `pipe` running between them. The link interrupts and restarts the pipe to update the
  * toxic or rewire the chain; the input queue and `state` survive restarts.
  */
-export class ToxicStub {
+export class ToxicStub implements ToxicIo {
   /** Chunks waiting for this toxic. */
   readonly input = new ChunkQueue();
   /** The next stage's input, or the link's socket writer for the last stage. Rewired by the link. */

@@ -1,5 +1,5 @@
+/** A toxic as added to a proxy, and its JSON. */
 import type { Attributes, ToxicKind } from './toxics/kind.ts';
-import { float32Json } from './goJson.ts';
 
 /** Which way data flows through a link: `upstream` is client → server, `downstream` server → client. */
 export type Direction = 'upstream' | 'downstream';
@@ -18,7 +18,7 @@ export interface ActiveToxic {
   readonly stream: string;
   /** `stream`, parsed case-insensitively. */
   readonly direction: Direction;
-  /** The probability that the toxic acts on a given link, stored as a float32 like Toxiproxy's. */
+  /** The probability that the toxic acts on a given link, drawn when the toxic starts on it. */
   readonly toxicity: number;
   /** Every attribute of the type, defaults filled in. */
   readonly attributes: Attributes;
@@ -31,6 +31,6 @@ export function toxicJson(toxic: ActiveToxic): object {
     name: toxic.name,
     type: toxic.kind.type,
     stream: toxic.stream,
-    toxicity: float32Json(toxic.toxicity),
+    toxicity: toxic.toxicity,
   };
 }

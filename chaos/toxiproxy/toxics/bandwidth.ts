@@ -18,33 +18,32 @@ const PIECE_INTERVAL_MS = 100;
 export const bandwidth: ToxicKind<BandwidthAttributes> = {
   type: 'bandwidth',
   defaults: { rate: 0 },
-  go: { struct: 'BandwidthToxic', int: 'int64' },
-  async pipe(stub, { rate }) {
+  async pipe(io, { rate }) {
     const pieceBytes = Math.max(0, rate) * PIECE_INTERVAL_MS;
     let owedMs = 0;
     for (;;) {
-      const next = await stub.read();
+      const next = await io.read();
       if (next.kind === 'interrupted') return;
-      if (next.kind === 'end') return stub.close();
+      if (next.kind === 'end') return io.close();
       const { readAtMs } = next.chunk;
       let { data } = next.chunk;
       owedMs = rate > 0 ? owedMs + data.length / rate : 0;
       while (data.length > pieceBytes) {
-        if ((await stub.sleep(PIECE_INTERVAL_MS)) === 'interrupted') {
-          stub.write({ data, readAtMs }); // interrupted: hand the rest on at once
+        if ((await io.sleep(PIECE_INTERVAL_MS)) === 'interrupted') {
+          io.write({ data, readAtMs }); // interrupted: hand the rest on at once
           return;
         }
-        stub.write({ data: data.subarray(0, pieceBytes), readAtMs });
+        io.write({ data: data.subarray(0, pieceBytes), readAtMs });
         data = data.subarray(pieceBytes);
         owedMs -= PIECE_INTERVAL_MS;
       }
-      const startMs = stub.now();
-      if ((await stub.sleep(owedMs)) === 'interrupted') {
-        stub.write({ data, readAtMs });
+      const startMs = io.now();
+      if ((await io.sleep(owedMs)) === 'interrupted') {
+        io.write({ data, readAtMs });
         return;
       }
-      owedMs -= stub.now() - startMs;
-      stub.write({ data, readAtMs });
+      owedMs -= io.now() - startMs;
+      io.write({ data, readAtMs });
     }
   },
 };

@@ -12,20 +12,19 @@ export type LatencyAttributes = { readonly latency: number; readonly jitter: num
 export const latency: ToxicKind<LatencyAttributes> = {
   type: 'latency',
   defaults: { latency: 0, jitter: 0 },
-  go: { struct: 'LatencyToxic', int: 'int64' },
-  async pipe(stub, { latency: latencyMs, jitter }) {
+  async pipe(io, { latency: latencyMs, jitter }) {
     for (;;) {
-      const next = await stub.read();
+      const next = await io.read();
       if (next.kind === 'interrupted') return;
-      if (next.kind === 'end') return stub.close();
+      if (next.kind === 'end') return io.close();
       const { chunk } = next;
-      const delayMs = latencyMs + (jitter > 0 ? stub.random.intn(2 * jitter) - jitter : 0);
-      if ((await stub.sleepUntil(chunk.readAtMs + delayMs)) === 'interrupted') {
-        stub.write(chunk); // interrupted: hand the chunk on undelayed rather than drop it
+      const delayMs = latencyMs + (jitter > 0 ? io.random.intn(2 * jitter) - jitter : 0);
+      if ((await io.sleepUntil(chunk.readAtMs + delayMs)) === 'interrupted') {
+        io.write(chunk); // interrupted: hand the chunk on undelayed rather than drop it
         return;
       }
       // Restamped, so that a second latency toxic down the chain adds its delay to this one.
-      stub.write({ data: chunk.data, readAtMs: chunk.readAtMs + delayMs });
+      io.write({ data: chunk.data, readAtMs: chunk.readAtMs + delayMs });
     }
   },
 };

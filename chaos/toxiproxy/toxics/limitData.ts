@@ -14,20 +14,19 @@ type LimitDataState = { transmitted: number };
 export const limitData: ToxicKind<LimitDataAttributes, LimitDataState> = {
   type: 'limit_data',
   defaults: { bytes: 0 },
-  go: { struct: 'LimitDataToxic', int: 'int64' },
   newState: () => ({ transmitted: 0 }),
-  async pipe(stub, { bytes }, state) {
+  async pipe(io, { bytes }, state) {
     for (;;) {
-      const next = await stub.read();
+      const next = await io.read();
       if (next.kind === 'interrupted') return;
-      if (next.kind === 'end') return stub.close();
+      if (next.kind === 'end') return io.close();
       const allowed = Math.max(0, bytes - state.transmitted);
       const data = next.chunk.data.subarray(0, allowed);
       if (data.length > 0) {
-        stub.write({ data, readAtMs: next.chunk.readAtMs });
+        io.write({ data, readAtMs: next.chunk.readAtMs });
         state.transmitted += data.length;
       }
-      if (state.transmitted >= bytes) return stub.close();
+      if (state.transmitted >= bytes) return io.close();
     }
   },
 };

@@ -7,13 +7,12 @@ import type { ToxicKind } from './kind.ts';
 export const noop: ToxicKind<Record<string, never>> = {
   type: 'noop',
   defaults: {},
-  go: { struct: 'NoopToxic', int: 'int64' },
-  async pipe(stub) {
+  async pipe(io) {
     for (;;) {
-      const next = await stub.read();
+      const next = await io.read();
       if (next.kind === 'interrupted') return;
-      if (next.kind === 'end') return stub.close();
-      stub.write(next.chunk);
+      if (next.kind === 'end') return io.close();
+      io.write(next.chunk);
     }
   },
 };

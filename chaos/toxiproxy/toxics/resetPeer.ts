@@ -15,11 +15,10 @@ export type ResetPeerAttributes = { readonly timeout: number };
 export const resetPeer: ToxicKind<ResetPeerAttributes> = {
   type: 'reset_peer',
   defaults: { timeout: 0 },
-  go: { struct: 'ResetToxic', int: 'int64' },
-  async pipe(stub, { timeout }) {
-    const first = await stub.read();
+  async pipe(io, { timeout }) {
+    const first = await io.read();
     if (first.kind === 'interrupted') return;
-    await stub.wait(timeout);
-    stub.close();
+    await io.wait(timeout);
+    io.close();
   },
 };

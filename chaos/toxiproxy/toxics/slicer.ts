@@ -19,22 +19,21 @@ export type SlicerAttributes = {
 export const slicer: ToxicKind<SlicerAttributes> = {
   type: 'slicer',
   defaults: { average_size: 0, size_variation: 0, delay: 0 },
-  go: { struct: 'SlicerToxic', int: 'int' },
   validate: ({ average_size }) => (average_size > 0 ? undefined : 'average_size must be greater than 0'),
-  async pipe(stub, { average_size, size_variation, delay }) {
+  async pipe(io, { average_size, size_variation, delay }) {
     let owedUs = 0;
     for (;;) {
-      const next = await stub.read();
+      const next = await io.read();
       if (next.kind === 'interrupted') return;
-      if (next.kind === 'end') return stub.close();
+      if (next.kind === 'end') return io.close();
       const { data, readAtMs } = next.chunk;
-      for (const [from, to] of pieces(0, data.length, average_size, size_variation, stub.random)) {
-        stub.write({ data: data.subarray(from, to), readAtMs });
+      for (const [from, to] of pieces(0, data.length, average_size, size_variation, io.random)) {
+        io.write({ data: data.subarray(from, to), readAtMs });
         owedUs += Math.max(0, delay);
         const waitMs = Math.floor(owedUs / 1000);
         owedUs -= waitMs * 1000;
-        if ((await stub.sleep(waitMs)) === 'interrupted') {
-          if (to < data.length) stub.write({ data: data.subarray(to), readAtMs }); // the rest, uncut
+        if ((await io.sleep(waitMs)) === 'interrupted') {
+          if (to < data.length) io.write({ data: data.subarray(to), readAtMs }); // the rest, uncut
           return;
         }
       }

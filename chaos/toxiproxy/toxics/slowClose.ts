@@ -10,18 +10,17 @@ export type SlowCloseAttributes = { readonly delay: number };
 export const slowClose: ToxicKind<SlowCloseAttributes> = {
   type: 'slow_close',
   defaults: { delay: 0 },
-  go: { struct: 'SlowCloseToxic', int: 'int64' },
-  async pipe(stub, { delay }) {
+  async pipe(io, { delay }) {
     for (;;) {
-      const next = await stub.read();
+      const next = await io.read();
       if (next.kind === 'interrupted') return;
       if (next.kind === 'chunk') {
-        stub.write(next.chunk);
+        io.write(next.chunk);
         continue;
       }
       // The end: an interrupted wait returns, and the restarted toxic meets the end again.
-      if ((await stub.sleep(delay)) === 'interrupted') return;
-      return stub.close();
+      if ((await io.sleep(delay)) === 'interrupted') return;
+      return io.close();
     }
   },
 };

@@ -13,16 +13,15 @@ export type TimeoutAttributes = { readonly timeout: number };
 export const timeout: ToxicKind<TimeoutAttributes> = {
   type: 'timeout',
   defaults: { timeout: 0 },
-  go: { struct: 'TimeoutToxic', int: 'int64' },
-  async pipe(stub, { timeout: timeoutMs }) {
+  async pipe(io, { timeout: timeoutMs }) {
     for (;;) {
-      const next = timeoutMs > 0 ? await stub.readWithin(timeoutMs) : await stub.read();
+      const next = timeoutMs > 0 ? await io.readWithin(timeoutMs) : await io.read();
       if (next.kind === 'interrupted') return;
-      if (next.kind === 'end' || next.kind === 'timeout') return stub.close();
+      if (next.kind === 'end' || next.kind === 'timeout') return io.close();
       // A chunk: dropped.
     }
   },
-  cleanup(stub) {
-    stub.close();
+  cleanup(io) {
+    io.close();
   },
 };
