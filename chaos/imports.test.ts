@@ -9,7 +9,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterEach, describe, expect, it } from 'vitest';
-import { findCycles } from './importCycles.ts';
+import { findCycles } from '../test/support/importCycles.ts';
 
 const CHAOS = fileURLToPath(new URL('.', import.meta.url));
 

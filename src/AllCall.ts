@@ -27,10 +27,6 @@ export class AllCall implements PathCall<AllReply, LimitAllDecision> {
     readonly now: number,
   ) {}
 
-  divert(): DecisionReason | undefined {
-    return this.parts.gate.divertAll(this.items);
-  }
-
   reserve(sign: 1 | -1): void {
     for (const item of this.items) this.parts.reserved.add(item.group, sign * item.cost);
   }

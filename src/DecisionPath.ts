@@ -30,8 +30,6 @@ export type Parts = {
  * (`AllCall`) and `peek()` (`PeekCall`). `R` is Redis's reply, `D` the decision.
  */
 export interface PathCall<R, D> {
-  /** Why it must not go to Redis now (the gate), or undefined. */
-  divert(): DecisionReason | undefined;
   /** Reserves its permits while it waits on Redis (`sign` 1), or releases them (-1). */
   reserve(sign: 1 | -1): void;
   /** Asks Redis; rejects when Redis did not decide (the rejection says why). */
@@ -44,10 +42,12 @@ export interface PathCall<R, D> {
 
 /**
  * The one decision path of `limit()`, `limitAll()` and `peek()`: gate → Redis → record or deny →
- * fallback. It owns the count of calls on their way to Redis, which `close()` waits for.
+ * fallback. The gate (`gate.ts`) and the fallback (`Fallback.ts`) are shared parts; a call the gate
+ * lets through runs {@link run}: Redis, then record or deny, or the fallback when Redis did not
+ * decide. The caller asks the gate first, so that a diverted call is answered synchronously, with no
+ * call object, no promise and no microtask: the whole path while Redis is down.
  *
- * A diverted call is answered synchronously (no promise, no microtask): the caller awaits only what
- * is a promise, so that the answer while Redis is down costs no extra turn of the microtask queue.
+ * It owns the count of calls on their way to Redis, which `close()` waits for.
  */
 export class DecisionPath {
   #unsettled = 0;
@@ -55,21 +55,8 @@ export class DecisionPath {
 
   constructor(readonly onReplyError: (error: ResilimitError) => void) {}
 
-  /** Decides `call`: at once when the gate diverts it, else after Redis answered or failed. */
-  run<R, D>(call: PathCall<R, D>): D | Promise<D> {
-    const diverted = call.divert();
-    return diverted === undefined ? this.#fromRedis(call) : call.fallback(diverted);
-  }
-
-  /** Resolves once no call waits on Redis. */
-  settled(): Promise<void> {
-    if (this.#unsettled === 0) return Promise.resolve();
-    return new Promise<void>((resolve) => {
-      this.#whenSettled = resolve;
-    });
-  }
-
-  async #fromRedis<R, D>(call: PathCall<R, D>): Promise<D> {
+  /** Asks Redis for `call`; records or denies what it decided, or answers by the fallback when it did not. */
+  async run<R, D>(call: PathCall<R, D>): Promise<D> {
     this.#unsettled += 1;
     call.reserve(1);
     let reserved = true;
@@ -89,5 +76,13 @@ export class DecisionPath {
       this.#unsettled -= 1;
       if (this.#unsettled === 0) this.#whenSettled?.();
     }
+  }
+
+  /** Resolves once no call waits on Redis. */
+  settled(): Promise<void> {
+    if (this.#unsettled === 0) return Promise.resolve();
+    return new Promise<void>((resolve) => {
+      this.#whenSettled = resolve;
+    });
   }
 }

@@ -33,8 +33,7 @@ export class Fallback {
   /** `limit()`'s answer. */
   one(key: string, cost: number, id: CallId, reason: DecisionReason): LimiterDecision {
     const now = this.now();
-    const fixed = this.#fixed(reason, now, this.settings.limit);
-    if (fixed !== undefined) return fixed;
+    if (this.settings.mode !== 'local') return this.#fixed(reason, now, this.settings.limit);
     const journalled = this.#journals(reason);
     // A journalled call keeps its id in the local window even if it was never sent to Redis: once
     // written back it is in Redis, so a re-seed after Redis lost its data writes it again (counted
@@ -49,9 +48,7 @@ export class Fallback {
   all(items: readonly CheckedItem[], id: CallId, reason: DecisionReason): LimitAllDecision {
     const now = this.now();
     const mode = this.settings.mode;
-    if (mode !== 'local') {
-      return combine(items.map((item) => this.#fixed(reason, now, item.limit) as LimiterDecision), mode, reason);
-    }
+    if (mode !== 'local') return combine(items.map((item) => this.#fixed(reason, now, item.limit)), mode, reason);
     const instances = this.settings.instances;
     const share = (item: CheckedItem): number => Math.ceil(item.limit / instances);
     const journalled = this.#journals(reason);
@@ -86,16 +83,15 @@ export class Fallback {
   /** `peek()`'s answer: what a call of cost 1 would get, consuming nothing. */
   peek(key: string, reason: DecisionReason): LimiterDecision {
     const now = this.now();
-    const fixed = this.#fixed(reason, now, this.settings.limit);
-    if (fixed !== undefined) return fixed;
+    if (this.settings.mode !== 'local') return this.#fixed(reason, now, this.settings.limit);
     const window = this.local.main;
     return localDecision(window[inspect](key, 1, undefined, now, this.reserved.of(key), window.options.limit), reason);
   }
 
-  /** The fixed answer of mode `'fail-open'` or `'fail-closed'`; undefined in `'local'`. */
-  #fixed(reason: DecisionReason, now: number, limit: number): LimiterDecision | undefined {
-    const mode = this.settings.mode;
-    return mode === 'local' ? undefined : fixedDecision(mode === 'fail-open', mode, reason, now, limit, this.breaker.resetTimeoutMs);
+  /** The fixed answer of mode `'fail-open'` (admit) or `'fail-closed'` (refuse until the breaker's open period has passed). */
+  #fixed(reason: DecisionReason, now: number, limit: number): LimiterDecision {
+    const mode = this.settings.mode as 'fail-open' | 'fail-closed';
+    return fixedDecision(mode === 'fail-open', mode, reason, now, limit, this.breaker.resetTimeoutMs);
   }
 
   /**

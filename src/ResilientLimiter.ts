@@ -156,10 +156,12 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
     const id = callIdOf(options?.id);
     const now = this.#now();
     if (!settings.enabled) return stats.publish(key, cost, fixedDecision(true, 'disabled', 'disabled', now, settings.limit, 0), started);
-    const denial = this.#parts.deny.check(key, cost, now);
+    const parts = this.#parts;
+    const denial = parts.deny.check(key, cost, now);
     if (denial !== undefined) return stats.publish(key, cost, denyCacheDecision(settings.limit, denial, now), started);
-    const decision = this.#path.run(new OneCall(this.#parts, key, cost, id, now));
-    return stats.publish(key, cost, decision instanceof Promise ? await decision : decision, started);
+    const diverted = parts.gate.divert(key);
+    if (diverted !== undefined) return stats.publish(key, cost, parts.fallback.one(key, cost, id, diverted), started);
+    return stats.publish(key, cost, await this.#path.run(new OneCall(parts, key, cost, id, now)), started);
   }
 
   /**
@@ -194,8 +196,8 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
     if (!this.#settings.enabled) {
       result = combine(items.map((item) => fixedDecision(true, 'disabled', 'disabled', now, item.limit, 0)), 'disabled', 'disabled');
     } else {
-      const decision = this.#path.run(new AllCall(this.#parts, items, id, now));
-      result = decision instanceof Promise ? await decision : decision;
+      const diverted = this.#parts.gate.divertAll(items);
+      result = diverted === undefined ? await this.#path.run(new AllCall(this.#parts, items, id, now)) : this.#parts.fallback.all(items, id, diverted);
     }
     items.forEach((item, i) => stats.publish(item.key, item.cost, result.decisions[i] as LimiterDecision, started));
     return result;
@@ -214,7 +216,8 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
     this.#settings.follow();
     checkKey(key);
     if (!this.#settings.enabled) return fixedDecision(true, 'disabled', 'disabled', this.#now(), this.#settings.limit, 0);
-    return this.#path.run(new PeekCall(this.#parts, key));
+    const diverted = this.#parts.gate.divert(key);
+    return diverted === undefined ? this.#path.run(new PeekCall(this.#parts, key)) : this.#parts.fallback.peek(key, diverted);
   }
 
   /**

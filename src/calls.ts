@@ -18,10 +18,6 @@ export class OneCall implements PathCall<RedisDecision | RedisDecision[], Limite
     readonly now: number,
   ) {}
 
-  divert(): DecisionReason | undefined {
-    return this.parts.gate.divert(this.key);
-  }
-
   reserve(sign: 1 | -1): void {
     this.parts.reserved.add(this.key, sign * this.cost);
   }
@@ -63,10 +59,6 @@ export class PeekCall implements PathCall<RedisDecision[], LimiterDecision> {
     readonly parts: Parts,
     readonly key: string,
   ) {}
-
-  divert(): DecisionReason | undefined {
-    return this.parts.gate.divert(this.key);
-  }
 
   reserve(): void {}
 

@@ -1,5 +1,6 @@
 /**
- * The gates and the write-back retries on an injected monotonic clock (`perf`), against a real
+ * The decision path: the gates and the write-back retries on an injected monotonic clock (`perf`),
+ * and `limitAll()` on the path `limit()` takes (the ledger, `close()`), against a real
  * redis-server child that is frozen (SIGSTOP) where Redis must not answer. Nothing sleeps: time moves
  * only when a test moves it, so each bound is checked at its exact edge, on a loaded machine too.
  * The breaker's own deadline is opossum's real timer: it is set to 60 s, far past any test.
@@ -50,7 +51,7 @@ function nextTurn(): Promise<void> {
   return new Promise((resolve) => setImmediate(resolve));
 }
 
-async function limiter(perf: { now(): number }, options: Partial<ResilientLimiterOptions> = {}): Promise<ResilientLimiter> {
+async function limiter(perf: { now(): number }, options: Partial<ResilientLimiterOptions> = {}, warm = true): Promise<ResilientLimiter> {
   const redis = createRedisClient({ host: '127.0.0.1', port: server.port });
   clients.push(redis);
   await waitReady(redis);
@@ -67,7 +68,7 @@ async function limiter(perf: { now(): number }, options: Partial<ResilientLimite
   });
   limiters.push(l);
   // Warm: the script is loaded and the clock offset known.
-  for (let i = 0; i < 3; i++) expect(await l.limit(`warm${i}`)).toMatchObject({ source: 'redis', reason: 'decided' });
+  for (let i = 0; warm && i < 3; i++) expect(await l.limit(`warm${i}`)).toMatchObject({ source: 'redis', reason: 'decided' });
   return l;
 }
 
@@ -220,5 +221,38 @@ describe('write-back retries on the perf clock', () => {
     // Other keys were decided by Redis all along.
     expect(await l.limit('other')).toMatchObject({ reason: 'decided' });
     await admin.del(`${prefix}{held}`);
+  });
+});
+
+describe('limitAll() on the decision path of limit()', () => {
+  const limits = [{ key: 'a', limit: 5, windowMs: 60_000 }];
+
+  it('feeds the average Redis latency, on the perf clock', async () => {
+    const perf = fakePerf();
+    const l = await limiter(perf, { reconcile: false }, false);
+    expect(l.stats().redisLatencyMs).toBe(1);
+    const decision = l.limitAll(limits); // sent before limitAll() returns: the ledger read perf then
+    perf.advance(9);
+    expect(await decision).toMatchObject({ allowed: true, source: 'redis' });
+    // 1 + (9 - 1) × 0.05: one call 9 ms long moves the average a twentieth of the way.
+    expect(l.stats().redisLatencyMs).toBeCloseTo(1.4, 9);
+  });
+
+  it('is waited for by close(), as limit() is', async () => {
+    const perf = fakePerf();
+    const l = await limiter(perf, { reconcile: false });
+    server.freeze();
+    const decision = l.limitAll(limits);
+    let closed = false;
+    const closing = l.close().then(() => {
+      closed = true;
+    });
+    for (let i = 0; i < 50; i++) await nextTurn();
+    expect(closed).toBe(false);
+    expect(l.stats().inFlight).toBe(1);
+    server.thaw();
+    expect(await decision).toMatchObject({ allowed: true, source: 'redis' });
+    await closing;
+    expect(closed).toBe(true);
   });
 });

@@ -1,2 +1,0 @@
-import type { B } from './b.js';
-export type A = { b?: B };

@@ -1,2 +1,0 @@
-import type { A } from './a.js';
-export type B = { a?: A };
