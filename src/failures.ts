@@ -1,20 +1,32 @@
 import { ErrorCode, ResilimitError } from './errors.js';
 
 /**
- * Server replies that say Redis cannot serve right now (busy script, loading a dump, failing over,
- * out of memory, a replica that cannot write), as opposed to replies about the request itself.
+ * Server replies that say this server cannot serve anyone right now, whatever the request (the
+ * texts of Redis 7.0's `server.c`, which Redis 7.2+ and Valkey keep; an error raised by a command
+ * inside our scripts reaches us with its own code since Redis 7.0):
+ * - `BUSY` a script or function is running past `busy-reply-threshold`; `LOADING` a dump is loading;
+ * - `MASTERDOWN` a replica lost its master; `READONLY` a replica (a failover in progress);
+ * - `TRYAGAIN`, `CLUSTERDOWN` a Cluster resharding or down;
+ * - `OOM` out of memory; `MISCONF` the last save failed and writes are refused
+ *   (`stop-writes-on-bgsave-error`); `NOREPLICAS` fewer good replicas than `min-replicas-to-write`;
+ * - `NOAUTH`, `WRONGPASS` the connection is not authenticated: every call of this client fails;
+ * - `ERR max number of clients reached`: the server refuses the connection itself.
  */
-const UNAVAILABLE_REPLY = /^(BUSY|LOADING|MASTERDOWN|TRYAGAIN|CLUSTERDOWN|READONLY|OOM|NOREPLICAS|NOTREADY)\b/;
+const UNAVAILABLE_REPLY =
+  /^(?:(?:BUSY|LOADING|MASTERDOWN|TRYAGAIN|CLUSTERDOWN|READONLY|OOM|MISCONF|NOREPLICAS|NOAUTH|WRONGPASS)\b|ERR max number of clients reached)/;
 
 /**
- * The one rule for what counts as "Redis cannot answer" (and so trips a breaker):
+ * The one rule for what counts as "Redis cannot answer" (and so trips a breaker, and a call answered
+ * locally meanwhile is journalled, to be written back once Redis can take it):
  *  - every error that is not a server reply: connection refused, reset or closed, a command timeout,
  *    a client that is not ready, retries exhausted, a cluster with no reachable node;
- *  - server replies listed above (`BUSY`, `LOADING`, `MASTERDOWN`, `TRYAGAIN`, `CLUSTERDOWN`,
- *    `READONLY`, `OOM`, `NOREPLICAS`).
- * Any other reply (`ERR` from our script or its arguments, `WRONGTYPE`, `NOPERM`) is about the request,
- * not about Redis's health: it is reported as `ERR_RESILIMIT_REDIS_REPLY` and must not open a breaker.
- * Neither may a programming error of ours (`TypeError`, `RangeError`, `ReferenceError`, `SyntaxError`).
+ *  - the server replies listed above: the server's state, not the request, is what fails.
+ * Any other reply is about the request, not about Redis's health: `ERR` from our script or its
+ * arguments, `WRONGTYPE` (another program wrote this key with another type), `NOPERM` (an ACL refuses
+ * this command or this key: it can be one key), `CROSSSLOT`, `NOSCRIPT` (handled before it gets here).
+ * It is reported as `ERR_RESILIMIT_REDIS_REPLY` and must not open a breaker: one bad key must not send
+ * every key to the fallback. Neither may a programming error of ours (`TypeError`, `RangeError`,
+ * `ReferenceError`, `SyntaxError`).
  */
 export function isRedisUnavailable(error: unknown): boolean {
   if (!(error instanceof Error)) return true;

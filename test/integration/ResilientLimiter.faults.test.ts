@@ -3,6 +3,7 @@
  * restarted, paused for writes, busy in a script, not yet connected, and answering with reply
  * errors. Counts are asserted exactly; latencies with a lower bound and a generous upper bound.
  */
+import { execFileSync } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -645,6 +646,54 @@ describe('ResilientLimiter when Redis refuses to run the script', () => {
       await created?.close();
       redis.disconnect();
       await busyServer.close();
+    }
+  });
+
+  it('treats MISCONF (a failed save stops writes) as Redis unavailable: the calls answered locally are journalled, and the limit holds after', async () => {
+    // A save that fails: its child is killed (a signal counts as a failed save), and with save points
+    // set and stop-writes-on-bgsave-error, Redis refuses every write with MISCONF until writes are allowed again.
+    const saving = await startRedisServer({ args: ['--save', '3600', '1', '--stop-writes-on-bgsave-error', 'yes', '--rdb-key-save-delay', '200000'] });
+    const redis = await client({}, saving);
+    const control = saving.client();
+    let created: ResilientLimiter | undefined;
+    try {
+      await waitReady(control);
+      const l = await limiter({ limit: 20 }, redis);
+      created = l;
+      const admitted = async (n: number): Promise<LimiterDecision[]> => {
+        const decisions: LimiterDecision[] = [];
+        for (let i = 0; i < n; i++) decisions.push(await l.limit('k'));
+        return decisions;
+      };
+      expect((await admitted(15)).every((d) => d.allowed && d.source === 'redis')).toBe(true);
+      expect(await control.bgsave()).toMatch(/started/);
+      const saver = execFileSync('pgrep', ['-P', String(saving.pid)], { encoding: 'utf8' }).trim();
+      process.kill(Number(saver), 'SIGKILL');
+      for (let i = 0; ; i++) {
+        const info = await saving.info('persistence');
+        if (info['rdb_bgsave_in_progress'] === '0' && info['rdb_last_bgsave_status'] === 'err') break;
+        if (i > 500) throw new Error('the killed save was not reported as failed');
+        await sleep(10);
+      }
+      const during = await admitted(10);
+      // The first call fails as unavailable; the key, now journalled, is then held ('reconciling')
+      // while its write-backs fail the same way, until the breaker opens: never a reply error.
+      expect(during[0]?.reason).toBe('redis-error');
+      for (const d of during) expect(['redis-error', 'reconciling', 'breaker-open']).toContain(d.reason);
+      expect(during.every((d) => d.source === 'local')).toBe(true);
+      // The local window, warm with Redis's 15, admits 5 more; they are journalled.
+      expect(during.filter((d) => d.allowed)).toHaveLength(5);
+      expect(l.stats().reconcile.pending).toBe(5);
+      await control.config('SET', 'stop-writes-on-bgsave-error', 'no');
+      await until(() => l.state === 'closed', RESET_MS + 2_000, 'the breaker to close');
+      await l.reconcile();
+      // Redis now holds all 20: it refuses every further call in the window.
+      expect((await admitted(10)).filter((d) => d.allowed)).toHaveLength(0);
+    } finally {
+      await created?.close();
+      redis.disconnect();
+      control.disconnect();
+      await saving.close();
     }
   });
 
