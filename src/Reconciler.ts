@@ -34,9 +34,14 @@ export type WriteBatch = (key: string, calls: readonly PendingCall[]) => Promise
 
 const BATCH = 200;
 
-/** The journal's group of a call: its key, and its own window for a call of `limitAll()`. */
+/**
+ * The journal's group of a call: its key, and its own window for a call of `limitAll()`. A group of
+ * `limitAll()` opens with a lone surrogate, which no key can hold (keys are well-formed strings), so
+ * that no `limit()` key can name a `limitAll()` window, whatever characters it holds; the key of
+ * `limit()` is its group as it is, with no string built per call.
+ */
 export function groupOf(call: { key: string; windowMs?: number | undefined }): string {
-  return call.windowMs === undefined ? call.key : `${call.windowMs}\u0000${call.key}`;
+  return call.windowMs === undefined ? call.key : `\uD800${call.windowMs}\u0000${call.key}`;
 }
 
 /**

@@ -34,6 +34,29 @@ export function reasonOf(error: unknown, onReplyError: (error: ResilimitError) =
   return 'redis-reply-error';
 }
 
+/** A client listener, as ioredis types them (`any` arguments). */
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+type Listener = (...args: any[]) => void;
+
+/**
+ * Adds a listener to the user's client and raises its listener cap by one: each limiter adds its own
+ * listener, so that many limiters on one client are not a leak warning (an unlimited cap stays unlimited).
+ */
+function listen(client: Redis | Cluster, event: string, listener: Listener): void {
+  const max = client.getMaxListeners();
+  if (max !== 0) client.setMaxListeners(max + 1);
+  client.on(event, listener);
+}
+
+/** Undoes {@link listen}. */
+function unlisten(client: Redis | Cluster, event: string, listener: Listener): void {
+  if (client.listeners(event).includes(listener)) {
+    client.off(event, listener);
+    const max = client.getMaxListeners();
+    if (max !== 0) client.setMaxListeners(Math.max(max - 1, 1));
+  }
+}
+
 /** What the Redis tier needs of the limiter's options. */
 type TierOptions = Pick<ResolvedLimiterOptions, 'redis' | 'prefix' | 'limit' | 'windowMs' | 'breaker' | 'clock' | 'perf'>;
 
@@ -94,10 +117,10 @@ export class RedisTier {
     this.breaker = new Breaker(options.breaker, onState);
     this.#onReconnect = onReconnect;
     this.#everReady = options.redis.status === 'ready';
-    options.redis.on('ready', this.#onReady);
+    listen(options.redis, 'ready', this.#onReady);
     // A Cluster client stays 'ready' while one master dies and comes back empty: ioredis drops the
     // node ('-node') and adds it again ('+node') once it answers. Report such a node when it is ready.
-    if (this.isCluster) options.redis.on('+node', this.#onNode);
+    if (this.isCluster) listen(options.redis, '+node', this.#onNode);
   }
 
   get isCluster(): boolean {
@@ -265,8 +288,8 @@ export class RedisTier {
   /** Removes the client listeners and the breaker's timers. */
   close(): void {
     this.breaker.shutdown();
-    this.#redis.off('ready', this.#onReady);
-    this.#redis.off('+node', this.#onNode);
+    unlisten(this.#redis, 'ready', this.#onReady);
+    if (this.isCluster) unlisten(this.#redis, '+node', this.#onNode);
   }
 
   readonly #onReady = (): void => {

@@ -2,7 +2,7 @@ import type { DenyCache } from './DenyCache.js';
 import { invalidOption } from './errors.js';
 import { configure } from './internal.js';
 import type { LocalTier } from './LocalTier.js';
-import { checkLimitValue, integer, limitValue, MAX_INT, mode as checkMode, type Mode, type ResolvedLimiterOptions } from './options.js';
+import { callLimit, checkLimitValue, integer, limitValue, MAX_INT, mode as checkMode, type Mode, type ResolvedLimiterOptions } from './options.js';
 import type { RedisWindow } from './RedisWindow.js';
 
 /**
@@ -61,8 +61,9 @@ export class Settings {
 
   /** Before each call: a `limit` function's value for it, which both tiers follow (checked only when it changed). */
   follow(): void {
-    if (this.#limitFn === undefined) return;
-    const value = this.#limitFn();
+    const fn = this.#limitFn;
+    if (fn === undefined) return;
+    const value = callLimit(fn);
     if (value === this.#limit) return;
     this.#limit = checkLimitValue(value);
     this.#apply({ limit: this.#limit });

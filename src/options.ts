@@ -93,13 +93,19 @@ export function resolveWindowOptions(options: Record<string, unknown>): Resolved
  * @throws {ResilimitError} `ERR_RESILIMIT_INVALID_OPTION` when it throws or returns anything but an integer from 1 to 2^31 - 1.
  */
 export function limitValue(fn: () => number): number {
-  let value: unknown;
+  return checkLimitValue(callLimit(fn));
+}
+
+/**
+ * Calls a `limit` function, unchecked (the caller checks a value that changed).
+ * @throws {ResilimitError} `ERR_RESILIMIT_INVALID_OPTION` when it throws, with its error as the `cause`.
+ */
+export function callLimit(fn: () => number): unknown {
   try {
-    value = fn();
+    return fn();
   } catch (error) {
     throw new ResilimitError(ErrorCode.INVALID_OPTION, `The \`limit\` function threw: ${String(error)}`, { cause: error });
   }
-  return checkLimitValue(value);
 }
 
 /** Checks what a `limit` function returned. @throws {ResilimitError} `ERR_RESILIMIT_INVALID_OPTION` unless an integer from 1 to 2^31 - 1. */
@@ -362,22 +368,10 @@ export function resolveLimiterOptions(raw: unknown): ResolvedLimiterOptions {
     maxKeys: optionalInteger('local.maxKeys', local['maxKeys'], 1, 2 ** 24, 10_000),
     breaker: Object.freeze({
       timeoutMs,
-      errorThresholdPercentage: optionalInteger(
-        'breaker.errorThresholdPercentage',
-        breaker['errorThresholdPercentage'],
-        1,
-        100,
-        50,
-      ),
+      errorThresholdPercentage: optionalInteger('breaker.errorThresholdPercentage', breaker['errorThresholdPercentage'], 1, 100, 50),
       volumeThreshold: optionalInteger('breaker.volumeThreshold', breaker['volumeThreshold'], 1, 1_000_000, 10),
       resetTimeoutMs,
-      maxResetTimeoutMs: optionalInteger(
-        'breaker.maxResetTimeoutMs',
-        breaker['maxResetTimeoutMs'],
-        resetTimeoutMs,
-        3_600_000,
-        Math.max(30_000, resetTimeoutMs),
-      ),
+      maxResetTimeoutMs: optionalInteger('breaker.maxResetTimeoutMs', breaker['maxResetTimeoutMs'], resetTimeoutMs, 3_600_000, Math.max(30_000, resetTimeoutMs)),
       rollingWindowMs: optionalInteger('breaker.rollingWindowMs', breaker['rollingWindowMs'], 100, 600_000, 1000),
     }),
     maxInFlight: optionalInteger('maxInFlight', options['maxInFlight'], 1, 1_000_000, 1000),
