@@ -142,6 +142,12 @@ export class LocalWindow implements RateWindow {
     log.add(newest !== undefined && newest > at ? newest : at, cost, id);
   }
 
+  /** True while the caller's `id` is in `key`'s window (a call admitted with it has not left yet). @internal */
+  holds(key: string, id: string): boolean {
+    const log = this.#logs.peek(key);
+    return log?.idSet?.has(id) === true && log.times.length > log.head;
+  }
+
   /**
    * Every call still in its window that carries an id, oldest first per key (keys in no particular
    * order); recency is not touched. @internal

@@ -158,7 +158,10 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
     if (!settings.enabled) return stats.publish(key, cost, fixedDecision(true, 'disabled', 'disabled', now, settings.limit, 0), started);
     const parts = this.#parts;
     const denial = parts.deny.check(key, cost, now);
-    if (denial !== undefined) return stats.publish(key, cost, denyCacheDecision(settings.limit, denial, now), started);
+    // A retry of a call Redis admitted (the caller's id, in the warm window) is Redis's to answer: a duplicate.
+    if (denial !== undefined && (typeof id !== 'string' || !parts.local.main.holds(key, id))) {
+      return stats.publish(key, cost, denyCacheDecision(settings.limit, denial, now), started);
+    }
     const diverted = parts.gate.divert(key);
     if (diverted !== undefined) return stats.publish(key, cost, parts.fallback.one(key, cost, id, diverted), started);
     return stats.publish(key, cost, await this.#path.run(new OneCall(parts, key, cost, id, now)), started);

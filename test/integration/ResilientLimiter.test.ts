@@ -103,6 +103,16 @@ describe('the deny cache', () => {
     expect(await l.limit('abuser')).toMatchObject({ allowed: true, source: 'redis' });
   });
 
+  it('lets an idempotent retry of an admitted call through, as RedisWindow answers it', async () => {
+    const l = await limiter({ limit: 1, windowMs: 60_000 });
+    expect(await l.limit('k', { id: 'request-1' })).toMatchObject({ allowed: true, source: 'redis' });
+    expect(await l.limit('k', { id: 'request-2' })).toMatchObject({ allowed: false, source: 'redis' });
+    // The key is in the deny cache now; the retry of request-1 is still admitted, counted once.
+    expect(await l.limit('k', { id: 'request-1' })).toMatchObject({ allowed: true, source: 'redis', reason: 'decided' });
+    expect(await l.limit('k', { id: 'request-3' })).toMatchObject({ allowed: false, reason: 'deny-cache' });
+    expect(await l.limit('k')).toMatchObject({ allowed: false, reason: 'deny-cache' });
+  });
+
   it('keeps known offenders blocked during an outage', async () => {
     const l = await limiter({ limit: 2, windowMs: 60_000, mode: 'fail-open' });
     await run(l, 'abuser', 3);
