@@ -66,7 +66,11 @@ export class Reconciler {
   readonly #taken = new Set<PendingCall[]>();
   dropped = 0;
 
-  constructor(readonly maxPending: number) {}
+  constructor(
+    readonly maxPending: number,
+    /** Told of every drop: calls admitted locally that Redis will never see. */
+    readonly onDrop: (calls: number) => void = () => undefined,
+  ) {}
 
   /** Calls waiting in the journal (not those a pass is writing now). */
   get size(): number {
@@ -108,6 +112,7 @@ export class Reconciler {
       this.#count(this.#calls[this.#head] as PendingCall, -1);
       this.#head += 1;
       this.dropped += 1;
+      this.onDrop(1);
       if (this.#head > 1024 && this.#head * 2 > this.#calls.length) {
         this.#calls = this.#calls.slice(this.#head);
         this.#head = 0;
@@ -207,6 +212,7 @@ export class Reconciler {
         for (const call of this.#calls.slice(0, excess)) this.#count(call, -1);
         this.#calls = this.#calls.slice(excess);
         this.dropped += excess;
+        this.onDrop(excess);
       }
       result.remaining = this.size;
       const error =
@@ -216,4 +222,51 @@ export class Reconciler {
     result.remaining = this.size;
     return result;
   }
+}
+
+/**
+ * A re-seed after Redis lost its data: writes the warm windows' `calls` of the groups in `pending`,
+ * in batches of 200 per group, `concurrency` at a time. The calls are read once, before any write
+ * (a window changes while the writes wait), and never copied into the journal, so that a re-seed
+ * cannot take the room of a call Redis never saw. A group leaves `pending` when its last batch is
+ * sent; a failed batch puts its group back (a later pass writes it again: the ids make that
+ * harmless). Never throws: `failed` tells.
+ */
+export async function reseed(
+  calls: Iterable<PendingCall>,
+  pending: Set<string>,
+  concurrency: number,
+  write: WriteBatch,
+): Promise<ReconcileResult & { failed: boolean }> {
+  const batches: { group: string; calls: PendingCall[]; last: boolean }[] = [];
+  for (const call of calls) {
+    const group = groupOf(call);
+    if (!pending.has(group)) continue;
+    const open = batches.at(-1);
+    if (open !== undefined && open.group === group && open.calls.length < BATCH) {
+      open.calls.push(call);
+      continue;
+    }
+    if (open !== undefined && open.group === group) open.last = false;
+    batches.push({ group, calls: [call], last: true });
+  }
+  const result = { written: 0, expired: 0, present: 0, remaining: 0, failed: false };
+  let next = 0;
+  const worker = async (): Promise<void> => {
+    while (next < batches.length) {
+      const batch = batches[next++] as (typeof batches)[number];
+      if (batch.last) pending.delete(batch.group);
+      try {
+        const [written, expired, present] = await write((batch.calls[0] as PendingCall).key, batch.calls);
+        result.written += written;
+        result.expired += expired;
+        result.present += present;
+      } catch {
+        result.failed = true;
+        pending.add(batch.group);
+      }
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(concurrency, batches.length) }, worker));
+  return result;
 }

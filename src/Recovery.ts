@@ -2,7 +2,7 @@ import { memberOf } from './input.js';
 import { allKey } from './limitAll.js';
 import type { LocalTier } from './LocalTier.js';
 import type { ResolvedLimiterOptions } from './options.js';
-import { Reconciler, type PendingCall, type ReconcileResult } from './Reconciler.js';
+import { groupOf, Reconciler, reseed, type PendingCall, type ReconcileResult, type WriteBatch } from './Reconciler.js';
 import { redisKey } from './redisKey.js';
 import type { RedisTier } from './RedisTier.js';
 
@@ -34,6 +34,10 @@ export class Recovery {
   readonly journal: Reconciler;
   readonly totals = { written: 0, expired: 0, present: 0 };
   #passes: Passes = IDLE;
+  /** After a data loss: the groups of the warm windows not yet re-seeded (they hold their keys). */
+  readonly #reseed = new Set<string>();
+  /** Whether Redis lost data at the last reconnect, until a pass has read it. */
+  #lossCheck: Promise<boolean> | undefined;
   /** The catch-up running now: set from its start until its last pass ends. */
   #catchingUp: Promise<void> | undefined;
   readonly #options: RecoveryOptions;
@@ -44,23 +48,43 @@ export class Recovery {
     readonly tier: RedisTier,
     readonly local: LocalTier,
     /** The window length of `limit()` in force. */
-    readonly windowMs: () => number,
+    readonly settings: { readonly windowMs: number },
     readonly closed: () => boolean,
-    readonly onPass: (result: ReconcileResult) => void,
+    readonly report: {
+      /** A pass ended. */
+      reconciled(result: ReconcileResult): void;
+      /** Calls the journal dropped since the last report (at most one report per event-loop turn), and in all. */
+      dropped(calls: number, total: number): void;
+    },
   ) {
     this.#options = options;
     this.#now = options.clock ?? Date.now;
-    this.journal = new Reconciler(options.maxPending);
+    this.journal = new Reconciler(options.maxPending, (calls) => {
+      if (this.#dropped === 0) setImmediate(this.#reportDropped).unref();
+      this.#dropped += calls;
+    });
   }
+
+  /** Calls dropped since the last report. */
+  #dropped = 0;
+
+  readonly #reportDropped = (): void => {
+    const calls = this.#dropped;
+    this.#dropped = 0;
+    this.report.dropped(calls, this.journal.dropped);
+  };
 
   /** True from the start of a catch-up until its last pass ended. */
   get catchingUp(): boolean {
     return this.#catchingUp !== undefined;
   }
 
-  /** True while calls of this group (a key, or a key and window of `limitAll()`) are not yet sent to Redis. */
+  /**
+   * True while calls of this group (a key, or a key and window of `limitAll()`) are not yet sent to
+   * Redis: journalled calls, or, after a data loss, the warm window's calls of the group.
+   */
   holds(group: string): boolean {
-    return this.journal.holds(group);
+    return this.journal.holds(group) || (this.#reseed.size !== 0 && this.#reseed.has(group));
   }
 
   /** When the last pass failed (perf clock), `-Infinity` when it did not; undefined while a pass runs. */
@@ -74,21 +98,27 @@ export class Recovery {
   }
 
   /**
-   * The client connected again: Redis may have lost data (a restart, a failover to a replica that
-   * missed the last writes). Re-seed it from the warm windows, which hold this instance's calls of
-   * the current window with their ids (re-adding a call Redis still has changes nothing), and catch
-   * up, so that an emptied Redis does not grant a fresh limit meanwhile.
+   * The client connected again. Catch up at once (calls are answered locally until it is done), and
+   * when `lost` says Redis may have lost data (a restart, a failover to a server that missed the last
+   * writes), re-seed it from the warm windows, which hold this instance's calls of the current window
+   * with their ids (re-adding a call Redis still has changes nothing). The re-seed is read from the
+   * windows as it is written, never copied into the journal: it cannot take the room of a call Redis
+   * never saw.
    */
-  readonly onReconnect = (): void => {
+  readonly onReconnect = (lost: Promise<boolean>): void => {
     if (this.closed()) return;
-    for (const call of this.local.calls()) this.journal.add(call);
+    this.#lossCheck = lost;
     this.catchUp();
   };
 
   /** Starts a pass unless one runs or nothing waits (after a Redis decision, or for a held key). */
   schedule(): void {
-    if (this.journal.size === 0 || this.closed()) return;
+    if (!this.#hasWork() || this.closed()) return;
     void this.#pass();
+  }
+
+  #hasWork(): boolean {
+    return this.journal.size !== 0 || this.#reseed.size !== 0 || this.#lossCheck !== undefined;
   }
 
   /** Writes the journal now if the breaker is closed, after the catch-up running now; resolves when done. */
@@ -103,9 +133,9 @@ export class Recovery {
     if (this.#passes.kind === 'running') await this.#passes.done;
   }
 
-  /** Writes the journal before Redis decides again (see the class). */
+  /** Writes the journal (and a re-seed) before Redis decides again (see the class). */
   catchUp(): void {
-    if (this.journal.size === 0 || this.closed() || this.#catchingUp !== undefined) return;
+    if (!this.#hasWork() || this.closed() || this.#catchingUp !== undefined) return;
     this.#catchingUp = this.#catchUpPasses().finally(() => {
       this.#catchingUp = undefined;
     });
@@ -113,7 +143,7 @@ export class Recovery {
 
   async #catchUpPasses(): Promise<void> {
     // Calls answered locally during a pass join the journal: a few more short passes take them too.
-    for (let pass = 0; pass < 4 && this.journal.size > 0 && !this.closed(); pass += 1) {
+    for (let pass = 0; pass < 4 && this.#hasWork() && !this.closed(); pass += 1) {
       const before = this.#done();
       await this.#pass();
       if (this.#done() === before || this.tier.state !== 'closed') return; // failed: the rest waits for Redis
@@ -152,36 +182,44 @@ export class Recovery {
   async #write(): Promise<'written' | 'failed' | 'skipped'> {
     const state = this.tier.state;
     if (state === 'open' || !this.tier.ready) return 'skipped';
+    const lost = this.#lossCheck;
+    if (lost !== undefined) {
+      this.#lossCheck = undefined;
+      if (await lost) for (const call of this.local.calls()) this.#reseed.add(groupOf(call));
+    }
     const { prefix, clock } = this.#options;
-    const windowMs = this.windowMs();
+    const windowMs = this.settings.windowMs;
     // Written at the latest time they can have on Redis's clock: they leave Redis's window no earlier than the local one.
     const offset = clock === undefined ? this.tier.offset.high() : 0;
     let result: ReconcileResult;
     let failed = false;
+    const write: WriteBatch = (key, calls) => {
+      const own = (calls[0] as PendingCall).windowMs;
+      const args: (string | number)[] = [own ?? windowMs, clock === undefined ? '' : Math.floor(clock())];
+      // The call's own id: if this batch fails after Redis ran it, the retry is a no-op.
+      for (const call of calls) args.push(Math.ceil(call.at + offset), call.cost, memberOf(call.id));
+      return this.tier.writeBack(own === undefined ? redisKey(prefix, key) : allKey(prefix, key, own), args);
+    };
     try {
       // Half-open lets one call through: the first batch alone, as the trial.
       const concurrency = state === 'half-open' ? 1 : 8;
       const now = this.#now();
-      result = await this.journal.flush(
-        now - windowMs,
-        concurrency,
-        (key, calls) => {
-          const own = (calls[0] as PendingCall).windowMs;
-          const args: (string | number)[] = [own ?? windowMs, clock === undefined ? '' : Math.floor(clock())];
-          // The call's own id: if this batch fails after Redis ran it, the retry is a no-op.
-          for (const call of calls) args.push(Math.ceil(call.at + offset), call.cost, memberOf(call.id));
-          return this.tier.writeBack(own === undefined ? redisKey(prefix, key) : allKey(prefix, key, own), args);
-        },
-        now,
-      );
+      result = await this.journal.flush(now - windowMs, concurrency, write, now);
     } catch (error) {
       failed = true;
       result = (error as { partial?: ReconcileResult }).partial ?? { written: 0, expired: 0, present: 0, remaining: this.journal.size };
     }
+    if (this.#reseed.size !== 0 && !failed && this.tier.state !== 'open') {
+      const seeded = await reseed(this.local.calls(), this.#reseed, this.tier.state === 'half-open' ? 1 : 8, write);
+      failed = seeded.failed;
+      result.written += seeded.written;
+      result.expired += seeded.expired;
+      result.present += seeded.present;
+    }
     this.totals.written += result.written;
     this.totals.expired += result.expired;
     this.totals.present += result.present;
-    this.onPass(result);
+    this.report.reconciled(result);
     return failed ? 'failed' : 'written';
   }
 }

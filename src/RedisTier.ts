@@ -14,6 +14,9 @@ const reconcileScript = loadScript('reconcile');
 const heartbeatScript = loadScript('heartbeat');
 const limitAllScript = loadScript('limit-all');
 
+/** How long a reconnect waits for the server's run id before it takes the data for lost, ms. */
+const PROBE_MS = 1_000;
+
 /** The rejection of a call made while the client is not connected: nothing was sent. */
 const NOT_READY = new ResilimitError(ErrorCode.REDIS_UNAVAILABLE, 'The Redis client is not ready');
 
@@ -93,13 +96,19 @@ export class RedisTier {
   #lastReplyAt = 0;
   #latencyMs = 1;
   #everReady: boolean;
-  readonly #onReconnect: () => void;
+  /** The server's run id as learnt at the last `ready` (undefined: not known). */
+  #runId: Promise<string | undefined> = Promise.resolve(undefined);
+  readonly #onReconnect: (lost: Promise<boolean>) => void;
 
   constructor(
     options: TierOptions,
     onState: (state: BreakerState, previous: BreakerState) => void,
     /** The client connected again after being ready once: Redis may have lost data. */
-    onReconnect: () => void,
+    /**
+     * The client connected again after being ready once; `lost` resolves true when Redis may have
+     * lost data: another server answers (its run id changed: a restart, a failover), or it could not be told.
+     */
+    onReconnect: (lost: Promise<boolean>) => void,
   ) {
     this.#redis = options.redis;
     this.window = new RedisWindow({
@@ -117,6 +126,7 @@ export class RedisTier {
     this.breaker = new Breaker(options.breaker, onState);
     this.#onReconnect = onReconnect;
     this.#everReady = options.redis.status === 'ready';
+    if (this.#everReady) this.#runId = this.#probeRunId();
     listen(options.redis, 'ready', this.#onReady);
     // A Cluster client stays 'ready' while one master dies and comes back empty: ioredis drops the
     // node ('-node') and adds it again ('+node') once it answers. Report such a node when it is ready.
@@ -293,17 +303,39 @@ export class RedisTier {
   }
 
   readonly #onReady = (): void => {
+    const previous = this.#runId;
+    const current = (this.#runId = this.#probeRunId());
     if (!this.#everReady) {
       this.#everReady = true;
       return;
     }
-    this.#onReconnect();
+    this.#onReconnect(Promise.all([previous, current]).then(([before, now]) => before === undefined || now !== before));
   };
+
+  /**
+   * The server's run id (`INFO server`), new at every start of a server: the same id after a
+   * reconnect means the same process, with its data. Undefined on a Cluster (a node rejoining is
+   * reported by '+node'), or when it does not answer within PROBE_MS. Outside the breaker and the
+   * ledger: one command per connection, right after the client's own ready check got its answer.
+   */
+  #probeRunId(): Promise<string | undefined> {
+    if (this.isCluster) return Promise.resolve(undefined);
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<undefined>((resolve) => {
+      timer = setTimeout(resolve, PROBE_MS, undefined);
+      timer.unref();
+    });
+    const info = this.#redis.info('server').then(
+      (text) => /^run_id:(\w+)/m.exec(text)?.[1],
+      () => undefined,
+    );
+    return Promise.race([info, late]).finally(() => clearTimeout(timer));
+  }
 
   /** A node joined a Cluster client's pool after start-up: it may be a master back without its data. */
   readonly #onNode = (node: { once(event: 'ready', listener: () => void): unknown }): void => {
     if (!this.#everReady) return;
-    node.once('ready', this.#onReconnect);
+    node.once('ready', () => this.#onReconnect(Promise.resolve(true)));
   };
 
   /**

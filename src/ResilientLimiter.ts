@@ -95,13 +95,13 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
         // calls to write, write them before Redis decides again (half-open: the first batch is the trial).
         if (state !== 'open') this.#recovery.catchUp();
       },
-      () => this.#recovery.onReconnect(),
+      (lost) => this.#recovery.onReconnect(lost),
     ));
     const settings = (this.#settings = new Settings(resolved, tier.window, local, deny, () => this.#instances?.count));
-    const closed = (): boolean => this.#life.kind === 'closed';
-    const recovery = (this.#recovery = new Recovery(resolved, tier, local, () => settings.windowMs, closed, (result) =>
-      this.emit('reconciled', result),
-    ));
+    const recovery = (this.#recovery = new Recovery(resolved, tier, local, settings, () => this.#life.kind === 'closed', {
+      reconciled: (result) => this.emit('reconciled', result),
+      dropped: (calls, total) => this.emit('dropped', { calls, total }),
+    }));
     const coalescer = new Coalescer(
       (calls, oldest) => tier.send(calls, oldest),
       tier.isCluster ? (calls) => bySlot(calls, (call) => redisKey(prefix, call.key)) : undefined,

@@ -510,6 +510,19 @@ describe('ResilientLimiter without Redis', () => {
     for (let i = 0; i < 5; i++) await l.limit('k');
     expect(l.stats().reconcile).toEqual({ pending: 2, written: 0, expired: 0, present: 0, dropped: 3 });
   });
+
+  it('says when the journal drops calls Redis will never see: one dropped event per turn', async () => {
+    const l = limiter({ limit: 100, maxPending: 2 });
+    const events: { calls: number; total: number }[] = [];
+    l.on('dropped', (info) => events.push(info));
+    for (let i = 0; i < 5; i++) await l.limit('k');
+    expect(events).toEqual([]); // reported after the turn, once
+    await turn();
+    expect(events).toEqual([{ calls: 3, total: 3 }]);
+    await l.limit('k');
+    await turn();
+    expect(events).toEqual([{ calls: 3, total: 3 }, { calls: 1, total: 4 }]);
+  });
 });
 
 describe('ResilientLimiter small holes', () => {
