@@ -17,6 +17,21 @@ const limitAllScript = loadScript('limit-all');
 /** How long a reconnect waits for the server's run id before it takes the data for lost, ms. */
 const PROBE_MS = 1_000;
 
+/** True when Redis itself answered with `error`: a stale reply (it ran the call after its deadline) or a reply error. */
+function repliedWith(error: unknown): boolean {
+  return staleReplyNowMs(error) !== undefined || (isResilimitError(error) && error.code === ErrorCode.REDIS_REPLY);
+}
+
+/** `promise`, or a rejection once `ms` have passed (the timer is unref'd and cleared). */
+function withDeadline<T>(promise: Promise<T>, ms: number): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`no answer within ${ms} ms`)), ms);
+    timer.unref();
+  });
+  return Promise.race([promise, late]).finally(() => clearTimeout(timer));
+}
+
 /** The rejection of a call made while the client is not connected: nothing was sent. */
 const NOT_READY = new ResilimitError(ErrorCode.REDIS_UNAVAILABLE, 'The Redis client is not ready');
 
@@ -182,7 +197,7 @@ export class RedisTier {
       const sentAt = this.#perf.now();
       this.#outstanding.set(sequence, sentAt);
       this.#outstandingDecisions += decisions;
-      const settle = (answered: boolean): void => {
+      const settle = (answered: boolean, error?: unknown): void => {
         const at = this.#perf.now();
         this.#outstanding.delete(sequence);
         this.#outstandingDecisions -= decisions;
@@ -190,11 +205,14 @@ export class RedisTier {
         // A late reply says how slow Redis was, not how slow it is: the breaker answered that call already.
         const latency = at - sentAt;
         if (answered && decisions > 0 && latency <= this.#timeoutMs) this.#latencyMs += (latency - this.#latencyMs) * 0.05;
+        // Redis answers again while the breaker is open (a frozen Redis resumed, its queued calls now
+        // stale): try it now. A reply error is an answer too; a connection error is not.
+        if (this.breaker.state === 'open' && (answered || repliedWith(error))) this.#signOfLife();
       };
       const call = run();
       call.then(
         () => settle(true),
-        () => settle(false),
+        (error: unknown) => settle(false, error),
       );
       return call;
     });
@@ -309,8 +327,18 @@ export class RedisTier {
       this.#everReady = true;
       return;
     }
+    this.#signOfLife();
     this.#onReconnect(Promise.all([previous, current]).then(([before, now]) => before === undefined || now !== before));
   };
+
+  /**
+   * Redis gave a sign of life while the breaker may be open: one `PING` within the deadline is the
+   * trial (see `Breaker.trial`), so that Redis decides again soon after it answers again, however
+   * long the open period has grown. Outside the ledger: it decides nothing.
+   */
+  #signOfLife(): void {
+    this.breaker.trial(() => withDeadline(this.#redis.ping(), this.#timeoutMs));
+  }
 
   /**
    * The server's run id (`INFO server`), new at every start of a server: the same id after a
@@ -320,16 +348,10 @@ export class RedisTier {
    */
   #probeRunId(): Promise<string | undefined> {
     if (this.isCluster) return Promise.resolve(undefined);
-    let timer: NodeJS.Timeout | undefined;
-    const late = new Promise<undefined>((resolve) => {
-      timer = setTimeout(resolve, PROBE_MS, undefined);
-      timer.unref();
-    });
-    const info = this.#redis.info('server').then(
+    return withDeadline(this.#redis.info('server'), PROBE_MS).then(
       (text) => /^run_id:(\w+)/m.exec(text)?.[1],
       () => undefined,
     );
-    return Promise.race([info, late]).finally(() => clearTimeout(timer));
   }
 
   /** A node joined a Cluster client's pool after start-up: it may be a master back without its data. */

@@ -38,6 +38,8 @@ export class Breaker {
   readonly #breaker: CircuitBreaker<[() => Promise<unknown>], unknown>;
   readonly #options: ResolvedBreakerOptions;
   #forced = false;
+  /** A trial of {@link trial} is running. */
+  #trying = false;
   #state: BreakerState = 'closed';
   readonly #onChange: (state: BreakerState, previous: BreakerState) => void;
 
@@ -97,6 +99,26 @@ export class Breaker {
    */
   fire<T>(run: () => Promise<T>): Promise<T> {
     return this.#breaker.fire(run) as Promise<T>;
+  }
+
+  /**
+   * Redis gave a sign of life while the breaker is open (the client reconnected, a late reply came
+   * in): runs `probe` now as the one trial, instead of waiting out the open period, which may have
+   * doubled to `maxResetTimeoutMs`; closes the breaker when it resolves. One trial at a time, none
+   * while forced open; a failed one changes nothing (opossum's own trial still comes when due).
+   */
+  trial(probe: () => Promise<unknown>): void {
+    if (this.#state !== 'open' || this.#forced || this.#trying) return;
+    this.#trying = true;
+    probe().then(
+      () => {
+        this.#trying = false;
+        if (this.#state === 'open' && !this.#forced) this.#breaker.close();
+      },
+      () => {
+        this.#trying = false;
+      },
+    );
   }
 
   /** Opens the breaker now, as the rule for stalls does (it then half-opens after the open period). */
