@@ -400,11 +400,24 @@ describe('InstanceCounter', () => {
   });
 
   it('calls onChange only when the count changes', async () => {
-    const { c, changes } = counter([1, 1, 3, 3, 3, 2, 2]);
+    const { c, changes } = counter([1, 1, 3, 3, 3, 2, 2, 2, 2]);
     c.start();
-    await vi.advanceTimersByTimeAsync(600);
+    await vi.advanceTimersByTimeAsync(800);
     expect(changes).toEqual([3, 2]);
     expect(c.count).toBe(2);
+    await c.stop();
+  });
+
+  it('holds the largest count of the last 3 beats: a restarted Redis that lost the members does not shrink it', async () => {
+    // Beats at 0, 100, 200, …: 4 instances, then Redis restarts empty and they come back one beat at a time.
+    const { c, changes } = counter([4, 4, 1, 2, 4, 4, 4, 3, 3, 3]);
+    c.start();
+    await vi.advanceTimersByTimeAsync(700);
+    expect(changes).toEqual([4]);
+    expect(c.count).toBe(4);
+    // One instance left: 3 beats of 3, and the count follows.
+    await vi.advanceTimersByTimeAsync(200);
+    expect(changes).toEqual([4, 3]);
     await c.stop();
   });
 
@@ -424,12 +437,12 @@ describe('InstanceCounter', () => {
   });
 
   it('treats a count of 0 as 1', async () => {
-    const { c, changes } = counter([0, 3, 0]);
+    const { c, changes } = counter([0, 3, 0, 0, 0]);
     c.start();
     await vi.advanceTimersByTimeAsync(0);
     expect(c.count).toBe(1);
     expect(changes).toEqual([]);
-    await vi.advanceTimersByTimeAsync(200);
+    await vi.advanceTimersByTimeAsync(400);
     expect(c.count).toBe(1);
     expect(changes).toEqual([3, 1]);
     await c.stop();
