@@ -116,19 +116,30 @@ async function until(predicate: () => boolean, timeoutMs: number, what: string):
   }
 }
 
-/** One limit() call: when it was issued, how long it took, and what it resolved or rejected with. */
-type Sample = { at: number; ms: number; decision?: LimiterDecision; error?: unknown };
+/**
+ * One limit() call: when it was issued, how long it took, what it resolved or rejected with, and
+ * whether it was answered at once: before the event loop's next turn, so without waiting for any
+ * I/O. That, not a number of milliseconds, is what "answered at once" means here: a loaded machine
+ * can stretch the microseconds such an answer takes past any small bound, never past a turn.
+ */
+type Sample = { at: number; ms: number; atOnce: boolean; decision?: LimiterDecision; error?: unknown };
 
 function timed(l: ResilientLimiter, key: string): { sample: Sample; settled: Promise<void> } {
   const at = performance.now();
-  const sample: Sample = { at, ms: Number.NaN };
+  const sample: Sample = { at, ms: Number.NaN, atOnce: false };
+  let turned = false;
+  setImmediate(() => {
+    turned = true;
+  });
   const settled = l.limit(key).then(
     (decision) => {
       sample.ms = performance.now() - at;
+      sample.atOnce = !turned;
       sample.decision = decision;
     },
     (error: unknown) => {
       sample.ms = performance.now() - at;
+      sample.atOnce = !turned;
       sample.error = error;
     },
   );
@@ -220,7 +231,7 @@ describe('ResilientLimiter while Redis is frozen (SIGSTOP)', () => {
         if (s.decision?.reason === 'timeout') {
           expect(s.ms).toBeGreaterThanOrEqual(TIMEOUT_MS - 2);
         } else {
-          expect(s.ms).toBeLessThan(5);
+          expect(s.atOnce).toBe(true);
         }
       }
       // It opened at the first deadline of the stall, not after an error rate built up.
@@ -271,7 +282,7 @@ describe('ResilientLimiter while Redis is frozen (SIGSTOP)', () => {
       const trial = samples.find((s) => s.decision?.reason === 'timeout') as Sample;
       expect(trial.ms).toBeGreaterThanOrEqual(TIMEOUT_MS - 2);
       expect(trial.ms).toBeLessThanOrEqual(TIMEOUT_MS + MARGIN_MS);
-      for (const s of samples) if (s !== trial) expect(s.ms).toBeLessThan(5);
+      for (const s of samples) if (s !== trial) expect(s.atOnce).toBe(true);
       await reopened;
       expect(changes.map((c) => c.state)).toEqual(['open', 'half-open', 'open']);
       expect(l.state).toBe('open');
@@ -360,7 +371,7 @@ describe('ResilientLimiter while Redis is frozen (SIGSTOP)', () => {
     const trials = rest.filter((s) => s.decision?.reason === 'timeout');
     const others = rest.filter((s) => s.decision?.reason !== 'timeout');
     expect(others.every((s) => ['slow', 'breaker-open', 'reconciling'].includes(s.decision?.reason ?? ''))).toBe(true);
-    expect(maxMs(others)).toBeLessThan(5);
+    expect(others.every((s) => s.atOnce)).toBe(true);
     expect(trials.length).toBeLessThanOrEqual(3);
     expect(maxMs(trials)).toBeLessThanOrEqual(TIMEOUT_MS + MARGIN_MS);
     expect(l.stats().opened).toBeGreaterThanOrEqual(1);
@@ -395,7 +406,7 @@ describe('ResilientLimiter while Redis is frozen (SIGSTOP)', () => {
         expect(s.ms).toBeGreaterThanOrEqual(TIMEOUT_MS - 2);
         expect(s.ms).toBeLessThanOrEqual(TIMEOUT_MS + MARGIN_MS);
       }
-      for (const s of samples.slice(4)) expect(s.ms).toBeLessThan(5);
+      for (const s of samples.slice(4)) expect(s.atOnce).toBe(true);
       // The four calls are still stuck in the frozen Redis: the next caller sees a silence longer than
       // the deadline, a stall, and the breaker opens without waiting for an error rate.
       expect(l.stats()).toMatchObject({ state: 'closed', inFlight: 4 });
@@ -416,7 +427,7 @@ describe('ResilientLimiter while Redis is frozen (SIGSTOP)', () => {
       const second = timed(l, 'b');
       await second.settled;
       expect(second.sample.decision).toMatchObject({ reason: 'slow', source: 'local', allowed: true });
-      expect(second.sample.ms).toBeLessThan(3);
+      expect(second.sample.atOnce).toBe(true);
       await first.settled;
       expect(first.sample.decision).toMatchObject({ reason: 'timeout', source: 'local', allowed: true });
       expect(first.sample.ms).toBeGreaterThanOrEqual(TIMEOUT_MS - 2);
