@@ -91,9 +91,9 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
         if (state === 'open') this.#stats.opened += 1;
         this.#recovery.journal.track(state !== 'open');
         this.emit('stateChange', { state, previous });
-        // After the listeners (they may make calls as the state changes): back from an outage with
-        // calls to write, write them before Redis decides again (half-open: the first batch is the trial).
-        if (state !== 'open') this.#recovery.catchUp();
+        // After the listeners (they may call as the state changes): write the journal before Redis decides
+        // again; half-open, its first batch is the trial, unless a PING on a sign of life is (see Breaker.trial).
+        if (state === 'closed' || (state === 'half-open' && !this.#tier.breaker.trying)) this.#recovery.catchUp();
       },
       (lost) => this.#recovery.onReconnect(lost),
     ));

@@ -83,6 +83,11 @@ export class Breaker {
     return this.#state;
   }
 
+  /** True while a trial of {@link trial} runs (the breaker is half-open for it). */
+  get trying(): boolean {
+    return this.#trying;
+  }
+
   /** The open period that the next opening will use, in ms. */
   get resetTimeoutMs(): number {
     return this.#tunables.resetTimeout;
@@ -104,19 +109,22 @@ export class Breaker {
   /**
    * Redis gave a sign of life while the breaker is open (the client reconnected, a late reply came
    * in): runs `probe` now as the one trial, instead of waiting out the open period, which may have
-   * doubled to `maxResetTimeoutMs`; closes the breaker when it resolves. One trial at a time, none
-   * while forced open; a failed one changes nothing (opossum's own trial still comes when due).
+   * doubled to `maxResetTimeoutMs`. The breaker is half-open meanwhile, as for opossum's own trial
+   * (every other call is refused at once), then closed when it resolves, or open again (opossum's
+   * own trial still comes when due). One trial at a time, none while forced open.
    */
   trial(probe: () => Promise<unknown>): void {
     if (this.#state !== 'open' || this.#forced || this.#trying) return;
     this.#trying = true;
+    this.#set('half-open');
     probe().then(
       () => {
         this.#trying = false;
-        if (this.#state === 'open' && !this.#forced) this.#breaker.close();
+        if (this.#state === 'half-open') this.#breaker.close();
       },
       () => {
         this.#trying = false;
+        if (this.#state === 'half-open' && this.#breaker.opened) this.#set('open');
       },
     );
   }

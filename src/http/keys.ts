@@ -24,8 +24,20 @@ export type KeyFunction<R = RequestLike> = (request: R) => string;
  */
 const MAX_PART = 200;
 
+const SPECIAL = /[%|#]/g;
+const ESCAPES: Record<string, string> = { '%': '%25', '|': '%7C', '#': '%23' };
+
+/**
+ * A value as it goes into a key: `%`, `|` and `#` percent-encoded, so that a value can neither pass
+ * for a hash (`#…`, which only {@link bounded} and {@link combine} write) nor hold the separator of
+ * {@link combine}: two requests that differ give two keys.
+ */
+function escapePart(value: string): string {
+  return value.includes('%') || value.includes('|') || value.includes('#') ? value.replace(SPECIAL, (c) => ESCAPES[c] as string) : value;
+}
+
 function bounded(tag: string, value: string): string {
-  return value.length <= MAX_PART ? tag + value : `${tag}#${createHash('sha256').update(value).digest('base64url')}`;
+  return value.length <= MAX_PART ? tag + escapePart(value) : `${tag}#${createHash('sha256').update(value).digest('base64url')}`;
 }
 
 /**
@@ -135,8 +147,8 @@ export function byRoute(request: RequestLike): string {
 
 /**
  * A key made of several: `combine(byHeader('x-user-id'), byRoute)` limits each user on each path
- * separately. The parts are joined with `|`; a key longer than 1024 characters is replaced by its
- * SHA-256.
+ * separately. The parts are joined with `|`, each with `%`, `|` and `#` percent-encoded (so that
+ * different parts never make one key); a key longer than 1024 characters is replaced by its SHA-256.
  * @throws {ResilimitError} `ERR_RESILIMIT_INVALID_OPTION` unless every part is a function (and there is one at least).
  */
 export function combine<R extends RequestLike = RequestLike>(...parts: KeyFunction<R>[]): KeyFunction<R> {
@@ -145,8 +157,8 @@ export function combine<R extends RequestLike = RequestLike>(...parts: KeyFuncti
     if (typeof part !== 'function') throw invalidOption(`parts[${i}]`, 'a key function', part);
   });
   return (request) => {
-    let key = (parts[0] as KeyFunction<R>)(request);
-    for (let i = 1; i < parts.length; i += 1) key += `|${(parts[i] as KeyFunction<R>)(request)}`;
+    let key = escapePart((parts[0] as KeyFunction<R>)(request));
+    for (let i = 1; i < parts.length; i += 1) key += `|${escapePart((parts[i] as KeyFunction<R>)(request))}`;
     return key.length <= MAX_KEY_LENGTH ? key : `#${createHash('sha256').update(key).digest('base64url')}`;
   };
 }

@@ -585,6 +585,19 @@ describe('key helpers', () => {
     expect(key).toMatch(/^#[\w-]{43}$/);
     expect(combine(byIp, byRoute)(from('1.2.3.4', {}, '/a'))).toBe('ip:1.2.3.4|route:GET /a');
   });
+
+  it('never gives two different requests one key: separators and hashes cannot be spelled by a client', () => {
+    const key = combine(byHeader('x-org'), byHeader('x-user'));
+    const a = key(from('1.2.3.4', { 'x-org': 'evil', 'x-user': 'x|hdr:x-user:y' }));
+    const b = key(from('1.2.3.4', { 'x-org': 'evil|hdr:x-user:x', 'x-user': 'y' }));
+    expect(a).not.toBe(b);
+    const long = 'v'.repeat(500);
+    const hashed = byHeader('x-api-key')(from('1.2.3.4', { 'x-api-key': long }));
+    const spelled = byHeader('x-api-key')(from('1.2.3.4', { 'x-api-key': hashed.slice('hdr:x-api-key:'.length) }));
+    expect(spelled).not.toBe(hashed);
+    const header = (value: string): string => byHeader('x-api-key')(from('1.2.3.4', { 'x-api-key': value }));
+    expect(header('%23')).not.toBe(header('#'));
+  });
 });
 
 describe('option validation', () => {
