@@ -250,12 +250,17 @@ export async function reseed(
     if (open !== undefined && open.group === group) open.last = false;
     batches.push({ group, calls: [call], last: true });
   }
+  // A group with no call left in its window (they expired, or reset() forgot the key) has nothing to write.
+  const batched = new Set(batches.map((batch) => batch.group));
+  for (const group of pending) if (!batched.has(group)) pending.delete(group);
   const result = { written: 0, expired: 0, present: 0, remaining: 0, failed: false };
+  /** Groups with a failed batch: they stay pending when their last batch is sent. */
+  const failedGroups = new Set<string>();
   let next = 0;
   const worker = async (): Promise<void> => {
     while (next < batches.length) {
       const batch = batches[next++] as (typeof batches)[number];
-      if (batch.last) pending.delete(batch.group);
+      if (batch.last && !failedGroups.has(batch.group)) pending.delete(batch.group);
       try {
         const [written, expired, present] = await write((batch.calls[0] as PendingCall).key, batch.calls);
         result.written += written;
@@ -263,6 +268,7 @@ export async function reseed(
         result.present += present;
       } catch {
         result.failed = true;
+        failedGroups.add(batch.group);
         pending.add(batch.group);
       }
     }

@@ -92,6 +92,12 @@ export class Recovery {
     return this.#passes.kind === 'idle' ? this.#passes.failedAt : undefined;
   }
 
+  /** Forgets a group's journalled calls and its pending re-seed (`reset()`): they will not be written. */
+  forget(group: string): void {
+    this.journal.forget(group);
+    this.#reseed.delete(group);
+  }
+
   /** Journals a call the local tier admitted, to be written into Redis. */
   add(call: PendingCall): void {
     this.journal.add(call);
@@ -107,7 +113,9 @@ export class Recovery {
    */
   readonly onReconnect = (lost: Promise<boolean>): void => {
     if (this.closed()) return;
-    this.#lossCheck = lost;
+    // A check not yet read (the breaker was held open) still counts: lost once is lost.
+    const unread = this.#lossCheck;
+    this.#lossCheck = unread === undefined ? lost : Promise.all([unread, lost]).then(([a, b]) => a || b);
     this.catchUp();
   };
 

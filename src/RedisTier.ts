@@ -118,7 +118,6 @@ export class RedisTier {
   constructor(
     options: TierOptions,
     onState: (state: BreakerState, previous: BreakerState) => void,
-    /** The client connected again after being ready once: Redis may have lost data. */
     /**
      * The client connected again after being ready once; `lost` resolves true when Redis may have
      * lost data: another server answers (its run id changed: a restart, a failover), or it could not be told.

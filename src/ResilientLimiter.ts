@@ -83,8 +83,7 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
     this.#stats = new Stats(this, perf);
     const instances = resolved.instances === 'auto' ? 1 : resolved.instances;
     const local = new LocalTier(resolved.localLimit ?? Math.ceil(resolved.limit / instances), resolved.windowMs, resolved.maxKeys, now);
-    const deny = new DenyCache(resolved.maxKeys);
-    
+    const deny = new DenyCache(resolved.maxKeys, perf);
     const tier = (this.#tier = new RedisTier(
       resolved,
       (state, previous) => {
@@ -157,10 +156,10 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
     const now = this.#now();
     if (!settings.enabled) return stats.publish(key, cost, fixedDecision(true, 'disabled', 'disabled', now, settings.limit, 0), started);
     const parts = this.#parts;
-    const denial = parts.deny.check(key, cost, now);
+    const denial = parts.deny.check(key, cost);
     // A retry of a call Redis admitted (the caller's id, in the warm window) is Redis's to answer: a duplicate.
     if (denial !== undefined && (typeof id !== 'string' || !parts.local.main.holds(key, id))) {
-      return stats.publish(key, cost, denyCacheDecision(settings.limit, denial, now), started);
+      return stats.publish(key, cost, denyCacheDecision(settings.limit, denial, parts.deny.perf.now()), started);
     }
     const diverted = parts.gate.divert(key);
     if (diverted !== undefined) return stats.publish(key, cost, parts.fallback.one(key, cost, id, diverted), started);
@@ -220,7 +219,7 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
     checkKey(key);
     if (!this.#settings.enabled) return fixedDecision(true, 'disabled', 'disabled', this.#now(), this.#settings.limit, 0);
     const diverted = this.#parts.gate.divert(key);
-    return diverted === undefined ? this.#path.run(new PeekCall(this.#parts, key)) : this.#parts.fallback.peek(key, diverted);
+    return diverted === undefined ? await this.#path.run(new PeekCall(this.#parts, key)) : this.#parts.fallback.peek(key, diverted);
   }
 
   /**
@@ -239,7 +238,7 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
     checkKey(key);
     this.#parts.local.main.reset(key);
     this.#parts.deny.delete(key);
-    this.#recovery.journal.forget(key);
+    this.#recovery.forget(key);
     await this.#tier.reset(key);
   }
 

@@ -29,6 +29,42 @@ export function isTimeout(error: unknown): boolean {
 type Action = (run: () => Promise<unknown>) => Promise<unknown>;
 
 /**
+ * `call`, or a rejection with opossum's code `ETIMEDOUT` once `ms` have passed AND the event loop has
+ * polled for I/O since. A loop iteration runs its timers before it polls: when this process is busy
+ * past the deadline (its own overload, not Redis's), a reply that arrived in time lies unread in the
+ * socket as the timer fires. So the timer only schedules the verdict for the check phase
+ * (setImmediate), right after the poll: a reply read there settles the call first, and counts. A
+ * frozen Redis is still found at the deadline, one poll later.
+ */
+function pollDeadline<T>(call: Promise<T>, ms: number): Promise<T> {
+  return new Promise<T>((resolve, reject) => {
+    let settled = false;
+    const timer = setTimeout(() => {
+      setImmediate(() => {
+        if (settled) return;
+        settled = true;
+        reject(Object.assign(new Error(`Timed out after ${ms}ms`), { code: 'ETIMEDOUT' }));
+      });
+    }, ms);
+    timer.unref();
+    call.then(
+      (value) => {
+        if (settled) return;
+        settled = true;
+        clearTimeout(timer);
+        resolve(value);
+      },
+      (error: unknown) => {
+        if (settled) return;
+        settled = true;
+        clearTimeout(timer);
+        reject(error);
+      },
+    );
+  });
+}
+
+/**
  * The one place opossum is used: a breaker per limiter, with critical-path settings (a deadline in
  * tens of milliseconds, a volume threshold, no percentiles or snapshots) and an open period that
  * doubles after every failed half-open trial, up to `maxResetTimeoutMs`, and returns to
@@ -48,7 +84,9 @@ export class Breaker {
     this.#onChange = onChange;
     const action: Action = (run) => run();
     this.#breaker = new CircuitBreaker(action, {
-      timeout: options.timeoutMs,
+      // The deadline is ours (see pollDeadline): opossum's timer would miss replies that lie unread
+      // while this process is busy. Every call still has one: a hung trial cannot wedge the breaker.
+      timeout: false,
       errorThresholdPercentage: options.errorThresholdPercentage,
       volumeThreshold: options.volumeThreshold,
       resetTimeout: options.resetTimeoutMs,
@@ -103,7 +141,7 @@ export class Breaker {
    * caller but the one trial while half-open), with `ETIMEDOUT` after `timeoutMs`.
    */
   fire<T>(run: () => Promise<T>): Promise<T> {
-    return this.#breaker.fire(run) as Promise<T>;
+    return this.#breaker.fire(() => pollDeadline(run(), this.#options.timeoutMs)) as Promise<T>;
   }
 
   /**
@@ -116,7 +154,12 @@ export class Breaker {
   trial(probe: () => Promise<unknown>): void {
     if (this.#state !== 'open' || this.#forced || this.#trying) return;
     this.#trying = true;
-    this.#set('half-open');
+    try {
+      this.#set('half-open');
+    } catch (error) {
+      this.#trying = false; // a stateChange listener threw: no trial, and the next sign of life may try
+      throw error;
+    }
     probe().then(
       () => {
         this.#trying = false;

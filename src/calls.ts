@@ -39,7 +39,7 @@ export class OneCall implements PathCall<RedisDecision | RedisDecision[], Limite
       // learnt from this very round trip: no drift to allow for (and no clock read).
       if (!decision.duplicate) parts.local.main.record(this.key, decision.nowMs - parts.tier.offset.low(false), this.cost, this.id);
     } else {
-      parts.deny.deny(this.key, this.now + decision.retryAfterMs, this.cost, decision.remaining, decision.resetAtMs);
+      parts.deny.deny(this.key, parts.deny.perf.now() + decision.retryAfterMs, this.cost, decision.remaining, decision.resetAtMs);
     }
     parts.recovery.schedule();
     return redisDecision(decision);

@@ -78,7 +78,7 @@ export function fixedDecision(
   return { allowed, limit, remaining: allowed ? limit : 0, retryAfterMs: wait, resetAtMs: now + wait, source, reason };
 }
 
-/** A refusal of the deny cache: what Redis said when it refused the key, until that wait has passed. */
+/** A refusal of the deny cache: what Redis said when it refused the key, until that wait has passed (`until` and `now` on one clock). */
 export function denyCacheDecision(
   limit: number,
   denial: { until: number; remaining: number; resetAtMs: number },

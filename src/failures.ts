@@ -9,11 +9,12 @@ import { ErrorCode, ResilimitError } from './errors.js';
  * - `TRYAGAIN`, `CLUSTERDOWN` a Cluster resharding or down;
  * - `OOM` out of memory; `MISCONF` the last save failed and writes are refused
  *   (`stop-writes-on-bgsave-error`); `NOREPLICAS` fewer good replicas than `min-replicas-to-write`;
+ * - `NOTREADY` a server (or module) not ready to serve yet, kept from earlier versions of this rule;
  * - `NOAUTH`, `WRONGPASS` the connection is not authenticated: every call of this client fails;
  * - `ERR max number of clients reached`: the server refuses the connection itself.
  */
 const UNAVAILABLE_REPLY =
-  /^(?:(?:BUSY|LOADING|MASTERDOWN|TRYAGAIN|CLUSTERDOWN|READONLY|OOM|MISCONF|NOREPLICAS|NOAUTH|WRONGPASS)\b|ERR max number of clients reached)/;
+  /^(?:(?:BUSY|LOADING|MASTERDOWN|TRYAGAIN|CLUSTERDOWN|READONLY|OOM|MISCONF|NOREPLICAS|NOTREADY|NOAUTH|WRONGPASS)\b|ERR max number of clients reached)/;
 
 /**
  * The one rule for what counts as "Redis cannot answer" (and so trips a breaker, and a call answered

@@ -14,7 +14,8 @@ export type GateOptions = { timeoutMs: number; maxInFlight: number; slowCallMs: 
  * switch come before, in `ResilientLimiter`). The first that holds names the reason:
  *
  * 1. `reconciling`: a catch-up is writing the journal back (after an outage or a reconnect);
- * 2. `breaker-open`: the breaker is open; half-open sends (opossum lets exactly one trial through);
+ * 2. `breaker-open`: the breaker is open, or half-open for a PING trial on a sign of life; half-open
+ *    otherwise sends (opossum lets exactly one trial through);
  * 3. `not-ready`: the client has never been ready;
  * 4. `breaker-open`: a stall — Redis silent for longer than the deadline while calls wait on it
  *    (this opens the breaker);
@@ -67,7 +68,9 @@ export class Gate {
     const { tier } = this;
     const state = tier.state;
     if (state === 'open') return 'breaker-open';
-    if (state === 'half-open') return undefined;
+    // Half-open: the trial call goes (opossum lets exactly one through), unless the trial is a PING
+    // on a sign of life (see Breaker.trial): opossum refuses every call then, so none is made.
+    if (state === 'half-open') return tier.breaker.trying ? 'breaker-open' : undefined;
     if (!tier.everReady) return 'not-ready';
     const oldest = tier.oldestCallAt;
     const silentMs = oldest === undefined ? 0 : this.#turnStart() - Math.max(oldest, tier.lastReplyAt);

@@ -256,3 +256,17 @@ describe('limitAll() on the decision path of limit()', () => {
     expect(closed).toBe(true);
   });
 });
+
+describe('the deny cache on the perf clock', () => {
+  it('denies a key for retryAfterMs of the perf clock, whatever the wall clock does', async () => {
+    const perf = fakePerf();
+    const l = await limiter(perf, { limit: 1, windowMs: 60_000, reconcile: false });
+    expect(await l.limit('k')).toMatchObject({ allowed: true, source: 'redis' });
+    const refused = await l.limit('k');
+    expect(refused).toMatchObject({ allowed: false, source: 'redis' });
+    expect(await l.limit('k')).toMatchObject({ allowed: false, reason: 'deny-cache' });
+    // The wait Redis gave has passed on the monotonic clock (not on the wall clock): Redis is asked again.
+    perf.advance(refused.retryAfterMs + 1);
+    expect(await l.limit('k')).toMatchObject({ allowed: false, source: 'redis', reason: 'decided' });
+  });
+});

@@ -55,6 +55,7 @@ async function setup(options: Partial<ResilientLimiterOptions> = {}) {
   };
   /** Waits (bounded) until the breaker is closed and the journal written. */
   const recovered = async (): Promise<void> => {
+    await l.reconcile(); // the catch-up running now, if any
     for (let i = 0; l.state !== 'closed' || l.stats().reconcile.pending > 0; i++) {
       if (i > 1_000) throw new Error(`not recovered: ${JSON.stringify(l.stats())}`);
       await sleep(5);
@@ -90,6 +91,23 @@ describe('recovery after a reconnect', () => {
     await recovered();
     // The journal's 400 and the warm windows' 1,000 (the 400 among them) are written, once each.
     expect(l.stats().reconcile.dropped).toBe(0);
+    await round(30);
+    for (const key of KEYS) expect(admitted.get(key), key).toBe(LIMIT);
+  });
+});
+
+describe('data loss seen while the breaker is held open', () => {
+  it('re-seeds after a restart followed by a connection cut, both while forced open', async () => {
+    const { redis, l, admitted, round, recovered } = await setup();
+    await round(30);
+    l.forceOpen();
+    await restartEmpty(server, redis); // Redis lost its data: a new run id
+    const cut = once(redis, 'ready');
+    redis.disconnect(true); // then a reconnect to that same new server: no new loss, but the first still counts
+    await cut;
+    await sleep(50); // both run-id probes answer
+    l.forceClose();
+    await recovered();
     await round(30);
     for (const key of KEYS) expect(admitted.get(key), key).toBe(LIMIT);
   });
@@ -145,5 +163,22 @@ describe('recovery speed', () => {
     expect(ms).toBeLessThan(2_000);
     await l.reconcile();
     expect(await l.limit('after')).toMatchObject({ source: 'redis', reason: 'decided' });
+  });
+});
+
+describe("the application's own overload", () => {
+  it('counts a reply that came in time while this process was busy past the deadline', async () => {
+    const { l } = await setup({ breaker: { timeoutMs: 50 } });
+    expect((await l.limit('warm')).source).toBe('redis');
+    for (let round = 0; round < 5; round++) {
+      const decision = l.limit(`busy${round}`);
+      await new Promise<void>((resolve) => process.nextTick(resolve)); // the coalesced call is sent
+      // The event loop is blocked for 6 deadlines: Redis answers at once, but nothing reads the reply
+      // until the loop polls again, after the deadline's timer is due.
+      const until = performance.now() + 300;
+      while (performance.now() < until);
+      expect(await decision).toMatchObject({ source: 'redis', reason: 'decided' });
+    }
+    expect(l.state).toBe('closed');
   });
 });

@@ -215,6 +215,9 @@ describe('Breaker', () => {
     await vi.advanceTimersByTimeAsync(49);
     expect(result).toBeUndefined();
     await vi.advanceTimersByTimeAsync(1);
+    // Due: the verdict waits for the event loop's next poll (an immediate; the fake clock runs it on its next step).
+    expect(result).toBeUndefined();
+    await vi.advanceTimersByTimeAsync(1);
     expect(codeOf(result as Settled)).toBe('ETIMEDOUT');
     expect((result as { error: Error }).error.message).toBe('Timed out after 50ms');
     // The late answer changes nothing.
@@ -223,10 +226,22 @@ describe('Breaker', () => {
     expect(result).toEqual({ error: expect.objectContaining({ code: 'ETIMEDOUT' }) });
   });
 
+  it('lets a call answered in the same loop iteration as its deadline count: the verdict waits for the poll', async () => {
+    const { b } = tracked();
+    let result: Settled | undefined;
+    // The answer is read after the deadline's timer in the same iteration (a reply that lay unread
+    // while the process was busy): here, a timer due at the same time, made after the call's.
+    const answer = (): Promise<string> => new Promise((resolve) => setTimeout(() => setTimeout(resolve, 1, 'in time'), 49));
+    void settle(b, answer).then((r) => (result = r));
+    await vi.advanceTimersByTimeAsync(51);
+    expect(result).toEqual({ value: 'in time' });
+    expect(b.state).toBe('closed');
+  });
+
   it('counts a timed-out call as a failure', async () => {
     const { b, changes } = tracked();
     const calls = Array.from({ length: 4 }, () => settle(b, () => new Promise<never>(() => {})));
-    await vi.advanceTimersByTimeAsync(50);
+    await vi.advanceTimersByTimeAsync(51); // the deadline, then the poll after it
     expect((await Promise.all(calls)).map(codeOf)).toEqual(['ETIMEDOUT', 'ETIMEDOUT', 'ETIMEDOUT', 'ETIMEDOUT']);
     expect(b.state).toBe('open');
     expect(changes).toEqual([['open', 'closed']]);
@@ -236,7 +251,7 @@ describe('Breaker', () => {
     const { b } = await opened();
     await vi.advanceTimersByTimeAsync(1000);
     const trial = settle(b, () => new Promise<never>(() => {}));
-    await vi.advanceTimersByTimeAsync(50);
+    await vi.advanceTimersByTimeAsync(51); // the deadline, then the poll after it
     expect(codeOf(await trial)).toBe('ETIMEDOUT');
     expect(b.state).toBe('open');
     expect(b.resetTimeoutMs).toBe(2000);

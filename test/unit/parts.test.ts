@@ -1,7 +1,7 @@
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { DenyCache } from '../../src/DenyCache.js';
 import { InstanceCounter } from '../../src/InstanceCounter.js';
-import { groupOf, Reconciler, type PendingCall, type WriteBatch } from '../../src/Reconciler.js';
+import { groupOf, Reconciler, reseed, type PendingCall, type WriteBatch } from '../../src/Reconciler.js';
 
 /** Lets pending promise callbacks run. */
 async function ticks(n = 10): Promise<void> {
@@ -352,6 +352,41 @@ describe('Reconciler', () => {
       .catch(() => undefined);
     r.add(call('c', 30, 0));
     expect(r.size).toBeLessThanOrEqual(3);
+  });
+});
+
+describe('reseed', () => {
+  const call = (key: string, i: number): PendingCall => ({ key, at: 1_000 + i, cost: 1, id: i });
+
+  it('writes every pending group in batches of 200 and releases each once its last batch is sent', async () => {
+    const sent: [string, number][] = [];
+    const pending = new Set(['a', 'b']);
+    const calls = [...Array.from({ length: 450 }, (_, i) => call('a', i)), call('b', 0), call('c', 0)];
+    const result = await reseed(calls, pending, 1, async (key, batch) => {
+      sent.push([key, batch.length]);
+      return [batch.length, 0, 0];
+    });
+    expect(sent).toEqual([['a', 200], ['a', 200], ['a', 50], ['b', 1]]);
+    expect(result).toMatchObject({ written: 451, failed: false });
+    expect([...pending]).toEqual([]);
+  });
+
+  it('releases a pending group that has no call left in its window', async () => {
+    const pending = new Set(['gone', 'a']);
+    await reseed([call('a', 0)], pending, 8, async (_, batch) => [batch.length, 0, 0]);
+    expect([...pending]).toEqual([]);
+  });
+
+  it('keeps a group pending when any of its batches failed, even if its last one was sent after', async () => {
+    const pending = new Set(['a']);
+    let n = 0;
+    const result = await reseed(Array.from({ length: 450 }, (_, i) => call('a', i)), pending, 1, async (_, batch) => {
+      n += 1;
+      if (n === 1) throw new Error('Redis could not answer');
+      return [batch.length, 0, 0];
+    });
+    expect(result.failed).toBe(true);
+    expect([...pending]).toEqual(['a']);
   });
 });
 
