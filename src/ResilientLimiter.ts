@@ -83,7 +83,8 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
     this.#stats = new Stats(this, perf);
     const instances = resolved.instances === 'auto' ? 1 : resolved.instances;
     const local = new LocalTier(resolved.localLimit ?? Math.ceil(resolved.limit / instances), resolved.windowMs, resolved.maxKeys, now);
-    const deny = new DenyCache(resolved.maxKeys, perf);
+    // Denials wait out Redis's retryAfterMs: on the monotonic clock, or on an injected one (it is Redis's then).
+    const deny = new DenyCache(resolved.maxKeys, resolved.clock === undefined ? perf : { now: resolved.clock });
     const tier = (this.#tier = new RedisTier(
       resolved,
       (state, previous) => {

@@ -39,7 +39,10 @@ export class OneCall implements PathCall<RedisDecision | RedisDecision[], Limite
       // learnt from this very round trip: no drift to allow for (and no clock read).
       if (!decision.duplicate) parts.local.main.record(this.key, decision.nowMs - parts.tier.offset.low(false), this.cost, this.id);
     } else {
-      parts.deny.deny(this.key, parts.deny.perf.now() + decision.retryAfterMs, this.cost, decision.remaining, decision.resetAtMs);
+      // Counted from when the call was asked (before Redis decided: the denial may end early, never
+      // late), moved onto the deny cache's clock; the reply may have been read much later.
+      const askedAt = parts.deny.perf.now() - (parts.now() - this.now);
+      parts.deny.deny(this.key, askedAt + decision.retryAfterMs, this.cost, decision.remaining, decision.resetAtMs);
     }
     parts.recovery.schedule();
     return redisDecision(decision);
