@@ -75,15 +75,20 @@ export function overLimit(
   return firstOver === undefined ? { maxExcess, callsOver } : { maxExcess, callsOver, firstOver };
 }
 
+type Stall = { atMs: number; gapMs: number };
+
+/** A call's latency once the event-loop stalls of this process that overlap it are taken out. */
+function netOfStalls(call: Call, stalls: readonly Stall[]): number {
+  const end = call.issuedMs + call.latencyMs;
+  let stalled = 0;
+  for (const st of stalls) stalled += Math.max(0, Math.min(end, st.atMs + st.gapMs) - Math.max(call.issuedMs, st.atMs));
+  return call.latencyMs - stalled;
+}
+
 /** The longest call once the event-loop stalls overlapping it are taken out (see `latencyNetOfStallsMax`). */
-export function netOfStallsMax(calls: readonly Call[], stalls: readonly { atMs: number; gapMs: number }[]): number {
+export function netOfStallsMax(calls: readonly Call[], stalls: readonly Stall[]): number {
   let max = 0;
-  for (const call of calls) {
-    const end = call.issuedMs + call.latencyMs;
-    let stalled = 0;
-    for (const st of stalls) stalled += Math.max(0, Math.min(end, st.atMs + st.gapMs) - Math.max(call.issuedMs, st.atMs));
-    max = Math.max(max, call.latencyMs - stalled);
-  }
+  for (const call of calls) max = Math.max(max, netOfStalls(call, stalls));
   return max;
 }
 
@@ -145,6 +150,7 @@ export function measure(input: {
       exceptions: calls.filter((c) => c.threw).length,
       faultLatency: percentiles(calls.filter((c) => inFault(c.issuedMs)).map((c) => c.latencyMs)),
       faultLoopStallMs: Math.max(0, ...(input.stalls ?? []).filter((st) => inFault(st.atMs)).map((st) => st.gapMs)),
+      faultLatencyNetOfStalls: percentiles(calls.filter((c) => inFault(c.issuedMs)).map((c) => netOfStalls(c, input.stalls ?? []))),
       latency: percentiles(calls.map((c) => c.latencyMs)),
       latencyNetOfStallsMax: netOfStallsMax(calls, input.stalls ?? []),
       bySource,

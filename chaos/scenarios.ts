@@ -44,12 +44,13 @@ function opensAndCloses(r: ScenarioResult, fast = true): Check[] {
   ];
   if (fast) {
     // A stall of this process's event loop (a fault that spawns a child process, a GC) delays every
-    // answer pending at that moment: it is added to the bound, and reported.
-    const stall = r.metrics.faultLoopStallMs;
+    // answer pending at that moment: each call's overlap with the stalls is taken out, as the deadline
+    // check does (a call can overlap several stalls: adding the longest one fell short), and reported.
+    const net = r.metrics.faultLatencyNetOfStalls;
     checks.push({
-      name: 'calls during the fault were answered fast (p99 < 10 ms, plus any event-loop stall of this process)',
-      pass: r.metrics.faultLatency.p99 < 10 + stall,
-      detail: `p99 ${r.metrics.faultLatency.p99.toFixed(2)} ms, event-loop stall ${stall.toFixed(1)} ms`,
+      name: 'calls during the fault were answered fast (p99 < 10 ms, net of event-loop stalls of this process)',
+      pass: net.p99 < 10,
+      detail: `p99 ${r.metrics.faultLatency.p99.toFixed(2)} ms, ${net.p99.toFixed(2)} ms net of stalls (longest stall ${r.metrics.faultLoopStallMs.toFixed(1)} ms)`,
     });
   }
   return checks;

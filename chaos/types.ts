@@ -97,6 +97,8 @@ export type ScenarioResult = {
     readonly faultLatency: Percentiles;
     /** The longest this process's event loop was held up during fault phases, ms (it delays every pending answer). */
     readonly faultLoopStallMs: number;
+    /** {@link faultLatency} with each call's overlap with this process's event-loop stalls taken out, ms. */
+    readonly faultLatencyNetOfStalls: Percentiles;
     /** Decision latency of every call, ms. */
     readonly latency: Percentiles;
     /**
