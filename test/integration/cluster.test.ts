@@ -206,7 +206,18 @@ describe('on a Redis Cluster of three masters: exactness across slots', () => {
   });
 
   it('runs the resilient limiter, its reconciliation and its heartbeats', async () => {
-    const l = new ResilientLimiter({ redis, prefix: `t:${randomUUID()}:`, limit: 4, windowMs: 60_000, heartbeatMs: 100 });
+    // A deadline a loaded machine cannot miss (its Cluster round trips took longer than the default
+    // 50 ms once, under two busy loops and the other test files): this test is about reconciliation
+    // and heartbeats, and a missed deadline answers locally.
+    const l = new ResilientLimiter({
+      redis,
+      prefix: `t:${randomUUID()}:`,
+      limit: 4,
+      windowMs: 60_000,
+      heartbeatMs: 100,
+      breaker: { timeoutMs: 2000 },
+      slowCallMs: 2000,
+    });
     try {
       const first = await Promise.all(Array.from({ length: 6 }, () => l.limit('k')));
       expect(first.filter((d) => d.allowed && d.source === 'redis')).toHaveLength(4);
