@@ -20,26 +20,9 @@ type Sample = { redisNodeUs: number; redisServerUs: number; localNodeUs: number 
 const KEYS = 10_000;
 
 async function probe(root: string): Promise<Sample> {
-  const { registerHooks, stripTypeScriptTypes } = await import('node:module');
-  const { existsSync, readFileSync } = await import('node:fs');
   const srcDir = pathToFileURL(`${resolve(root)}/src/`).href;
-  process.removeAllListeners('warning');
-  registerHooks({
-    resolve(specifier, context, next) {
-      if (context.parentURL?.startsWith(srcDir) === true && specifier.startsWith('.') && specifier.endsWith('.js')) {
-        const asTs = new URL(`${specifier.slice(0, -3)}.ts`, context.parentURL);
-        if (!existsSync(new URL(specifier, context.parentURL)) && existsSync(asTs)) return next(asTs.href, context);
-      }
-      return next(specifier, context);
-    },
-    load(url, context, next) {
-      if (url.startsWith(srcDir) && url.endsWith('.ts')) {
-        const source = stripTypeScriptTypes(readFileSync(fileURLToPath(url), 'utf8'), { mode: 'transform', sourceUrl: url });
-        return { format: 'module', source, shortCircuit: true };
-      }
-      return next(url, context);
-    },
-  });
+  const { hookSource } = await import('./support/sourceHooks.ts');
+  hookSource(srcDir);
   const lib = (await import(`${srcDir}index.ts`)) as typeof import('../src/index.ts');
   const { startRedisServer, waitReady } = await import('../test/support/redis.ts');
   const server = await startRedisServer();

@@ -20,19 +20,24 @@ process.on('warning', (warning) => {
   process.stderr.write(`(node:${process.pid}) ${warning.name}: ${warning.message}\n`);
 });
 
-registerHooks({
-  resolve(specifier, context, next) {
-    if (context.parentURL?.startsWith(srcDir) === true && specifier.startsWith('.') && specifier.endsWith('.js')) {
-      const asTs = new URL(`${specifier.slice(0, -3)}.ts`, context.parentURL);
-      if (!existsSync(new URL(specifier, context.parentURL)) && existsSync(asTs)) return next(asTs.href, context);
-    }
-    return next(specifier, context);
-  },
-  load(url, context, next) {
-    if (url.startsWith(srcDir) && url.endsWith('.ts')) {
-      const code = readFileSync(fileURLToPath(url), 'utf8');
-      return { format: 'module', source: stripTypeScriptTypes(code, { mode: 'transform', sourceUrl: url }), shortCircuit: true };
-    }
-    return next(url, context);
-  },
-});
+/** Runs the `src/` at `dir` (a file URL ending in `/`) as it is; see above. `bench/cpu-ab.ts` hooks a second checkout's. */
+export function hookSource(dir: string): void {
+  registerHooks({
+    resolve(specifier, context, next) {
+      if (context.parentURL?.startsWith(dir) === true && specifier.startsWith('.') && specifier.endsWith('.js')) {
+        const asTs = new URL(`${specifier.slice(0, -3)}.ts`, context.parentURL);
+        if (!existsSync(new URL(specifier, context.parentURL)) && existsSync(asTs)) return next(asTs.href, context);
+      }
+      return next(specifier, context);
+    },
+    load(url, context, next) {
+      if (url.startsWith(dir) && url.endsWith('.ts')) {
+        const code = readFileSync(fileURLToPath(url), 'utf8');
+        return { format: 'module', source: stripTypeScriptTypes(code, { mode: 'transform', sourceUrl: url }), shortCircuit: true };
+      }
+      return next(url, context);
+    },
+  });
+}
+
+hookSource(srcDir);
