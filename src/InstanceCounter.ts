@@ -1,58 +1,139 @@
 /** How many beats a count is held for: an instance is gone after 3 beats without one (its member's TTL). */
 const HOLD_BEATS = 3;
 
+/** While other instances are unrecovered, beats come this many times as often (to see them return soon). */
+const FAST_BEATS = 5;
+
+/** What one beat does: beat clean, beat with calls Redis has not seen yet, or leave the count. */
+export type BeatOp = 'clean' | 'dirty' | 'leave';
+
+/** A beat's answer: the live instances (this one included), and the other instances that are fresh. */
+export type BeatReply = { readonly live: number; readonly fresh: number };
+
+/** What the counter asks of the limiter. */
+export type Beats = {
+  /**
+   * Sends one beat; `since` (local clock, or undefined for no bound) is when this instance last lost
+   * Redis: only instances that beat clean after it are fresh. Rejects when Redis cannot answer, or
+   * when the beat reached Redis after its deadline (a frozen Redis ran it late).
+   */
+  send(op: BeatOp, since: number | undefined): Promise<BeatReply>;
+  /** True when nothing of this instance's is missing from Redis (no journalled call, no re-seed to write). */
+  clean(): boolean;
+  /** The local clock. */
+  now(): number;
+  /** The held count changed. */
+  changed(count: number): void;
+};
+
 /**
  * Counts the live instances of a limiter (same Redis, same prefix) through heartbeats, so that the
- * local tier's share of the global limit is derived rather than guessed. The count is the largest of
- * the last HOLD_BEATS beats' answers: it falls only once an instance left or stayed silent for a full
- * period of beats, not when one answer is low (after a Redis restart the members are gone and come
- * back one beat at a time). The count is kept while Redis cannot answer.
+ * local tier's share of the global limit is derived rather than guessed, and tells how many of them
+ * may be answering locally with calls Redis has not seen: the **unrecovered** ones.
+ *
+ * - The count is the largest of the last HOLD_BEATS regular beats' answers: it falls only once an
+ *   instance left or stayed silent for a full period of beats, not when one answer is low (after a
+ *   Redis restart the members are gone and come back one beat at a time). It is kept while Redis
+ *   cannot answer.
+ * - Unrecovered = count − 1 − the other instances that beat clean (nothing missing from Redis) since
+ *   this instance last lost Redis ({@link outage}). From an outage until a beat says otherwise, every
+ *   other instance is unrecovered. While some are, Redis's decisions for this instance leave their
+ *   shares free (`Settings.reserve`): instances back first do not take the room of the calls that
+ *   those still answering locally will write back (staggered recovery). Beats come FAST_BEATS times
+ *   as often meanwhile, and one is sent at once when this instance is back ({@link beatNow}).
  */
 export class InstanceCounter {
   #count = 1;
-  /** The answers of the last HOLD_BEATS beats, oldest first. */
+  #unrecovered = 0;
+  /** When this instance last lost Redis (local clock), or undefined. */
+  #since: number | undefined;
+  /** The answers of the last HOLD_BEATS regular beats, oldest first. */
   readonly #recent: number[] = [];
   #timer: NodeJS.Timeout | undefined;
+  #fast: NodeJS.Timeout | undefined;
+  #beating = false;
+  #again = false;
   #stopped = false;
 
   constructor(
     readonly intervalMs: number,
-    /** Sends one beat (or a leave) and returns the live count; rejects when Redis cannot answer. */
-    readonly beat: (leave: boolean) => Promise<number>,
-    readonly onChange: (count: number) => void,
+    readonly beats: Beats,
   ) {}
 
+  /** The live instances, held as the class says; 1 until a beat answers. */
   get count(): number {
     return this.#count;
   }
 
+  /** The other instances that may be answering locally with calls Redis has not seen. */
+  get unrecovered(): number {
+    return this.#unrecovered;
+  }
+
   start(): void {
-    void this.#beat();
-    this.#timer = setInterval(() => void this.#beat(), this.intervalMs);
+    void this.#beat(true);
+    this.#timer = setInterval(() => void this.#beat(true), this.intervalMs);
     this.#timer.unref();
+  }
+
+  /**
+   * This instance lost Redis now: until they beat clean after now, every other instance counts as
+   * unrecovered (they most likely lost it too, and answer locally).
+   */
+  outage(): void {
+    this.#since = this.beats.now();
+    this.#unrecovered = this.#count - 1;
+  }
+
+  /** Beats now (this instance is back: the others should know), or right after the beat in flight. */
+  beatNow(): void {
+    if (this.#stopped) return;
+    if (this.#beating) this.#again = true;
+    else void this.#beat(false);
   }
 
   /** Stops beating and removes this instance from the count (best effort). */
   async stop(): Promise<void> {
     this.#stopped = true;
     clearInterval(this.#timer);
-    await this.beat(true).catch(() => undefined);
+    clearTimeout(this.#fast);
+    await this.beats.send('leave', undefined).catch(() => undefined);
   }
 
-  async #beat(): Promise<void> {
-    let count: number;
+  async #beat(regular: boolean): Promise<void> {
+    if (this.#beating) return; // one at a time: the next regular beat comes soon enough
+    this.#beating = true;
+    let reply: BeatReply | undefined;
     try {
-      count = await this.beat(false);
+      reply = await this.beats.send(this.beats.clean() ? 'clean' : 'dirty', this.#since);
     } catch {
-      return; // keep the last count during an outage
+      // Keep the last count and the unrecovered ones during an outage.
     }
+    this.#beating = false;
     if (this.#stopped) return;
-    this.#recent.push(count);
-    if (this.#recent.length > HOLD_BEATS) this.#recent.shift();
-    const live = Math.max(...this.#recent, 1);
+    if (reply !== undefined) this.#learn(reply, regular);
+    if (this.#again) {
+      this.#again = false;
+      void this.#beat(false);
+    } else if (this.#unrecovered > 0 && this.#fast === undefined) {
+      this.#fast = setTimeout(() => {
+        this.#fast = undefined;
+        void this.#beat(false);
+      }, this.intervalMs / FAST_BEATS);
+      this.#fast.unref();
+    }
+  }
+
+  #learn(reply: BeatReply, regular: boolean): void {
+    if (regular) {
+      this.#recent.push(reply.live);
+      if (this.#recent.length > HOLD_BEATS) this.#recent.shift();
+    }
+    const live = Math.max(...this.#recent, reply.live, 1);
+    this.#unrecovered = Math.max(0, live - 1 - reply.fresh);
     if (live !== this.#count) {
       this.#count = live;
-      this.onChange(live);
+      this.beats.changed(live);
     }
   }
 }

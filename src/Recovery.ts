@@ -55,6 +55,8 @@ export class Recovery {
       reconciled(result: ReconcileResult): void;
       /** Calls the journal dropped since the last report (at most one report per event-loop turn), and in all. */
       dropped(calls: number, total: number): void;
+      /** A catch-up ended. */
+      caughtUp(): void;
     },
   ) {
     this.#options = options;
@@ -73,6 +75,11 @@ export class Recovery {
     this.#dropped = 0;
     this.report.dropped(calls, this.journal.dropped);
   };
+
+  /** True when nothing of this instance's is missing from Redis: nothing journalled, no re-seed or loss check waiting, no catch-up running. */
+  get clean(): boolean {
+    return !this.#hasWork() && this.#catchingUp === undefined;
+  }
 
   /** True from the start of a catch-up until its last pass ended. */
   get catchingUp(): boolean {
@@ -146,6 +153,7 @@ export class Recovery {
     if (!this.#hasWork() || this.closed() || this.#catchingUp !== undefined) return;
     this.#catchingUp = this.#catchUpPasses().finally(() => {
       this.#catchingUp = undefined;
+      this.report.caughtUp();
     });
   }
 

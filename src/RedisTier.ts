@@ -1,5 +1,6 @@
 import type { Cluster, Redis } from 'ioredis';
 import { Breaker, isOpenRejection, isTimeout, type BreakerState } from './breaker.js';
+import { listen, unlisten, withDeadline } from './clientEvents.js';
 import { ClockOffset } from './ClockOffset.js';
 import { ErrorCode, isResilimitError, ResilimitError } from './errors.js';
 import { redisCallError } from './failures.js';
@@ -8,6 +9,7 @@ import { readReply, scriptArgs, type CheckedItem, type GroupReply } from './limi
 import type { ResolvedLimiterOptions } from './options.js';
 import { RedisWindow, type BatchCall, type RedisDecision } from './RedisWindow.js';
 import { evalScript, loadScript, runScript, staleReplyNowMs } from './script.js';
+import type { BeatOp, BeatReply } from './InstanceCounter.js';
 import type { DecisionReason } from './types.js';
 
 const reconcileScript = loadScript('reconcile');
@@ -20,16 +22,6 @@ const PROBE_MS = 1_000;
 /** True when Redis itself answered with `error`: a stale reply (it ran the call after its deadline) or a reply error. */
 function repliedWith(error: unknown): boolean {
   return staleReplyNowMs(error) !== undefined || (isResilimitError(error) && error.code === ErrorCode.REDIS_REPLY);
-}
-
-/** `promise`, or a rejection once `ms` have passed (the timer is unref'd and cleared). */
-function withDeadline<T>(promise: Promise<T>, ms: number): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  const late = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`no answer within ${ms} ms`)), ms);
-    timer.unref();
-  });
-  return Promise.race([promise, late]).finally(() => clearTimeout(timer));
 }
 
 /** The rejection of a call made while the client is not connected: nothing was sent. */
@@ -50,29 +42,6 @@ export function reasonOf(error: unknown, onReplyError: (error: ResilimitError) =
       : new ResilimitError(ErrorCode.REDIS_REPLY, `Unexpected failure of a Redis call: ${String(error)}`, { cause: error }),
   );
   return 'redis-reply-error';
-}
-
-/** A client listener, as ioredis types them (`any` arguments). */
-// eslint-disable-next-line @typescript-eslint/no-explicit-any
-type Listener = (...args: any[]) => void;
-
-/**
- * Adds a listener to the user's client and raises its listener cap by one: each limiter adds its own
- * listener, so that many limiters on one client are not a leak warning (an unlimited cap stays unlimited).
- */
-function listen(client: Redis | Cluster, event: string, listener: Listener): void {
-  const max = client.getMaxListeners();
-  if (max !== 0) client.setMaxListeners(max + 1);
-  client.on(event, listener);
-}
-
-/** Undoes {@link listen}. */
-function unlisten(client: Redis | Cluster, event: string, listener: Listener): void {
-  if (client.listeners(event).includes(listener)) {
-    client.off(event, listener);
-    const max = client.getMaxListeners();
-    if (max !== 0) client.setMaxListeners(Math.max(max - 1, 1));
-  }
 }
 
 /** What the Redis tier needs of the limiter's options. */
@@ -123,6 +92,8 @@ export class RedisTier {
      * lost data: another server answers (its run id changed: a restart, a failover), or it could not be told.
      */
     onReconnect: (lost: Promise<boolean>) => void,
+    /** Permits of `limit()`'s limit that Redis's decisions leave free now (`Settings.reserve`). */
+    readonly reserve: () => number = () => 0,
   ) {
     this.#redis = options.redis;
     this.window = new RedisWindow({
@@ -226,7 +197,7 @@ export class RedisTier {
     let sentNow = 0;
     const decisions = await this.fire(calls.length, () => {
       sentNow = this.#now();
-      return this.window[decideBatch](calls, notAfter).catch((error: unknown) => this.#learnFromStale(error, sentNow));
+      return this.window[decideBatch](calls, notAfter, this.reserve()).catch((error: unknown) => this.#learnFromStale(error, sentNow));
     });
     const first = decisions[0];
     if (first !== undefined) this.#learnOffset(sentNow, first.nowMs);
@@ -298,15 +269,27 @@ export class RedisTier {
   }
 
   /**
-   * One heartbeat of the instance count; the live count. Inside the breaker, outside the ledger: a
-   * beat is not a decision, comes once per `heartbeatMs`, and must not be sent while the breaker is
-   * open (it would be the trial call a decision should make).
+   * One heartbeat of the instance count (see `InstanceCounter`). Inside the breaker, outside the
+   * ledger: a beat is not a decision, comes once per `heartbeatMs` (more often while instances are
+   * unrecovered), and must not be sent while the breaker is open (it would be the trial call a
+   * decision should make). It carries the staleness deadline of a decision asked now: a beat that a
+   * frozen Redis runs late, while this instance answers locally, must not say it is back.
+   * `since` (local clock) is moved onto Redis's clock at the most it can be ahead: an instance that
+   * beat before it never counts as fresh. With an injected `clock` neither bound is sent (the script
+   * reads Redis's clock).
    */
-  beat(key: string, member: string, ttlMs: number, leave: boolean): Promise<number> {
+  beat(key: string, member: string, ttlMs: number, op: BeatOp, since: number | undefined): Promise<BeatReply> {
     if (!this.breaker.accepting || this.#redis.status !== 'ready') return Promise.reject(NOT_READY);
+    const real = this.#clock === undefined;
+    const notAfter = this.#notAfter(this.#now());
+    const args = [member, ttlMs, op, real && since !== undefined ? Math.ceil(since + this.offset.high()) : '', notAfter === undefined ? '' : Math.ceil(notAfter)];
     return this.breaker.fire(() =>
-      runScript(this.#redis, heartbeatScript, [key], [member, ttlMs, leave ? '1' : '0']).then(
-        (count) => count as number,
+      runScript(this.#redis, heartbeatScript, [key], args).then(
+        (reply) => {
+          const [live, fresh] = reply as [number, number];
+          if (live < 0) throw new ResilimitError(ErrorCode.REDIS_UNAVAILABLE, 'A heartbeat reached Redis after its deadline');
+          return { live, fresh };
+        },
         (error: unknown) => Promise.reject(redisCallError(error)),
       ),
     );

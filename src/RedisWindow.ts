@@ -92,13 +92,16 @@ export class RedisWindow implements RateWindow {
 
   /**
    * Decides several calls in one script call, in order (on a Cluster, their keys must share a slot).
+   * `reserve` permits of the limit are left free, but never so many that a call's cost could not fit
+   * (the script refuses a cost above its limit): the decisions still report the limit, and
+   * `remaining` / `retryAfterMs` what is usable now.
    * @internal
    */
-  async [decideBatch](calls: readonly BatchCall[], notAfterMs?: number): Promise<RedisDecision[]> {
+  async [decideBatch](calls: readonly BatchCall[], notAfterMs?: number, reserve = 0): Promise<RedisDecision[]> {
     const { redis, prefix, limit, windowMs, now } = this.#options;
     const keys: string[] = [];
     const args: (string | number)[] = [
-      limit,
+      reserve > 0 ? Math.max(limit - reserve, ...calls.map((call) => call.cost), 1) : limit,
       windowMs,
       now === undefined ? '' : Math.floor(now()),
       notAfterMs === undefined ? '' : Math.ceil(notAfterMs),

@@ -89,18 +89,26 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
       resolved,
       (state, previous) => {
         if (state === 'open') this.#stats.opened += 1;
+        // This instance lost Redis: until they say they are back, the others may answer locally too.
+        if (state === 'open' && previous === 'closed') this.#instances?.outage();
         this.#recovery.journal.track(state !== 'open');
         this.emit('stateChange', { state, previous });
         // After the listeners (they may call as the state changes): write the journal before Redis decides
         // again; half-open, its first batch is the trial, unless a PING on a sign of life is (see Breaker.trial).
         if (state === 'closed' || (state === 'half-open' && !this.#tier.breaker.trying)) this.#recovery.catchUp();
+        if (state === 'closed') this.#instances?.beatNow();
       },
-      (lost) => this.#recovery.onReconnect(lost),
+      (lost) => {
+        if (this.#tier.state === 'closed') this.#instances?.outage(); // a disconnection the breaker did not see
+        this.#recovery.onReconnect(lost);
+      },
+      () => this.#settings.reserve,
     ));
-    const settings = (this.#settings = new Settings(resolved, tier.window, local, deny, () => this.#instances?.count));
+    const settings = (this.#settings = new Settings(resolved, tier.window, local, deny, () => this.#instances));
     const recovery = (this.#recovery = new Recovery(resolved, tier, local, settings, () => this.#life.kind === 'closed', {
       reconciled: (result) => this.emit('reconciled', result),
       dropped: (calls, total) => this.emit('dropped', { calls, total }),
+      caughtUp: () => this.#instances?.beatNow(),
     }));
     const coalescer = new Coalescer(
       (calls, oldest) => tier.send(calls, oldest),
@@ -115,10 +123,15 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
     });
     if (resolved.instances === 'auto') {
       // One member per limiter, gone 3 beats after its last.
-      const beat = tier.beat.bind(tier, `${prefix}instances`, nextId(), resolved.heartbeatMs * 3);
-      this.#instances = new InstanceCounter(resolved.heartbeatMs, beat, (count) => {
-        this.#settings.applyLocalLimit();
-        this.emit('instances', count);
+      const send = tier.beat.bind(tier, `${prefix}instances`, nextId(), resolved.heartbeatMs * 3);
+      this.#instances = new InstanceCounter(resolved.heartbeatMs, {
+        send,
+        clean: () => recovery.clean,
+        now,
+        changed: (count) => {
+          this.#settings.applyLocalLimit();
+          this.emit('instances', count);
+        },
       });
       this.#instances.start();
     }
@@ -267,27 +280,7 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
 
   /** Counters since creation. Cheap, but not meant for every request. */
   stats(): LimiterStats {
-    const stats = this.#stats;
-    const settings = this.#settings;
-    const { journal, totals } = this.#recovery;
-    return {
-      state: this.#tier.state,
-      mode: settings.mode,
-      enabled: settings.enabled,
-      limit: settings.limit,
-      windowMs: settings.windowMs,
-      localLimit: this.#parts.local.main.options.limit,
-      instances: settings.instances,
-      decisions: stats.decisions,
-      allowed: stats.allowed,
-      bySource: { ...stats.bySource },
-      byReason: { ...stats.byReason },
-      inFlight: this.#tier.outstandingDecisions + this.#parts.coalescer.size,
-      redisLatencyMs: this.#tier.latencyMs,
-      slowCallMs: this.#parts.gate.slowCallMs(),
-      opened: stats.opened,
-      reconcile: { pending: journal.pending, ...totals, dropped: journal.dropped },
-    };
+    return this.#stats.snapshot(this.#parts, this.#settings, this.#instances?.unrecovered ?? 0);
   }
 
   /** Switches what answers when Redis cannot, from the next call on. @throws {ResilimitError} `ERR_RESILIMIT_INVALID_OPTION`. */

@@ -24,8 +24,8 @@ export class Settings {
     readonly redis: RedisWindow,
     readonly local: LocalTier,
     readonly deny: DenyCache,
-    /** The live instance count when `instances: 'auto'`, else undefined. */
-    readonly liveInstances: () => number | undefined,
+    /** The instance counter when `instances: 'auto'`, else undefined. */
+    readonly counter: () => { readonly count: number; readonly unrecovered: number } | undefined,
   ) {
     this.#limit = options.limit;
     this.#limitFn = options.limitFn;
@@ -51,7 +51,17 @@ export class Settings {
 
   /** Instances sharing the limit: counted (`'auto'`, 1 until a heartbeat answers) or set. */
   get instances(): number {
-    return this.liveInstances() ?? (this.options.instances === 'auto' ? 1 : this.options.instances);
+    return this.counter()?.count ?? (this.options.instances === 'auto' ? 1 : this.options.instances);
+  }
+
+  /**
+   * Permits of the limit that Redis's decisions leave free now: the local shares of the instances
+   * that may be answering locally with calls Redis has not seen yet (`InstanceCounter.unrecovered`),
+   * at most all but one. 0 unless `instances: 'auto'`.
+   */
+  get reserve(): number {
+    const unrecovered = this.counter()?.unrecovered ?? 0;
+    return unrecovered === 0 ? 0 : Math.min(unrecovered * this.localLimit, this.#limit - 1);
   }
 
   /** The local window's limit: `local.limit`, or this instance's share of the limit. */

@@ -1,7 +1,9 @@
 import { channel } from 'node:diagnostics_channel';
 import type { BreakerState } from './breaker.js';
 import { REASONS, type LimiterDecision } from './decisions.js';
+import type { Parts } from './DecisionPath.js';
 import type { Mode } from './options.js';
+import type { Settings } from './Settings.js';
 import type { DecisionReason, DecisionSource } from './types.js';
 
 /** Counters since the limiter was created; read with `ResilientLimiter.stats()`. */
@@ -14,6 +16,12 @@ export type LimiterStats = {
   /** The local window's limit: `local.limit`, or `ceil(limit / instances)`. */
   localLimit: number;
   instances: number;
+  /**
+   * Other instances that may be answering locally with calls Redis has not seen yet (after an outage,
+   * until they beat again): Redis's decisions leave their local shares free meanwhile. 0 unless
+   * `instances: 'auto'`.
+   */
+  unrecovered: number;
   decisions: number;
   allowed: number;
   bySource: Record<DecisionSource, number>;
@@ -69,6 +77,30 @@ export class Stats {
       decisionChannel.publish({ limiter: this.limiter, key, cost, decision, durationMs } satisfies DecisionMessage);
     }
     return decision;
+  }
+
+  /** The counters and the state of the parts, for `ResilientLimiter.stats()`. */
+  snapshot(parts: Pick<Parts, 'tier' | 'gate' | 'coalescer' | 'local' | 'recovery'>, settings: Settings, unrecovered: number): LimiterStats {
+    const { tier, recovery } = parts;
+    return {
+      state: tier.state,
+      mode: settings.mode,
+      enabled: settings.enabled,
+      limit: settings.limit,
+      windowMs: settings.windowMs,
+      localLimit: parts.local.main.options.limit,
+      instances: settings.instances,
+      unrecovered,
+      decisions: this.decisions,
+      allowed: this.allowed,
+      bySource: { ...this.bySource },
+      byReason: { ...this.byReason },
+      inFlight: tier.outstandingDecisions + parts.coalescer.size,
+      redisLatencyMs: tier.latencyMs,
+      slowCallMs: parts.gate.slowCallMs(),
+      opened: this.opened,
+      reconcile: { pending: recovery.journal.pending, ...recovery.totals, dropped: recovery.journal.dropped },
+    };
   }
 
   /** Decisions made, all sources together. */

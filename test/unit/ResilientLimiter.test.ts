@@ -481,6 +481,7 @@ describe('ResilientLimiter without Redis', () => {
       windowMs: 1000,
       localLimit: 3,
       instances: 1,
+      unrecovered: 0,
       decisions: 11,
       allowed: 7,
       bySource: { redis: 0, local: 4, 'fail-open': 2, 'fail-closed': 3, disabled: 2 },

@@ -1,6 +1,6 @@
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { DenyCache } from '../../src/DenyCache.js';
-import { InstanceCounter } from '../../src/InstanceCounter.js';
+import { InstanceCounter, type BeatOp, type BeatReply, type Beats } from '../../src/InstanceCounter.js';
 import { groupOf, Reconciler, reseed, type PendingCall, type WriteBatch } from '../../src/Reconciler.js';
 
 /** Lets pending promise callbacks run. */
@@ -395,28 +395,44 @@ describe('InstanceCounter', () => {
     vi.useRealTimers();
   });
 
-  /** A counter whose beats answer from `answers` in order (a function answer is called). */
-  function counter(answers: (number | Error)[], intervalMs = 100) {
-    vi.useFakeTimers();
+  /** A beat's answer: live instances (every other one fresh), a full reply, or a rejection. */
+  type Answer = number | BeatReply | Error;
+
+  /**
+   * Beats that answer from `answers` in order, or by the (fake) time they are sent at, recording `true`
+   * for a leave beat and `false` for another.
+   */
+  function beatsOf(answers: Answer[] | ((ms: number) => Answer), options: { clean?: () => boolean; ops?: [BeatOp, number | undefined][] } = {}) {
     const beats: boolean[] = [];
     const changes: number[] = [];
     let i = 0;
-    const c = new InstanceCounter(
-      intervalMs,
-      async (leave) => {
-        beats.push(leave);
-        if (leave) return 0;
-        const answer = answers[Math.min(i++, answers.length - 1)] as number | Error;
+    let at = 0;
+    const t0 = Date.now();
+    const parts: Beats = {
+      async send(op, since) {
+        beats.push(op === 'leave');
+        options.ops?.push([op, since]);
+        if (op === 'leave') return { live: 0, fresh: 0 };
+        const answer = typeof answers === 'function' ? answers(Date.now() - t0) : (answers[Math.min(i++, answers.length - 1)] as Answer);
         if (answer instanceof Error) throw answer;
-        return answer;
+        return typeof answer === 'number' ? { live: answer, fresh: Math.max(0, answer - 1) } : answer;
       },
-      (count) => changes.push(count),
-    );
-    return { c, beats, changes };
+      clean: options.clean ?? (() => true),
+      now: () => (at += 1),
+      changed: (count) => changes.push(count),
+    };
+    return { parts, beats, changes };
+  }
+
+  /** A counter whose beats answer from `answers` in order. */
+  function counter(answers: Parameters<typeof beatsOf>[0], intervalMs = 100, options: Parameters<typeof beatsOf>[1] = {}) {
+    vi.useFakeTimers();
+    const { parts, beats, changes } = beatsOf(answers, options);
+    return { c: new InstanceCounter(intervalMs, parts), beats, changes };
   }
 
   it('counts 1 before any beat', () => {
-    const c = new InstanceCounter(100, async () => 5, () => undefined);
+    const c = new InstanceCounter(100, beatsOf([5]).parts);
     expect(c.count).toBe(1);
   });
 
@@ -445,7 +461,8 @@ describe('InstanceCounter', () => {
 
   it('holds the largest count of the last 3 beats: a restarted Redis that lost the members does not shrink it', async () => {
     // Beats at 0, 100, 200, …: 4 instances, then Redis restarts empty and they come back one beat at a time.
-    const { c, changes } = counter([4, 4, 1, 2, 4, 4, 4, 3, 3, 3]);
+    // Extra beats come meanwhile (the others are unrecovered): they must not lower the count either.
+    const { c, changes } = counter((ms) => (ms < 200 ? 4 : ms < 300 ? 1 : ms < 400 ? 2 : ms < 700 ? 4 : 3));
     c.start();
     await vi.advanceTimersByTimeAsync(700);
     expect(changes).toEqual([4]);
@@ -497,29 +514,76 @@ describe('InstanceCounter', () => {
 
   it('resolves stop even when the leave beat rejects', async () => {
     vi.useFakeTimers();
-    const leaves: boolean[] = [];
-    const c = new InstanceCounter(
-      100,
-      async (leave) => {
-        leaves.push(leave);
-        throw new Error('down');
-      },
-      () => undefined,
-    );
+    const down = new Error('down');
+    const { parts, beats } = beatsOf([down]);
+    const c = new InstanceCounter(100, { ...parts, send: (op, since) => parts.send(op, since).then(() => Promise.reject(down)) });
     c.start();
     await expect(c.stop()).resolves.toBeUndefined();
-    expect(leaves).toEqual([false, true]);
+    expect(beats).toEqual([false, true]);
     expect(vi.getTimerCount()).toBe(0);
+  });
+
+  it('counts every other instance unrecovered from an outage until a beat says they are back, beating faster meanwhile', async () => {
+    const ops: [BeatOp, number | undefined][] = [];
+    // 4 live; after the outage, 1 of the 3 others is back, then all 3.
+    const { c, beats } = counter((ms) => (ms < 100 ? 4 : ms < 200 ? { live: 4, fresh: 0 } : ms < 240 ? { live: 4, fresh: 1 } : { live: 4, fresh: 3 }), 100, { ops });
+    c.start();
+    await vi.advanceTimersByTimeAsync(0);
+    expect([c.count, c.unrecovered]).toEqual([4, 0]);
+    c.outage();
+    expect(c.unrecovered).toBe(3);
+    const since = ops.length;
+    await vi.advanceTimersByTimeAsync(100); // a regular beat
+    expect(c.unrecovered).toBe(3);
+    expect(ops[since]?.[1]).toBeGreaterThan(0); // the outage's time goes with every beat after it
+    await vi.advanceTimersByTimeAsync(100); // a regular beat: 1 back
+    expect(c.unrecovered).toBe(2);
+    const before = beats.length;
+    await vi.advanceTimersByTimeAsync(20); // fast beats come every intervalMs / 5 while some are unrecovered
+    expect(beats.length).toBe(before + 1);
+    await vi.advanceTimersByTimeAsync(20);
+    expect(c.unrecovered).toBe(0);
+    const settled = beats.length;
+    await vi.advanceTimersByTimeAsync(59);
+    expect(beats.length).toBe(settled); // no fast beat once all are back
+    await c.stop();
+  });
+
+  it('beats dirty while this instance has calls Redis has not seen, and at once when asked', async () => {
+    const ops: [BeatOp, number | undefined][] = [];
+    let clean = false;
+    const { c } = counter([2], 1000, { ops, clean: () => clean });
+    c.start();
+    await vi.advanceTimersByTimeAsync(0);
+    clean = true;
+    c.beatNow();
+    await vi.advanceTimersByTimeAsync(0);
+    expect(ops.map(([op]) => op)).toEqual(['dirty', 'clean']);
+    await c.stop();
+  });
+
+  it('does not let extra beats lower the held count', async () => {
+    // Regular beats see 4; after a restart the extra beats see 1 and 2 (members come back one at a time).
+    const { c } = counter([4, { live: 1, fresh: 0 }, { live: 2, fresh: 1 }, { live: 2, fresh: 1 }, { live: 2, fresh: 1 }], 1000);
+    c.start();
+    await vi.advanceTimersByTimeAsync(0);
+    c.outage();
+    c.beatNow();
+    await vi.advanceTimersByTimeAsync(0);
+    for (let i = 0; i < 3; i += 1) await vi.advanceTimersByTimeAsync(200); // fast beats
+    expect(c.count).toBe(4);
+    expect(c.unrecovered).toBe(2);
+    await c.stop();
   });
 
   it('ignores a beat that answers after stop', async () => {
     vi.useFakeTimers();
-    const pending = Promise.withResolvers<number>();
-    const changes: number[] = [];
-    const c = new InstanceCounter(100, (leave) => (leave ? Promise.resolve(0) : pending.promise), (n) => changes.push(n));
+    const pending = Promise.withResolvers<BeatReply>();
+    const { parts, changes } = beatsOf([7]);
+    const c = new InstanceCounter(100, { ...parts, send: (op) => (op === 'leave' ? Promise.resolve({ live: 0, fresh: 0 }) : pending.promise) });
     c.start();
     await c.stop();
-    pending.resolve(7);
+    pending.resolve({ live: 7, fresh: 6 });
     await ticks();
     expect(c.count).toBe(1);
     expect(changes).toEqual([]);
