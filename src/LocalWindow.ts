@@ -25,6 +25,8 @@ class Log {
   idSet: Set<string> | undefined;
   head = 0;
   used = 0;
+  /** Permits of the window's limit left to the other instances, as last learnt from Redis (see `LocalWindow.observe`). */
+  short = 0;
 
   costAt(i: number): number {
     return this.costs === undefined ? 1 : (this.costs[i] ?? 1);
@@ -142,6 +144,29 @@ export class LocalWindow implements RateWindow {
     log.add(newest !== undefined && newest > at ? newest : at, cost, id);
   }
 
+  /**
+   * Learns from a Redis decision of `key` how the global window is shared, so that this window, when
+   * it answers for Redis, admits no more than this instance's part of it: `used` permits of the
+   * global `limit` were in use (every instance's calls), `instances` share it, and this window holds
+   * this instance's own calls. The part is min(share, min(own, share) + ⌈free / instances⌉), share
+   * being this window's limit: an instance that had less than its share keeps what it had plus an
+   * even part of what was free. The parts of all instances then never add up to more than the limit,
+   * however unevenly Redis had admitted their calls (with the share alone, those under it would admit
+   * up to it while those over it still hold their calls in the window). Kept until the next decision
+   * of the key; never more than the share. @internal
+   */
+  observe(key: string, used: number, limit: number, instances: number): void {
+    let log = this.#logs.get(key);
+    if (log === undefined) {
+      log = new Log();
+      this.#logs.set(key, log);
+    } else {
+      log.expire(this.#now() - this.#options.windowMs);
+    }
+    const share = this.#options.limit;
+    log.short = Math.max(0, share - Math.min(log.used, share) - Math.ceil(Math.max(0, limit - used) / instances));
+  }
+
   /** True while the caller's `id` is in `key`'s window (a call admitted with it has not left yet). @internal */
   holds(key: string, id: string): boolean {
     const log = this.#logs.peek(key);
@@ -167,9 +192,10 @@ export class LocalWindow implements RateWindow {
   /**
    * {@link limit} with checked arguments. The caller's id (a string) is checked for a re-sent call;
    * a generated one is only kept. `reserved` permits count as used: calls of this key still waiting
-   * on Redis, which may be admitted there. `limit` replaces the window's own for this call. @internal
+   * on Redis, which may be admitted there. `limit` replaces the window's own for this call (which is
+   * less the part left to other instances, see {@link observe}). @internal
    */
-  [decide](key: string, cost: number, id: CallId | undefined, now = this.#now(), reserved = 0, limit = this.#options.limit): Decision {
+  [decide](key: string, cost: number, id: CallId | undefined, now = this.#now(), reserved = 0, given?: number): Decision {
     const { windowMs } = this.#options;
     let log = this.#logs.get(key);
     if (log === undefined) {
@@ -178,6 +204,7 @@ export class LocalWindow implements RateWindow {
     } else {
       log.expire(now - windowMs);
     }
+    const limit = given ?? this.#options.limit - log.short;
     if (typeof id === 'string' && log.idSet?.has(id) === true) return this.#decide(log, now, true, 1, 0, limit);
     if (log.used + reserved + cost > limit) return this.#decide(log, now, false, cost, reserved, limit);
     // Times never go backwards within a log: a clock stepping back keeps calls in the window longer, never shorter.

@@ -19,6 +19,8 @@ export type RedisDecision = Decision & {
   nowMs: number;
   /** True when the call's id was already in the window: admitted, not counted again. */
   duplicate: boolean;
+  /** Permits in use in the key's window after the call, every instance's (at least; exact unless the limit was lowered below them). */
+  used: number;
 };
 
 /**
@@ -99,9 +101,10 @@ export class RedisWindow implements RateWindow {
    */
   async [decideBatch](calls: readonly BatchCall[], notAfterMs?: number, reserve = 0): Promise<RedisDecision[]> {
     const { redis, prefix, limit, windowMs, now } = this.#options;
+    const effective = reserve > 0 ? Math.max(limit - reserve, ...calls.map((call) => call.cost), 1) : limit;
     const keys: string[] = [];
     const args: (string | number)[] = [
-      reserve > 0 ? Math.max(limit - reserve, ...calls.map((call) => call.cost), 1) : limit,
+      effective,
       windowMs,
       now === undefined ? '' : Math.floor(now()),
       notAfterMs === undefined ? '' : Math.ceil(notAfterMs),
@@ -116,7 +119,7 @@ export class RedisWindow implements RateWindow {
     } catch (error) {
       throw redisCallError(error);
     }
-    return toDecisions(reply, calls.length, limit);
+    return toDecisions(reply, calls.length, limit, effective);
   }
 
   /** Changes the limit and window for the calls that follow. @internal */
@@ -129,7 +132,7 @@ export class RedisWindow implements RateWindow {
 export type BatchCall = { readonly key: string; readonly cost: number; readonly id: CallId };
 
 /** Reads the script's reply: "nowMs,stale" then "allowed,remaining,retryAfterMs,resetAtMs,duplicate" per call. */
-function toDecisions(reply: unknown, count: number, limit: number): RedisDecision[] {
+function toDecisions(reply: unknown, count: number, limit: number, effective: number): RedisDecision[] {
   const values = replyIntegers(slidingWindow, reply, 2 + 5 * count);
   const nowMs = values[0] as number;
   const decisions: RedisDecision[] = [];
@@ -143,6 +146,7 @@ function toDecisions(reply: unknown, count: number, limit: number): RedisDecisio
       source: 'redis',
       nowMs,
       duplicate: values[i + 4] === 1,
+      used: effective - (values[i + 1] as number),
     });
   }
   return decisions;
