@@ -1,5 +1,5 @@
 import type { CallId } from './input.js';
-import type { BatchCall, RedisDecision } from './RedisWindow.js';
+import type { BatchCall, BatchDecision } from './RedisWindow.js';
 
 /**
  * The most calls one coalesced script call carries. Measured at 64 concurrent calls: 16 to 32 gave
@@ -10,7 +10,7 @@ const MAX_BATCH = 16;
 
 type QueuedCall = BatchCall & {
   now: number;
-  resolve: (decision: RedisDecision) => void;
+  resolve: (decision: BatchDecision) => void;
   reject: (error: unknown) => void;
 };
 
@@ -25,7 +25,7 @@ export class Coalescer {
 
   constructor(
     /** Sends one batch; `now` is the local time of its oldest call. */
-    readonly send: (calls: readonly BatchCall[], now: number) => Promise<RedisDecision[]>,
+    readonly send: (calls: readonly BatchCall[], now: number) => Promise<BatchDecision[]>,
     /** Groups calls by hash slot (a Cluster), or undefined on a single Redis. */
     readonly bySlot: ((calls: QueuedCall[]) => QueuedCall[][]) | undefined,
   ) {}
@@ -36,8 +36,8 @@ export class Coalescer {
   }
 
   /** Queues a call for the batch of this turn; the batch leaves on the next tick. */
-  enqueue(key: string, cost: number, id: CallId, now: number): Promise<RedisDecision> {
-    return new Promise<RedisDecision>((resolve, reject) => {
+  enqueue(key: string, cost: number, id: CallId, now: number): Promise<BatchDecision> {
+    return new Promise<BatchDecision>((resolve, reject) => {
       this.#queued.push({ key, cost, id, now, resolve, reject });
       if (this.#queued.length === 1) process.nextTick(this.#flush);
     });
@@ -51,7 +51,7 @@ export class Coalescer {
       for (let i = 0; i < group.length; i += MAX_BATCH) {
         const chunk = group.slice(i, i + MAX_BATCH);
         this.send(chunk, (chunk[0] as QueuedCall).now).then(
-          (decisions) => chunk.forEach((call, j) => call.resolve(decisions[j] as RedisDecision)),
+          (decisions) => chunk.forEach((call, j) => call.resolve(decisions[j] as BatchDecision)),
           (error: unknown) => chunk.forEach((call) => call.reject(error)),
         );
       }

@@ -7,7 +7,7 @@ import { redisCallError } from './failures.js';
 import { decideBatch } from './internal.js';
 import { readReply, scriptArgs, type CheckedItem, type GroupReply } from './limitAll.js';
 import type { ResolvedLimiterOptions } from './options.js';
-import { RedisWindow, type BatchCall, type RedisDecision } from './RedisWindow.js';
+import { RedisWindow, type BatchCall, type BatchDecision } from './RedisWindow.js';
 import { evalScript, loadScript, runScript, staleReplyNowMs } from './script.js';
 import type { BeatOp, BeatReply } from './InstanceCounter.js';
 import type { DecisionReason } from './types.js';
@@ -192,7 +192,7 @@ export class RedisTier {
    * Decides calls of `limit()` (or peeks, at cost 0) in one script call. `now` is the local time of
    * the oldest: the staleness deadline counts from there.
    */
-  async send(calls: readonly BatchCall[], now: number): Promise<RedisDecision[]> {
+  async send(calls: readonly BatchCall[], now: number): Promise<BatchDecision[]> {
     const notAfter = this.#notAfter(now);
     let sentNow = 0;
     const decisions = await this.fire(calls.length, () => {

@@ -19,9 +19,13 @@ export type RedisDecision = Decision & {
   nowMs: number;
   /** True when the call's id was already in the window: admitted, not counted again. */
   duplicate: boolean;
-  /** Permits in use in the key's window after the call, every instance's (at least; exact unless the limit was lowered below them). */
-  used: number;
 };
+
+/**
+ * A decision of a batch, as the limiter reads it: also the permits in use in the key's window after
+ * the call, every instance's (exact unless the limit was lowered below them). @internal
+ */
+export type BatchDecision = RedisDecision & { readonly used: number };
 
 /**
  * An exact sliding window kept in one Redis sorted set per key and decided atomically by
@@ -89,7 +93,8 @@ export class RedisWindow implements RateWindow {
    * @internal
    */
   async [decide](key: string, cost: number, id: string, notAfterMs?: number): Promise<RedisDecision> {
-    return (await this[decideBatch]([{ key, cost, id }], notAfterMs))[0] as RedisDecision;
+    const { used: _, ...decision } = (await this[decideBatch]([{ key, cost, id }], notAfterMs))[0] as BatchDecision;
+    return decision;
   }
 
   /**
@@ -99,7 +104,7 @@ export class RedisWindow implements RateWindow {
    * `remaining` / `retryAfterMs` what is usable now.
    * @internal
    */
-  async [decideBatch](calls: readonly BatchCall[], notAfterMs?: number, reserve = 0): Promise<RedisDecision[]> {
+  async [decideBatch](calls: readonly BatchCall[], notAfterMs?: number, reserve = 0): Promise<BatchDecision[]> {
     const { redis, prefix, limit, windowMs, now } = this.#options;
     const effective = reserve > 0 ? Math.max(limit - reserve, ...calls.map((call) => call.cost), 1) : limit;
     const keys: string[] = [];
@@ -132,10 +137,10 @@ export class RedisWindow implements RateWindow {
 export type BatchCall = { readonly key: string; readonly cost: number; readonly id: CallId };
 
 /** Reads the script's reply: "nowMs,stale" then "allowed,remaining,retryAfterMs,resetAtMs,duplicate" per call. */
-function toDecisions(reply: unknown, count: number, limit: number, effective: number): RedisDecision[] {
+function toDecisions(reply: unknown, count: number, limit: number, effective: number): BatchDecision[] {
   const values = replyIntegers(slidingWindow, reply, 2 + 5 * count);
   const nowMs = values[0] as number;
-  const decisions: RedisDecision[] = [];
+  const decisions: BatchDecision[] = [];
   for (let i = 2; i < values.length; i += 5) {
     decisions.push({
       allowed: values[i] === 1,

@@ -1,14 +1,14 @@
 import { redisDecision, type LimiterDecision } from './decisions.js';
 import type { Parts, PathCall } from './DecisionPath.js';
 import type { CallId } from './input.js';
-import type { RedisDecision } from './RedisWindow.js';
+import type { BatchDecision } from './RedisWindow.js';
 import type { DecisionReason } from './types.js';
 
 /**
  * A call of `limit()` on the decision path. It is also the batch call Redis decides (key, cost, id),
  * so that going to Redis allocates nothing more.
  */
-export class OneCall implements PathCall<RedisDecision | RedisDecision[], LimiterDecision> {
+export class OneCall implements PathCall<BatchDecision | BatchDecision[], LimiterDecision> {
   constructor(
     readonly parts: Parts,
     readonly key: string,
@@ -22,7 +22,7 @@ export class OneCall implements PathCall<RedisDecision | RedisDecision[], Limite
     this.parts.reserved.add(this.key, sign * this.cost);
   }
 
-  ask(): Promise<RedisDecision | RedisDecision[]> {
+  ask(): Promise<BatchDecision | BatchDecision[]> {
     const { parts } = this;
     // Half-open lets one Redis call through: a call alone, so that only its caller waits on the trial.
     return parts.coalesce && parts.tier.state === 'closed'
@@ -30,9 +30,9 @@ export class OneCall implements PathCall<RedisDecision | RedisDecision[], Limite
       : parts.tier.send([this], this.now);
   }
 
-  settle(reply: RedisDecision | RedisDecision[]): LimiterDecision {
+  settle(reply: BatchDecision | BatchDecision[]): LimiterDecision {
     const { parts } = this;
-    const decision = Array.isArray(reply) ? (reply[0] as RedisDecision) : reply;
+    const decision = Array.isArray(reply) ? (reply[0] as BatchDecision) : reply;
     const local = parts.local.main;
     if (decision.allowed) {
       // Warm standby: the local window holds this instance's recent traffic when it takes over, at
@@ -57,7 +57,7 @@ export class OneCall implements PathCall<RedisDecision | RedisDecision[], Limite
 }
 
 /** A call of `peek()` on the decision path: a script call at cost 0, which writes nothing. */
-export class PeekCall implements PathCall<RedisDecision[], LimiterDecision> {
+export class PeekCall implements PathCall<BatchDecision[], LimiterDecision> {
   readonly cost = 0;
   readonly id = '';
 
@@ -68,12 +68,12 @@ export class PeekCall implements PathCall<RedisDecision[], LimiterDecision> {
 
   reserve(): void {}
 
-  ask(): Promise<RedisDecision[]> {
+  ask(): Promise<BatchDecision[]> {
     return this.parts.tier.send([this], this.parts.now());
   }
 
-  settle(reply: RedisDecision[]): LimiterDecision {
-    return redisDecision(reply[0] as RedisDecision);
+  settle(reply: BatchDecision[]): LimiterDecision {
+    return redisDecision(reply[0] as BatchDecision);
   }
 
   fallback(reason: DecisionReason): LimiterDecision {

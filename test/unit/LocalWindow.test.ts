@@ -151,3 +151,42 @@ describe('LocalWindow', () => {
     expect(() => w.limit('k', { id: id as string })).toThrow(expect.objectContaining({ code: 'ERR_RESILIMIT_INVALID_ID' }));
   });
 });
+
+describe('LocalWindow.observe: the part of a shared window learnt from Redis', () => {
+  /** This instance's window, a share of 10 of a limit of 40 shared by 4, holding `own` calls Redis admitted. */
+  function share(own: number) {
+    const t = { now: 1_000 };
+    const w = new LocalWindow({ limit: 10, windowMs: 1_000, maxKeys: 10, now: () => t.now });
+    for (let i = 0; i < own; i++) w.record('k', t.now, 1, i);
+    const admitted = () => {
+      let n = 0;
+      while (w.limit('k').allowed) n += 1;
+      return n;
+    };
+    return { w, t, admitted };
+  }
+
+  it('admits only what it held when the window was full (those over their share hold the rest)', () => {
+    const { w, admitted } = share(4);
+    w.observe('k', 40, 40, 4);
+    expect(admitted()).toBe(0); // with the share alone: 6, on top of the 36 the others hold
+  });
+
+  it('adds an even part of what was free, never past the share', () => {
+    const under = share(4);
+    under.w.observe('k', 20, 40, 4); // 20 free: 5 each
+    expect(under.admitted()).toBe(5);
+    const idle = share(0);
+    idle.w.observe('k', 0, 40, 4);
+    expect(idle.admitted()).toBe(10);
+  });
+
+  it('reuses the permits of its own calls as they leave the window, and keeps its part until the next decision', () => {
+    const { w, t, admitted } = share(4);
+    w.observe('k', 40, 40, 4);
+    t.now += 1_000; // its 4 calls left the window
+    expect(admitted()).toBe(4);
+    w.observe('k', 8, 40, 4); // a new decision: 4 held, 32 free
+    expect(admitted()).toBe(6);
+  });
+});
