@@ -41,6 +41,9 @@ export type Beats = {
  *   shares free (`Settings.reserve`): instances back first do not take the room of the calls that
  *   those still answering locally will write back (staggered recovery). Beats come FAST_BEATS times
  *   as often meanwhile, and one is sent at once when this instance is back ({@link beatNow}).
+ * - The first FAST_BEATS beats after start come as fast too: instances started together (a deploy)
+ *   count each other within a fraction of a period, not after one (an instance that counted 2 of 4
+ *   for a second took half the limit as its share meanwhile).
  */
 export class InstanceCounter {
   #count = 1;
@@ -53,6 +56,8 @@ export class InstanceCounter {
   #fast: NodeJS.Timeout | undefined;
   #beating = false;
   #again = false;
+  /** Fast beats left after start: instances started together count each other within a fraction of a period. */
+  #startBeats = FAST_BEATS;
   #stopped = false;
 
   constructor(
@@ -115,7 +120,8 @@ export class InstanceCounter {
     if (this.#again) {
       this.#again = false;
       void this.#beat(false);
-    } else if (this.#unrecovered > 0 && this.#fast === undefined) {
+    } else if ((this.#unrecovered > 0 || this.#startBeats > 0) && this.#fast === undefined) {
+      if (this.#startBeats > 0) this.#startBeats -= 1;
       this.#fast = setTimeout(() => {
         this.#fast = undefined;
         void this.#beat(false);

@@ -436,19 +436,22 @@ describe('InstanceCounter', () => {
     expect(c.count).toBe(1);
   });
 
-  it('beats at once on start, then every intervalMs', async () => {
+  it('beats at once on start, then fast for a while, then every intervalMs', async () => {
     const { c, beats } = counter([1]);
     c.start();
     await vi.advanceTimersByTimeAsync(0);
     expect(beats).toEqual([false]);
-    await vi.advanceTimersByTimeAsync(99);
-    expect(beats).toEqual([false]);
-    await vi.advanceTimersByTimeAsync(1);
-    expect(beats).toEqual([false, false]);
+    await vi.advanceTimersByTimeAsync(19);
+    expect(beats).toHaveLength(1);
+    await vi.advanceTimersByTimeAsync(1); // start-up beats: every intervalMs / 5
+    expect(beats).toHaveLength(2);
+    await vi.advanceTimersByTimeAsync(180);
+    const settled = beats.length;
     await vi.advanceTimersByTimeAsync(300);
-    expect(beats).toHaveLength(5);
+    expect(beats).toHaveLength(settled + 3);
     await c.stop();
   });
+
 
   it('calls onChange only when the count changes', async () => {
     const { c, changes } = counter([1, 1, 3, 3, 3, 2, 2, 2, 2]);
@@ -475,7 +478,7 @@ describe('InstanceCounter', () => {
 
   it('keeps the last count while beats reject', async () => {
     const down = new Error('Redis could not answer');
-    const { c, changes } = counter([4, down, down, down, 4, 5]);
+    const { c, changes } = counter((ms) => (ms < 10 ? 4 : ms < 350 ? down : 5));
     c.start();
     await vi.advanceTimersByTimeAsync(0);
     expect(c.count).toBe(4);
@@ -504,13 +507,16 @@ describe('InstanceCounter', () => {
     const { c, beats } = counter([2]);
     c.start();
     await vi.advanceTimersByTimeAsync(100);
-    expect(beats).toEqual([false, false]);
+    const before = beats.length;
+    expect(beats.every((leave) => !leave)).toBe(true);
     await c.stop();
-    expect(beats).toEqual([false, false, true]);
+    expect(beats).toHaveLength(before + 1);
+    expect(beats.at(-1)).toBe(true);
     expect(vi.getTimerCount()).toBe(0);
     await vi.advanceTimersByTimeAsync(1000);
-    expect(beats).toEqual([false, false, true]);
+    expect(beats).toHaveLength(before + 1);
   });
+
 
   it('resolves stop even when the leave beat rejects', async () => {
     vi.useFakeTimers();
@@ -573,6 +579,17 @@ describe('InstanceCounter', () => {
     for (let i = 0; i < 3; i += 1) await vi.advanceTimersByTimeAsync(200); // fast beats
     expect(c.count).toBe(4);
     expect(c.unrecovered).toBe(2);
+    await c.stop();
+  });
+
+  it('beats fast for its first beats after start, so that instances started together count each other soon', async () => {
+    // The other 3 instances start 30 ms after this one.
+    const { c } = counter((ms) => (ms < 30 ? 1 : 4), 1000);
+    c.start();
+    await vi.advanceTimersByTimeAsync(0);
+    expect(c.count).toBe(1);
+    await vi.advanceTimersByTimeAsync(400); // a fast beat every 200 ms (1000 / 5)
+    expect(c.count).toBe(4);
     await c.stop();
   });
 
