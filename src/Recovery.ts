@@ -15,7 +15,7 @@ type Passes = { readonly kind: 'idle'; readonly failedAt: number } | { readonly 
 const IDLE: Passes = { kind: 'idle', failedAt: Number.NEGATIVE_INFINITY };
 
 /** What recovery needs of the limiter's options. */
-type RecoveryOptions = Pick<ResolvedLimiterOptions, 'prefix' | 'clock' | 'perf' | 'maxPending' | 'maxPendingBytes'>;
+type RecoveryOptions = Pick<ResolvedLimiterOptions, 'prefix' | 'clock' | 'now' | 'perf' | 'maxPending' | 'maxPendingBytes'>;
 
 /**
  * Recovery: what makes the limit hold after Redis could not answer. It owns, and alone changes:
@@ -58,7 +58,7 @@ export class Recovery {
     },
   ) {
     this.#options = options;
-    this.#now = options.clock ?? Date.now;
+    this.#now = options.now;
     this.journal = new Reconciler(options.maxPending, options.maxPendingBytes, (calls) => {
       if (this.#dropped === 0) setImmediate(this.#reportDropped).unref();
       this.#dropped += calls;

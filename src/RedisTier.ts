@@ -76,7 +76,7 @@ function unlisten(client: Redis | Cluster, event: string, listener: Listener): v
 }
 
 /** What the Redis tier needs of the limiter's options. */
-type TierOptions = Pick<ResolvedLimiterOptions, 'redis' | 'prefix' | 'limit' | 'windowMs' | 'breaker' | 'clock' | 'perf'>;
+type TierOptions = Pick<ResolvedLimiterOptions, 'redis' | 'prefix' | 'limit' | 'windowMs' | 'breaker' | 'clock' | 'now' | 'perf'>;
 
 /**
  * The Redis tier as the limiter uses it: every Redis call goes out through here, inside the breaker.
@@ -133,7 +133,7 @@ export class RedisTier {
       ...(options.clock === undefined ? {} : { now: options.clock }),
     });
     this.#clock = options.clock;
-    this.#now = options.clock ?? Date.now;
+    this.#now = options.now;
     this.#perf = options.perf;
     this.#timeoutMs = options.breaker.timeoutMs;
     this.offset = new ClockOffset(() => options.perf.now());

@@ -1,5 +1,6 @@
 import { performance } from 'node:perf_hooks';
 import type { Cluster, Redis } from 'ioredis';
+import { steadyClock } from './clock.js';
 import { describe, ErrorCode, invalidOption, ResilimitError } from './errors.js';
 
 /** The largest limit, window, cost or key count accepted: 2^31 - 1. */
@@ -28,7 +29,7 @@ export type LocalWindowOptions = WindowOptions & {
   maxKeys: number;
   /**
    * The clock, in milliseconds since the epoch. Inject one in tests so that nothing sleeps.
-   * @default Date.now
+   * @default `Date.now()` at construction plus `performance.now()` elapsed since: a wall clock that steps does not move it
    */
   now?: () => number;
 };
@@ -122,7 +123,7 @@ export function resolveLocalWindowOptions(raw: unknown): ResolvedLocalWindowOpti
   return Object.freeze({
     ...resolveWindowOptions(options),
     maxKeys: integer('maxKeys', options['maxKeys'], 1, 2 ** 24),
-    now: optionalFunction('now', options['now']) ?? Date.now,
+    now: optionalFunction('now', options['now']) ?? steadyClock(),
   });
 }
 
@@ -250,7 +251,8 @@ export type ResilientLimiterOptions = Omit<WindowOptions, 'limit'> & {
   /**
    * A clock in ms since the epoch for every tier. When given, it replaces Redis's `TIME` too (tests,
    * or deployments that trust their clients' clocks); when absent, Redis decides with its own clock
-   * and the local tier uses `Date.now`.
+   * and the local tier with a steady one: `Date.now()` at construction plus `performance.now()`
+   * elapsed since, which a step of the wall clock does not move.
    */
   clock?: () => number;
   /**
@@ -309,6 +311,8 @@ export type ResolvedLimiterOptions = Readonly<{
   maxInFlight: number;
   slowCallMs: number | 'auto';
   clock: (() => number) | undefined;
+  /** Every local time (windows, journal, decisions): `clock`, or the steady clock (`steadyClock()`). */
+  now: () => number;
   perf: { now(): number };
   heartbeatMs: number;
   maxPending: number;
@@ -363,6 +367,7 @@ export function resolveLimiterOptions(raw: unknown): ResolvedLimiterOptions {
   const window = resolveWindowOptions(limitFn === undefined ? options : { ...options, limit: limitValue(limitFn) });
   const timeoutMs = optionalInteger('breaker.timeoutMs', breaker['timeoutMs'], 1, 60_000, 50);
   const resetTimeoutMs = optionalInteger('breaker.resetTimeoutMs', breaker['resetTimeoutMs'], 1, 3_600_000, 1000);
+  const clock = optionalFunction('clock', options['clock']);
   return Object.freeze({
     ...window,
     limitFn,
@@ -382,7 +387,8 @@ export function resolveLimiterOptions(raw: unknown): ResolvedLimiterOptions {
     }),
     maxInFlight: optionalInteger('maxInFlight', options['maxInFlight'], 1, 1_000_000, 1000),
     slowCallMs: integerOrAuto('slowCallMs', options['slowCallMs'], timeoutMs, `breaker.timeoutMs (${timeoutMs})`),
-    clock: optionalFunction('clock', options['clock']),
+    clock,
+    now: clock ?? steadyClock(),
     perf: optionalPerf(options['perf']),
     heartbeatMs: optionalInteger('heartbeatMs', options['heartbeatMs'], 100, 60_000, 1000),
     maxPending: optionalInteger('maxPending', options['maxPending'], 1, 10_000_000, 100_000),
