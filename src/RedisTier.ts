@@ -6,6 +6,7 @@ import { redisCallError } from './failures.js';
 import { decideBatch } from './internal.js';
 import { readReply, scriptArgs, type CheckedItem, type GroupReply } from './limitAll.js';
 import type { ResolvedLimiterOptions } from './options.js';
+import { listen, unlisten } from './redisClient.js';
 import { RedisWindow, type BatchCall, type RedisDecision } from './RedisWindow.js';
 import { evalScript, loadScript, runScript, staleReplyNowMs } from './script.js';
 import type { DecisionReason } from './types.js';
@@ -50,29 +51,6 @@ export function reasonOf(error: unknown, onReplyError: (error: ResilimitError) =
       : new ResilimitError(ErrorCode.REDIS_REPLY, `Unexpected failure of a Redis call: ${String(error)}`, { cause: error }),
   );
   return 'redis-reply-error';
-}
-
-/** A client listener, as ioredis types them (`any` arguments). */
-// eslint-disable-next-line @typescript-eslint/no-explicit-any
-type Listener = (...args: any[]) => void;
-
-/**
- * Adds a listener to the user's client and raises its listener cap by one: each limiter adds its own
- * listener, so that many limiters on one client are not a leak warning (an unlimited cap stays unlimited).
- */
-function listen(client: Redis | Cluster, event: string, listener: Listener): void {
-  const max = client.getMaxListeners();
-  if (max !== 0) client.setMaxListeners(max + 1);
-  client.on(event, listener);
-}
-
-/** Undoes {@link listen}. */
-function unlisten(client: Redis | Cluster, event: string, listener: Listener): void {
-  if (client.listeners(event).includes(listener)) {
-    client.off(event, listener);
-    const max = client.getMaxListeners();
-    if (max !== 0) client.setMaxListeners(Math.max(max - 1, 1));
-  }
 }
 
 /** What the Redis tier needs of the limiter's options. */
@@ -294,6 +272,21 @@ export class RedisTier {
       } catch (error) {
         throw redisCallError(error);
       }
+    });
+  }
+
+  /**
+   * Reads Redis's clock (`TIME`) and learns the clock offset from the round trip, before a
+   * write-back moves local times onto Redis's clock: it comes after an outage, before any decision,
+   * and either clock may have stepped meanwhile. Inside the breaker (half-open, it is the trial),
+   * outside the ledger, as write-backs are. Nothing with an injected clock (both sides use it).
+   */
+  async readClock(): Promise<void> {
+    if (this.#clock !== undefined) return;
+    await this.breaker.fire(async () => {
+      const sentNow = this.#now();
+      const [seconds, micros] = await this.#redis.time().catch((error: unknown) => Promise.reject(redisCallError(error)));
+      this.#learnOffset(sentNow, Number(seconds) * 1000 + Math.floor(Number(micros) / 1000));
     });
   }
 

@@ -69,3 +69,26 @@ export function warnIfUnsafe(client: Redis | Cluster): void {
     { type: 'ResilimitWarning', code: 'RESILIMIT_UNSAFE_REDIS_CLIENT' },
   );
 }
+
+/** A client listener, as ioredis types them (`any` arguments). */
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+type Listener = (...args: any[]) => void;
+
+/**
+ * Adds a listener to the user's client and raises its listener cap by one: each limiter adds its own
+ * listener, so that many limiters on one client are not a leak warning (an unlimited cap stays unlimited).
+ */
+export function listen(client: Redis | Cluster, event: string, listener: Listener): void {
+  const max = client.getMaxListeners();
+  if (max !== 0) client.setMaxListeners(max + 1);
+  client.on(event, listener);
+}
+
+/** Undoes {@link listen}. */
+export function unlisten(client: Redis | Cluster, event: string, listener: Listener): void {
+  if (client.listeners(event).includes(listener)) {
+    client.off(event, listener);
+    const max = client.getMaxListeners();
+    if (max !== 0) client.setMaxListeners(Math.max(max - 1, 1));
+  }
+}
