@@ -11,7 +11,7 @@ import type { DecisionReason } from './types.js';
 
 /** The parts a call on the decision path uses, wired once by `ResilientLimiter`. */
 export type Parts = {
-  /** The wall clock (the `clock` option, or `Date.now`). */
+  /** The local clock (the `clock` option, or a steady one that a wall-clock step does not move). */
   readonly now: () => number;
   readonly tier: RedisTier;
   readonly gate: Gate;

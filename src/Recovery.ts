@@ -15,7 +15,7 @@ type Passes = { readonly kind: 'idle'; readonly failedAt: number } | { readonly 
 const IDLE: Passes = { kind: 'idle', failedAt: Number.NEGATIVE_INFINITY };
 
 /** What recovery needs of the limiter's options. */
-type RecoveryOptions = Pick<ResolvedLimiterOptions, 'prefix' | 'clock' | 'perf' | 'maxPending'>;
+type RecoveryOptions = Pick<ResolvedLimiterOptions, 'prefix' | 'clock' | 'now' | 'perf' | 'maxPending' | 'maxPendingBytes'>;
 
 /**
  * Recovery: what makes the limit hold after Redis could not answer. It owns, and alone changes:
@@ -40,6 +40,13 @@ export class Recovery {
   #lossCheck: Promise<boolean> | undefined;
   /** The catch-up running now: set from its start until its last pass ends. */
   #catchingUp: Promise<void> | undefined;
+  /**
+   * Redis's clock must be read before the next write-back: set when a catch-up starts (after an
+   * outage or a reconnect, no decision has taught the clock offset, and either clock may have
+   * stepped meanwhile), cleared once a pass has read it. Other passes follow a decision, whose round
+   * trip taught the offset, or a failed pass; they send a held key's calls before they return.
+   */
+  #offsetStale = false;
   readonly #options: RecoveryOptions;
   readonly #now: () => number;
 
@@ -60,8 +67,8 @@ export class Recovery {
     },
   ) {
     this.#options = options;
-    this.#now = options.clock ?? Date.now;
-    this.journal = new Reconciler(options.maxPending, (calls) => {
+    this.#now = options.now;
+    this.journal = new Reconciler(options.maxPending, options.maxPendingBytes, (calls) => {
       if (this.#dropped === 0) setImmediate(this.#reportDropped).unref();
       this.#dropped += calls;
     });
@@ -151,6 +158,7 @@ export class Recovery {
   /** Writes the journal (and a re-seed) before Redis decides again (see the class). */
   catchUp(): void {
     if (!this.#hasWork() || this.closed() || this.#catchingUp !== undefined) return;
+    this.#offsetStale = true;
     this.#catchingUp = this.#catchUpPasses().finally(() => {
       this.#catchingUp = undefined;
       this.report.caughtUp();
@@ -193,7 +201,8 @@ export class Recovery {
 
   /**
    * Writes the journalled calls into Redis (same ids, original times, only those still in the
-   * window). Skipped while the breaker is open or the client not connected.
+   * window), after reading Redis's clock when the offset may be stale (see `RedisTier.readClock`).
+   * Skipped while the breaker is open or the client not connected.
    */
   async #write(): Promise<'written' | 'failed' | 'skipped'> {
     const state = this.tier.state;
@@ -202,6 +211,15 @@ export class Recovery {
     if (lost !== undefined) {
       this.#lossCheck = undefined;
       if (await lost) for (const call of this.local.calls()) this.#reseed.add(groupOf(call));
+    }
+    if (this.#offsetStale && this.#options.clock === undefined) {
+      try {
+        await this.tier.readClock();
+      } catch {
+        this.report.reconciled({ written: 0, expired: 0, present: 0, remaining: this.journal.size });
+        return 'failed';
+      }
+      this.#offsetStale = false;
     }
     const { prefix, clock } = this.#options;
     const windowMs = this.settings.windowMs;
@@ -217,8 +235,8 @@ export class Recovery {
       return this.tier.writeBack(own === undefined ? redisKey(prefix, key) : allKey(prefix, key, own), args);
     };
     try {
-      // Half-open lets one call through: the first batch alone, as the trial.
-      const concurrency = state === 'half-open' ? 1 : 8;
+      // Half-open lets one call through: the first batch alone, as the trial (unless the clock's read was).
+      const concurrency = this.tier.state === 'closed' ? 8 : 1;
       const now = this.#now();
       result = await this.journal.flush(now - windowMs, concurrency, write, now);
     } catch (error) {

@@ -45,7 +45,7 @@ export function reasonOf(error: unknown, onReplyError: (error: ResilimitError) =
 }
 
 /** What the Redis tier needs of the limiter's options. */
-type TierOptions = Pick<ResolvedLimiterOptions, 'redis' | 'prefix' | 'limit' | 'windowMs' | 'breaker' | 'clock' | 'perf'>;
+type TierOptions = Pick<ResolvedLimiterOptions, 'redis' | 'prefix' | 'limit' | 'windowMs' | 'breaker' | 'clock' | 'now' | 'perf'>;
 
 /**
  * The Redis tier as the limiter uses it: every Redis call goes out through here, inside the breaker.
@@ -104,7 +104,7 @@ export class RedisTier {
       ...(options.clock === undefined ? {} : { now: options.clock }),
     });
     this.#clock = options.clock;
-    this.#now = options.clock ?? Date.now;
+    this.#now = options.now;
     this.#perf = options.perf;
     this.#timeoutMs = options.breaker.timeoutMs;
     this.offset = new ClockOffset(() => options.perf.now());
@@ -265,6 +265,21 @@ export class RedisTier {
       } catch (error) {
         throw redisCallError(error);
       }
+    });
+  }
+
+  /**
+   * Reads Redis's clock (`TIME`) and learns the clock offset from the round trip, before a
+   * write-back moves local times onto Redis's clock: it comes after an outage, before any decision,
+   * and either clock may have stepped meanwhile. Inside the breaker (half-open, it is the trial),
+   * outside the ledger, as write-backs are. Nothing with an injected clock (both sides use it).
+   */
+  async readClock(): Promise<void> {
+    if (this.#clock !== undefined) return;
+    await this.breaker.fire(async () => {
+      const sentNow = this.#now();
+      const [seconds, micros] = await this.#redis.time().catch((error: unknown) => Promise.reject(redisCallError(error)));
+      this.#learnOffset(sentNow, Number(seconds) * 1000 + Math.floor(Number(micros) / 1000));
     });
   }
 

@@ -78,7 +78,7 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
     const resolved = resolveLimiterOptions(options);
     const { prefix, perf } = resolved;
     this.#options = resolved;
-    const now = (this.#now = resolved.clock ?? Date.now);
+    const now = (this.#now = resolved.now);
     warnIfUnsafe(resolved.redis);
     this.#stats = new Stats(this, perf);
     const instances = resolved.instances === 'auto' ? 1 : resolved.instances;

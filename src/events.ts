@@ -14,9 +14,10 @@ export type LimiterEvents = {
   /** Redis answered with an error about the request (not counted by the breaker); the call was answered by the fallback. */
   redisReplyError: [error: ResilimitError];
   /**
-   * The journal dropped calls (past `maxPending`, the oldest first): calls admitted locally that Redis
-   * will never see, so the window after recovery may admit that many more. `calls` since the last
-   * event (at most one per event-loop turn), `total` since creation (`stats().reconcile.dropped`).
+   * The journal dropped calls (past `maxPending` or `maxPendingBytes`, the oldest first): calls
+   * admitted locally that Redis will never see, so the window after recovery may admit that many
+   * more. `calls` since the last event (at most one per event-loop turn), `total` since creation
+   * (`stats().reconcile.dropped`).
    */
   dropped: [info: { calls: number; total: number }];
   /** The count of live instances changed (`instances: 'auto'`). */

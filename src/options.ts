@@ -1,5 +1,6 @@
 import { performance } from 'node:perf_hooks';
 import type { Cluster, Redis } from 'ioredis';
+import { steadyClock } from './clock.js';
 import { describe, ErrorCode, invalidOption, ResilimitError } from './errors.js';
 
 /** The largest limit, window, cost or key count accepted: 2^31 - 1. */
@@ -28,7 +29,7 @@ export type LocalWindowOptions = WindowOptions & {
   maxKeys: number;
   /**
    * The clock, in milliseconds since the epoch. Inject one in tests so that nothing sleeps.
-   * @default Date.now
+   * @default `Date.now()` at construction plus `performance.now()` elapsed since: a wall clock that steps does not move it
    */
   now?: () => number;
 };
@@ -122,7 +123,7 @@ export function resolveLocalWindowOptions(raw: unknown): ResolvedLocalWindowOpti
   return Object.freeze({
     ...resolveWindowOptions(options),
     maxKeys: integer('maxKeys', options['maxKeys'], 1, 2 ** 24),
-    now: optionalFunction('now', options['now']) ?? Date.now,
+    now: optionalFunction('now', options['now']) ?? steadyClock(),
   });
 }
 
@@ -250,7 +251,8 @@ export type ResilientLimiterOptions = Omit<WindowOptions, 'limit'> & {
   /**
    * A clock in ms since the epoch for every tier. When given, it replaces Redis's `TIME` too (tests,
    * or deployments that trust their clients' clocks); when absent, Redis decides with its own clock
-   * and the local tier uses `Date.now`.
+   * and the local tier with a steady one: `Date.now()` at construction plus `performance.now()`
+   * elapsed since, which a step of the wall clock does not move.
    */
   clock?: () => number;
   /**
@@ -268,6 +270,13 @@ export type ResilientLimiterOptions = Omit<WindowOptions, 'limit'> & {
   heartbeatMs?: number;
   /** The most locally admitted calls kept for reconciliation; the oldest are dropped past it. @default 100000 */
   maxPending?: number;
+  /**
+   * The most bytes of heap the calls kept for reconciliation may take, as estimated per call (128,
+   * plus 2 per character of its key and of its `id`); the oldest are dropped past it, as past
+   * `maxPending`. Integer 4,096 (room for the longest call) … 2^53 − 1. See the README's tuning.
+   * @default 67108864 (64 MiB)
+   */
+  maxPendingBytes?: number;
   /**
    * Coalesce the calls made in one event-loop turn into script calls of at most 16 calls each (per
    * hash slot on a Cluster): fewer round trips and commands under load, while several script calls
@@ -302,15 +311,25 @@ export type ResolvedLimiterOptions = Readonly<{
   maxInFlight: number;
   slowCallMs: number | 'auto';
   clock: (() => number) | undefined;
+  /** Every local time (windows, journal, decisions): `clock`, or the steady clock (`steadyClock()`). */
+  now: () => number;
   perf: { now(): number };
   heartbeatMs: number;
   maxPending: number;
+  maxPendingBytes: number;
   reconcile: boolean;
   coalesce: boolean;
 }>;
 
 function optionalInteger(name: string, value: unknown, min: number, max: number, fallback: number): number {
   return value === undefined ? fallback : integer(name, value, min, max);
+}
+
+/** Checks an option that is `'auto'` (the default) or an integer from 1 to `max` (named `maxName` in the message). */
+function integerOrAuto(name: string, value: unknown, max: number, maxName = String(max)): number | 'auto' {
+  if (value === undefined || value === 'auto') return 'auto';
+  if (typeof value === 'number' && Number.isInteger(value) && value >= 1 && value <= max) return value;
+  throw invalidOption(name, `an integer from 1 to ${maxName} or 'auto'`, value);
 }
 
 function optionalBoolean(name: string, value: unknown, fallback: boolean): boolean {
@@ -346,10 +365,9 @@ export function resolveLimiterOptions(raw: unknown): ResolvedLimiterOptions {
   const breaker = optionalObject('breaker', options['breaker']);
   const limitFn = typeof options['limit'] === 'function' ? (options['limit'] as () => number) : undefined;
   const window = resolveWindowOptions(limitFn === undefined ? options : { ...options, limit: limitValue(limitFn) });
-  const instances = local['instances'];
   const timeoutMs = optionalInteger('breaker.timeoutMs', breaker['timeoutMs'], 1, 60_000, 50);
   const resetTimeoutMs = optionalInteger('breaker.resetTimeoutMs', breaker['resetTimeoutMs'], 1, 3_600_000, 1000);
-  const slowCallMs = options['slowCallMs'];
+  const clock = optionalFunction('clock', options['clock']);
   return Object.freeze({
     ...window,
     limitFn,
@@ -357,14 +375,7 @@ export function resolveLimiterOptions(raw: unknown): ResolvedLimiterOptions {
     prefix: prefix(options['prefix']),
     mode: options['mode'] === undefined ? 'local' : mode('mode', options['mode']),
     localLimit: local['limit'] === undefined ? undefined : integer('local.limit', local['limit'], 1, MAX_INT),
-    instances:
-      instances === undefined || instances === 'auto'
-        ? 'auto'
-        : typeof instances === 'number' && Number.isInteger(instances) && instances >= 1 && instances <= 1_000_000
-          ? instances
-          : (() => {
-              throw invalidOption('local.instances', "an integer from 1 to 1000000 or 'auto'", instances);
-            })(),
+    instances: integerOrAuto('local.instances', local['instances'], 1_000_000),
     maxKeys: optionalInteger('local.maxKeys', local['maxKeys'], 1, 2 ** 24, 10_000),
     breaker: Object.freeze({
       timeoutMs,
@@ -375,18 +386,13 @@ export function resolveLimiterOptions(raw: unknown): ResolvedLimiterOptions {
       rollingWindowMs: optionalInteger('breaker.rollingWindowMs', breaker['rollingWindowMs'], 100, 600_000, 1000),
     }),
     maxInFlight: optionalInteger('maxInFlight', options['maxInFlight'], 1, 1_000_000, 1000),
-    slowCallMs:
-      slowCallMs === undefined || slowCallMs === 'auto'
-        ? 'auto'
-        : typeof slowCallMs === 'number' && Number.isInteger(slowCallMs) && slowCallMs >= 1 && slowCallMs <= timeoutMs
-          ? slowCallMs
-          : (() => {
-              throw invalidOption('slowCallMs', `an integer from 1 to breaker.timeoutMs (${timeoutMs}) or 'auto'`, slowCallMs);
-            })(),
-    clock: optionalFunction('clock', options['clock']),
+    slowCallMs: integerOrAuto('slowCallMs', options['slowCallMs'], timeoutMs, `breaker.timeoutMs (${timeoutMs})`),
+    clock,
+    now: clock ?? steadyClock(),
     perf: optionalPerf(options['perf']),
     heartbeatMs: optionalInteger('heartbeatMs', options['heartbeatMs'], 100, 60_000, 1000),
     maxPending: optionalInteger('maxPending', options['maxPending'], 1, 10_000_000, 100_000),
+    maxPendingBytes: optionalInteger('maxPendingBytes', options['maxPendingBytes'], 4096, Number.MAX_SAFE_INTEGER, 64 * 2 ** 20),
     reconcile: optionalBoolean('reconcile', options['reconcile'], true),
     coalesce: optionalBoolean('coalesce', options['coalesce'], true),
   });

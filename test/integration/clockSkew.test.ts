@@ -1,16 +1,20 @@
 /**
  * This process's clock seconds away from Redis's (both tiers on their own clock, no injected
- * `clock`): Redis decides on its `TIME`, the local window on `Date.now`, and every time moved from one
- * to the other (the warm standby's record of Redis's admissions, the write-back of local ones, the
- * re-seed after a data loss, the staleness deadline) must go through the offset between them, with
- * the right sign. On one host the two clocks agree, so these tests skew this process's `Date.now`
- * (the limiter reads it as its clock) by ±3 s against a real Redis: a missing or inverted offset
- * makes a call leave a window 3 s early (a window is 2 s here) or run after its deadline.
+ * `clock`): Redis decides on its `TIME`, the local window on this process's clock, and every time
+ * moved from one to the other (the warm standby's record of Redis's admissions, the write-back of
+ * local ones, the re-seed after a data loss, the staleness deadline) must go through the offset
+ * between them, with the right sign. On one host the two clocks agree, so these tests skew this
+ * process's `Date.now` by ±3 s against a real Redis (the limiter reads it once, when it is made, and
+ * counts on `performance.now()` from there): a missing or inverted offset makes a call leave a window
+ * 3 s early (a window is 2 s here) or run after its deadline. A clock that steps later is played by
+ * stepping `performance.now()`, which the limiter's clock follows: to the offset, this process's
+ * clock stepping back is Redis's stepping ahead.
  */
 import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Redis } from 'ioredis';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { performance } from 'node:perf_hooks';
+import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { createRedisClient, ResilientLimiter, type LimiterDecision, type ResilientLimiterOptions } from '../../src/index.js';
 import { redisKey } from '../../src/redisKey.js';
 import { restartEmpty, startRedisServer, waitReady, type RedisChild } from '../support/redis.js';
@@ -29,6 +33,7 @@ beforeAll(async () => {
 });
 afterEach(async () => {
   Date.now = realNow;
+  vi.restoreAllMocks();
   await Promise.all(limiters.splice(0).map((l) => l.close()));
   for (const c of clients.splice(0)) c.disconnect();
 });
@@ -37,15 +42,12 @@ afterAll(async () => {
   await server?.close();
 });
 
-/**
- * A limiter whose clock (`Date.now`, read at construction) runs `skew` ms away from Redis's (a
- * function: read at every call, so that a test can step it).
- */
-async function skewedLimiter(skew: number | (() => number), options: Partial<ResilientLimiterOptions> & { limit: number }) {
+/** A limiter whose clock (`Date.now`, read at construction) runs `skew` ms away from Redis's. */
+async function skewedLimiter(skew: number, options: Partial<ResilientLimiterOptions> & { limit: number }) {
   const redis = createRedisClient({ host: '127.0.0.1', port: server.port });
   clients.push(redis);
   await waitReady(redis);
-  Date.now = typeof skew === 'number' ? () => realNow() + skew : () => realNow() + skew();
+  Date.now = () => realNow() + skew;
   const prefix = `skew:${randomUUID()}:`;
   const l = new ResilientLimiter({
     redis,
@@ -59,6 +61,15 @@ async function skewedLimiter(skew: number | (() => number), options: Partial<Res
   // A few round trips on other keys teach the limiter the offset.
   for (let i = 0; i < 5; i++) await l.limit(`warm-up-${i}`);
   return { l, redisKey: (key: string) => redisKey(prefix, key) };
+}
+
+/**
+ * From now on, Redis's clock runs `stepMs` further ahead of the limiter's: the limiter's clock (and
+ * every `perf` reading, which nothing here depends on) steps the other way.
+ */
+function stepRedisClock(stepMs: number): void {
+  const real = performance.now.bind(performance);
+  vi.spyOn(performance, 'now').mockImplementation(() => real() - stepMs);
 }
 
 async function run(l: ResilientLimiter, key: string, n: number): Promise<LimiterDecision[]> {
@@ -133,10 +144,8 @@ describe('a clock that steps', () => {
     ['ahead of this process (a failover to a host whose clock is ahead, say)', 1000],
     ['back', -1000],
   ])('Redis decides again at once when its clock steps 1 s %s', async (_, stepMs) => {
-    let skewMs = 0;
-    const { l } = await skewedLimiter(() => skewMs, { limit: 1000 });
-    // Redis's clock steps `stepMs` ahead of this process's: as if this process's stepped the other way.
-    skewMs = -stepMs;
+    const { l } = await skewedLimiter(0, { limit: 1000 });
+    stepRedisClock(stepMs);
     const after: LimiterDecision[] = [];
     for (let i = 0; i < 10; i++) {
       after.push(await l.limit('k'));
@@ -146,5 +155,27 @@ describe('a clock that steps', () => {
     // its key is answered locally until that call is written back).
     expect(after.slice(-8).map((d) => `${d.source}/${d.reason}`)).toEqual(Array(8).fill('redis/decided'));
     expect(l.state).toBe('closed');
+  });
+});
+
+describe("Redis's clock stepping during an outage", () => {
+  it.each([
+    ['ahead (a failover to a host whose clock is ahead, say)', 10_000],
+    ['back', -10_000],
+  ])('writes the calls admitted meanwhile at their time on its clock, read before the write-back, when it stepped 10 s %s', async (_, stepMs) => {
+    const { l } = await skewedLimiter(0, { limit: 5 });
+    l.forceOpen();
+    stepRedisClock(stepMs);
+    expect(admitted(await run(l, 'k', 3))).toBe(3);
+    // No decision comes between the outage and the write-back: the offset learnt before it is stale.
+    l.forceClose();
+    await l.reconcile();
+    // Ahead: with the stale offset, they were written 10 s in Redis's past, out of its 2 s window.
+    expect(l.stats().reconcile).toMatchObject({ written: 3, expired: 0, pending: 0 });
+    const during = await run(l, 'k', 5);
+    expect(during.filter((d) => d.source === 'redis' && d.allowed)).toHaveLength(2);
+    // Back: with the stale offset, they were written 10 s in its future, and kept for 12 s.
+    await sleep(WINDOW_MS + 100);
+    expect(admitted(await run(l, 'k', 5))).toBe(5);
   });
 });

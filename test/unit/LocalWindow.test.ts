@@ -1,4 +1,5 @@
-import { describe, expect, it } from 'vitest';
+import { performance } from 'node:perf_hooks';
+import { describe, expect, it, vi } from 'vitest';
 import { LocalWindow, ResilimitError } from '../../src/index.js';
 import { prng, ReferenceWindow } from '../support/model.js';
 
@@ -92,6 +93,29 @@ describe('LocalWindow', () => {
     expect(w.limit('k').allowed).toBe(false);
     c.t += 1;
     expect(w.limit('k').allowed).toBe(true);
+  });
+
+  it.each([
+    ['back', -60_000],
+    ['forward', 60_000],
+  ])('without `now`, times a window on a clock that a wall clock stepping 60 s %s does not move', (_, stepMs) => {
+    // The real clocks, replaced before the window is made (it may keep a reference to them).
+    const wall = Date.now();
+    let elapsed = 0;
+    let step = 0;
+    vi.spyOn(Date, 'now').mockImplementation(() => wall + elapsed + step);
+    vi.spyOn(performance, 'now').mockImplementation(() => 5_000 + elapsed);
+    try {
+      const w = new LocalWindow({ limit: 1, windowMs: 1000, maxKeys: 10 });
+      expect(w.limit('k')).toMatchObject({ allowed: true, resetAtMs: wall + 1000 });
+      step = stepMs;
+      elapsed = 999;
+      expect(w.limit('k')).toMatchObject({ allowed: false, retryAfterMs: 1 });
+      elapsed = 1000;
+      expect(w.limit('k')).toMatchObject({ allowed: true, resetAtMs: wall + 2000 });
+    } finally {
+      vi.restoreAllMocks();
+    }
   });
 
   it('matches the reference model call by call over random traffic', () => {

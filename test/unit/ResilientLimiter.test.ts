@@ -8,6 +8,7 @@ import {
   type DecisionMessage,
   type ResilientLimiterOptions,
 } from '../../src/index.js';
+import { CALL_BYTES } from '../../src/Reconciler.js';
 
 /** A port on 127.0.0.1 where nothing listens. */
 function deadPort(): Promise<number> {
@@ -147,6 +148,11 @@ describe('ResilientLimiter options', () => {
     ['prefix', { prefix: 'a{b}' }, 'Expected `prefix` to be a string of at most 128 characters without `{` or `}`, got `"a{b}"` (string of length 4)'],
     ['heartbeatMs', { heartbeatMs: 99 }, 'Expected `heartbeatMs` to be an integer from 100 to 60000, got `99` (number)'],
     ['maxPending', { maxPending: 0 }, 'Expected `maxPending` to be an integer from 1 to 10000000, got `0` (number)'],
+    [
+      'maxPendingBytes',
+      { maxPendingBytes: 4095 },
+      'Expected `maxPendingBytes` to be an integer from 4096 to 9007199254740991, got `4095` (number)',
+    ],
     ['reconcile', { reconcile: 'yes' }, 'Expected `reconcile` to be a boolean, got `"yes"` (string of length 3)'],
   ])('refuses a bad option: %s', (_, bad, message) => {
     expect(() => new ResilientLimiter({ ...valid(), ...bad } as never)).toThrow(
@@ -171,6 +177,7 @@ describe('ResilientLimiter options', () => {
       maxInFlight: 1,
       heartbeatMs: 100,
       maxPending: 1,
+      maxPendingBytes: 4096,
       local: { instances: 1_000_000, maxKeys: 1, limit: 1 },
     });
     expect(l.stats()).toMatchObject({ mode: 'fail-closed', slowCallMs: 1, localLimit: 1, instances: 1_000_000 });
@@ -523,6 +530,19 @@ describe('ResilientLimiter without Redis', () => {
     await l.limit('k');
     await turn();
     expect(events).toEqual([{ calls: 3, total: 3 }, { calls: 1, total: 4 }]);
+  });
+
+  it('drops the oldest calls past maxPendingBytes too, counted in `dropped` and told by the dropped event', async () => {
+    // Each call of a distinct 1,000-character key, with a generated id, counts CALL_BYTES + 2,000 bytes.
+    const l = limiter({ limit: 100, maxPendingBytes: 3 * (CALL_BYTES + 2000) });
+    const events: { calls: number; total: number }[] = [];
+    l.on('dropped', (info) => events.push(info));
+    for (let i = 0; i < 5; i++) await l.limit(String(i).padEnd(1000, '.'));
+    // A short key weighs less: the bound makes room for it by dropping the oldest long one only.
+    await l.limit('k');
+    await turn();
+    expect(l.stats().reconcile).toEqual({ pending: 3, written: 0, expired: 0, present: 0, dropped: 3 });
+    expect(events).toEqual([{ calls: 3, total: 3 }]);
   });
 });
 

@@ -1,7 +1,9 @@
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { DenyCache } from '../../src/DenyCache.js';
 import { InstanceCounter, type BeatOp, type BeatReply, type Beats } from '../../src/InstanceCounter.js';
-import { groupOf, Reconciler, reseed, type PendingCall, type WriteBatch } from '../../src/Reconciler.js';
+import { setFlagsFromString } from 'node:v8';
+import { runInNewContext } from 'node:vm';
+import { CALL_BYTES, groupOf, pendingBytes, Reconciler, reseed, type PendingCall, type WriteBatch } from '../../src/Reconciler.js';
 
 /** Lets pending promise callbacks run. */
 async function ticks(n = 10): Promise<void> {
@@ -74,6 +76,22 @@ describe('DenyCache', () => {
     expect(cache.check('a', 1, 0)).toBeUndefined();
   });
 });
+
+setFlagsFromString('--expose-gc');
+const gc = runInNewContext('gc') as () => void;
+
+/** Adds `call` to `r` and keeps only a weak reference to it (made here, so that no caller's frame holds it). */
+function addWatched(r: Reconciler, call: PendingCall): WeakRef<PendingCall> {
+  r.add(call);
+  return new WeakRef(call);
+}
+
+/** True once `ref`'s object is garbage collected (a WeakRef holds its object until the turn ends). */
+async function collected(ref: WeakRef<object>): Promise<boolean> {
+  await new Promise((resolve) => setImmediate(resolve));
+  gc();
+  return ref.deref() === undefined;
+}
 
 function call(key: string, at: number, n: number, cost = 1): PendingCall {
   return { key, at, cost, id: `${key}-${n}` };
@@ -336,6 +354,62 @@ describe('Reconciler', () => {
     const { batches, write } = recorder();
     await r.flush(0, 8, write);
     expect(batches.flatMap((b) => b.ids)).toEqual(Array.from({ length: 1000 }, (_, i) => `k-${4000 + i}`));
+  });
+
+  it('lets go of the calls it drops: a dropped call is garbage', async () => {
+    const r = new Reconciler(3);
+    const dropped = addWatched(r, call('first', 10, 0));
+    for (let i = 0; i < 5; i++) r.add(call('k', 11 + i, i));
+    expect(r.dropped).toBe(3);
+    expect(await collected(dropped)).toBe(true);
+  });
+
+  it('bounds the bytes of its waiting calls by maxBytes, dropping the oldest and counting them in `dropped`', async () => {
+    const small = (n: number): PendingCall => ({ key: 'k'.repeat(10), at: 10 + n, cost: 1, id: `s${String(n).padStart(2, '0')}` });
+    const big: PendingCall = { key: 'b'.repeat(1000), at: 100, cost: 1, id: 0 };
+    const S = pendingBytes(small(0));
+    const B = pendingBytes(big);
+    expect(S).toBe(CALL_BYTES + 2 * 10 + 2 * 3); // the caller's id (a string) counts
+    expect(B).toBe(CALL_BYTES + 2 * 1000); // a generated id (a number) costs no string
+    const drops: number[] = [];
+    const r = new Reconciler(100, 20 * S, (calls) => drops.push(calls));
+    for (let i = 0; i < 25; i++) r.add(small(i));
+    expect([r.size, r.dropped, r.bytes]).toEqual([20, 5, 20 * S]);
+    // A call that weighs several drops as many of the oldest at once, told as one drop.
+    r.add(big);
+    const kept = Math.floor((20 * S - B) / S);
+    expect([r.size, r.dropped, r.bytes]).toEqual([kept + 1, 25 - kept, kept * S + B]);
+    expect(drops).toEqual([1, 1, 1, 1, 1, 20 - kept]);
+    const { batches, write } = recorder();
+    await r.flush(0, 8, write);
+    expect(batches.flatMap((b) => b.ids)).toEqual([...Array.from({ length: kept }, (_, i) => `s${25 - kept + i}`), '0']);
+    expect([r.size, r.bytes, r.dropped]).toEqual([0, 0, 25 - kept]);
+  });
+
+  it.each([
+    ['within the bound during the pass', 2, 4, 0],
+    ['over it during the pass too', 4, 3, 1],
+  ])('keeps its byte count exact through a failed pass (%s) and forget()', async (_, droppedOfA, keptOfB, droppedDuringPass) => {
+    const weigh = (calls: PendingCall[]): number => calls.reduce((sum, c) => sum + pendingBytes(c), 0);
+    const a = Array.from({ length: 4 }, (_, i) => call('a', 10 + i, i));
+    const b = Array.from({ length: 4 }, (_, i) => call('b'.repeat(20), 20 + i, i));
+    const kept = [...a.slice(droppedOfA), ...b.slice(4 - keptOfB)];
+    const r = new Reconciler(100, weigh(kept));
+    for (const c of a) r.add(c);
+    await r
+      .flush(0, 8, async () => {
+        for (const c of b) r.add(c);
+        expect(r.dropped).toBe(droppedDuringPass);
+        throw new Error('down');
+      })
+      .catch(() => undefined);
+    // a's calls are put back in front; the bound holds again by dropping the oldest.
+    expect([r.size, r.bytes, r.dropped]).toEqual([kept.length, weigh(kept), droppedOfA + droppedDuringPass]);
+    const { batches, write } = recorder();
+    r.forget('a');
+    expect([r.size, r.bytes]).toEqual([keptOfB, weigh(b.slice(4 - keptOfB))]);
+    await r.flush(0, 8, write);
+    expect(batches.flatMap((x) => x.ids)).toEqual(b.slice(4 - keptOfB).map((c) => c.id));
   });
 
   // BUG (src/Reconciler.ts, flush's failure path): the calls put back are prepended to the journal
