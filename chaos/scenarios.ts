@@ -221,6 +221,54 @@ export const scenarios: readonly ScenarioSpec[] = [
   },
 ];
 
+/** Scenarios of one limiter that need more than the common setting. */
+export const moreScenarios: readonly ScenarioSpec[] = [
+  {
+    name: 'misconf',
+    title: 'Redis cannot persist (MISCONF on every write)',
+    faults: [
+      {
+        name: 'save failed',
+        ...FAULT,
+        start: async (c) => {
+          const faults = processFaults(c);
+          if (faults.failSave === undefined) throw new Error(`the ${c.backend.kind} backend cannot fail a save`);
+          await faults.failSave();
+        },
+        stop: async (c) => processFaults(c).allowWrites?.(),
+      },
+    ],
+    // MISCONF is Redis unable to take the call, as OOM or READONLY: the breaker opens, the calls
+    // answered locally are journalled and written back, and nothing is read as the caller's bug.
+    maxExcess: 0,
+    checks: (r) => [
+      ...opensAndCloses(r),
+      { name: 'no call read as a reply error', pass: (r.metrics.byReason['redis-reply-error'] ?? 0) === 0, detail: `${r.metrics.byReason['redis-reply-error'] ?? 0} reply errors` },
+    ],
+  },
+  {
+    name: 'long-outage-many-keys',
+    title: 'A 5 s network cut over 200 keys, 10 s windows',
+    // 2,000 calls/s over 200 keys: 100 calls per key per window, 5× the limit; the outage's calls of
+    // every key are journalled (about 4,000) and written back, Redis kept its data: nothing to re-seed.
+    keys: 200,
+    rate: 2000,
+    windowMs: 10_000,
+    durationMs: 9000,
+    faults: [
+      {
+        name: 'proxy disabled',
+        atMs: 1500,
+        untilMs: 6500,
+        start: (c) => setEnabled(c, false).then(() => undefined),
+        stop: (c) => setEnabled(c, true).then(() => undefined),
+      },
+    ],
+    maxExcess: 0,
+    checks: (r) => opensAndCloses(r),
+  },
+];
+
 /** The multi-instance scenarios: 4 limiters sharing the limit, 2x the limit offered, an outage in the middle. */
 export const multiInstance: readonly ScenarioSpec[] = [true, false].map(
   (reconcile): ScenarioSpec => ({
@@ -281,4 +329,4 @@ function busyScript(): PhaseSpec {
 }
 
 /** Scenarios that need to touch the Redis process, skipped (and said so) where the backend cannot. */
-export const needsProcess = new Set(['frozen', 'killed']);
+export const needsProcess = new Set(['frozen', 'killed', 'misconf']);

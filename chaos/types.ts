@@ -22,6 +22,14 @@ export type ProcessFaults = {
   thaw(): Promise<void>;
   /** Kills the process (data lost) and starts it again on the same address; resolves when it answers. */
   killAndRestart(): Promise<void>;
+  /**
+   * Makes a background save fail (its child killed) with save points set and
+   * `stop-writes-on-bgsave-error yes`: Redis refuses every write with `MISCONF` until `allowWrites()`.
+   * Absent where the backend cannot reach the save's child process.
+   */
+  failSave?(): Promise<void>;
+  /** Undoes `failSave()`: writes allowed again, save points and the save delay as they were. */
+  allowWrites?(): Promise<void>;
 };
 
 /** One interface over the three backends (`CHAOS_BACKEND=auto|container|local|external`). */

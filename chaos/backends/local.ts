@@ -2,8 +2,10 @@
  * The local backend: a `redis-server` child process and the Toxiproxy stand-in (chaos/toxiproxy) as a
  * second child process, both on OS-assigned ports of 127.0.0.1. Needs `redis-server` on PATH; no Docker.
  */
+import { execFileSync } from 'node:child_process';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { Toxiproxy } from 'toxiproxy-node-client';
-import { startRedisServer, type RedisChild } from '../../test/support/redis.ts';
+import { startRedisServer, withProbe, type RedisChild } from '../../test/support/redis.ts';
 import { startToxiproxyServer, type ToxiproxyServer } from '../toxiproxy/spawn.ts';
 import type { ChaosBackend, ProxiedRedis } from '../types.ts';
 import { listenAddress, replaceProxy } from './proxies.ts';
@@ -60,6 +62,36 @@ function makeLocalBackend(why: string, redis: RedisChild, server: ToxiproxyServe
       async killAndRestart() {
         await redis.kill();
         await redis.restart(); // resolves once the new child answers INFO with its own pid
+      },
+      async failSave() {
+        const conn = { host: redis.host, port: redis.port };
+        // The save's child sleeps per key (rdb-key-save-delay, µs) so that it is there to be killed:
+        // a save ended by a signal counts as failed.
+        await withProbe(conn, async (c) => {
+          await c.config('SET', 'save', '3600 1', 'stop-writes-on-bgsave-error', 'yes', 'rdb-key-save-delay', '200000');
+          await c.set('resilimit:chaos:save', '1');
+          await c.bgsave();
+        });
+        for (let i = 0; ; i++) {
+          const children = execFileSync('pgrep', ['-P', String(redis.pid)], { encoding: 'utf8' }).trim();
+          if (children !== '') {
+            for (const pid of children.split('\n')) process.kill(Number(pid), 'SIGKILL');
+            break;
+          }
+          if (i > 100) throw new Error('the background save did not start');
+          await sleep(10);
+        }
+        for (let i = 0; ; i++) {
+          const info = await redis.info('persistence');
+          if (info['rdb_bgsave_in_progress'] === '0' && info['rdb_last_bgsave_status'] === 'err') return;
+          if (i > 500) throw new Error('the killed save was not reported as failed');
+          await sleep(10);
+        }
+      },
+      async allowWrites() {
+        await withProbe({ host: redis.host, port: redis.port }, async (c) => {
+          await c.config('SET', 'stop-writes-on-bgsave-error', 'no', 'save', '', 'rdb-key-save-delay', '0');
+        });
       },
     },
     async close() {
