@@ -24,6 +24,8 @@ export type Beats = {
   now(): number;
   /** The held count changed. */
   changed(count: number): void;
+  /** Fewer instances are unrecovered than before: denials made while their shares were left free may end early. */
+  recovered(): void;
 };
 
 /**
@@ -136,7 +138,10 @@ export class InstanceCounter {
       if (this.#recent.length > HOLD_BEATS) this.#recent.shift();
     }
     const live = Math.max(...this.#recent, reply.live, 1);
-    this.#unrecovered = Math.max(0, live - 1 - reply.fresh);
+    const unrecovered = Math.max(0, live - 1 - reply.fresh);
+    const fewer = unrecovered < this.#unrecovered;
+    this.#unrecovered = unrecovered;
+    if (fewer) this.beats.recovered();
     if (live !== this.#count) {
       this.#count = live;
       this.beats.changed(live);

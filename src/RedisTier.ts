@@ -92,8 +92,8 @@ export class RedisTier {
      * lost data: another server answers (its run id changed: a restart, a failover), or it could not be told.
      */
     onReconnect: (lost: Promise<boolean>) => void,
-    /** Permits of `limit()`'s limit that Redis's decisions leave free now (`Settings.reserve`). */
-    readonly reserve: () => number = () => 0,
+    /** Permits of a limit that Redis's decisions leave free now (`Settings.reserveOf`). */
+    readonly reserve: (limit: number) => number = () => 0,
   ) {
     this.#redis = options.redis;
     this.window = new RedisWindow({
@@ -197,7 +197,7 @@ export class RedisTier {
     let sentNow = 0;
     const decisions = await this.fire(calls.length, () => {
       sentNow = this.#now();
-      return this.window[decideBatch](calls, notAfter, this.reserve()).catch((error: unknown) => this.#learnFromStale(error, sentNow));
+      return this.window[decideBatch](calls, notAfter, this.reserve(this.window.options.limit)).catch((error: unknown) => this.#learnFromStale(error, sentNow));
     });
     const first = decisions[0];
     if (first !== undefined) this.#learnOffset(sentNow, first.nowMs);
@@ -212,7 +212,7 @@ export class RedisTier {
     const notAfter = op === 'give' ? undefined : this.#notAfter(now);
     return this.fire(group.length, () => {
       const clock = this.#clock;
-      const args = scriptArgs(op, group, id, clock === undefined ? '' : Math.floor(clock()), notAfter === undefined ? '' : Math.ceil(notAfter));
+      const args = scriptArgs(op, group, id, clock === undefined ? '' : Math.floor(clock()), notAfter === undefined ? '' : Math.ceil(notAfter), this.reserve);
       const sentNow = this.#now();
       return runScript(this.#redis, limitAllScript, group.map((item) => item.redisKey), args)
         .then(

@@ -102,7 +102,7 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
         if (this.#tier.state === 'closed') this.#instances?.outage(); // a disconnection the breaker did not see
         this.#recovery.onReconnect(lost);
       },
-      () => this.#settings.reserve,
+      (limit) => this.#settings.reserveOf(limit),
     ));
     const settings = (this.#settings = new Settings(resolved, tier.window, local, deny, () => this.#instances));
     const recovery = (this.#recovery = new Recovery(resolved, tier, local, settings, () => this.#life.kind === 'closed', {
@@ -132,6 +132,7 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
           this.#settings.applyLocalLimit();
           this.emit('instances', count);
         },
+        recovered: () => deny.clear(), // denied with the shares of instances now back left free
       });
       this.#instances.start();
     }

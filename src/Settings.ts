@@ -55,13 +55,15 @@ export class Settings {
   }
 
   /**
-   * Permits of the limit that Redis's decisions leave free now: the local shares of the instances
-   * that may be answering locally with calls Redis has not seen yet (`InstanceCounter.unrecovered`),
-   * at most all but one. 0 unless `instances: 'auto'`.
+   * Permits of a limit (`limit()`'s, or a `limitAll()` item's) that Redis's decisions leave free now:
+   * the local shares of the instances that may be answering locally with calls Redis has not seen
+   * yet (`InstanceCounter.unrecovered`), at most all but one. 0 unless `instances: 'auto'`.
    */
-  get reserve(): number {
+  reserveOf(limit: number): number {
     const unrecovered = this.counter()?.unrecovered ?? 0;
-    return unrecovered === 0 ? 0 : Math.min(unrecovered * this.localLimit, this.#limit - 1);
+    if (unrecovered === 0) return 0;
+    const share = limit === this.#limit ? this.localLimit : Math.ceil(limit / this.instances);
+    return Math.min(unrecovered * share, limit - 1);
   }
 
   /** The local window's limit: `local.limit`, or this instance's share of the limit. */

@@ -79,9 +79,17 @@ export function itemId(id: CallId, item: CheckedItem): CallId {
 }
 
 /** The script's arguments for `op` over a group. */
-export function scriptArgs(op: 'take' | 'give' | 'check', group: readonly CheckedItem[], id: string, nowArg: string | number, notAfter: string | number): (string | number)[] {
+export function scriptArgs(
+  op: 'take' | 'give' | 'check',
+  group: readonly CheckedItem[],
+  id: string,
+  nowArg: string | number,
+  notAfter: string | number,
+  /** Permits of a limit to leave free (see `Settings.reserveOf`); the cost always fits. */
+  reserve: (limit: number) => number = () => 0,
+): (string | number)[] {
   const args: (string | number)[] = [op, nowArg, notAfter, id];
-  for (const item of group) args.push(item.limit, item.windowMs, item.cost);
+  for (const item of group) args.push(Math.max(item.limit - reserve(item.limit), item.cost, 1), item.windowMs, item.cost);
   return args;
 }
 

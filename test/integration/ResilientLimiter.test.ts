@@ -262,6 +262,33 @@ describe('instances: auto', () => {
     expect(a.stats()).toMatchObject({ instances: 2, localLimit: 6 });
   });
 
+  it('leaves the shares of instances not back from an outage free until they beat clean (staggered recovery)', async () => {
+    const prefix = `t:${randomUUID()}:`;
+    const options = { prefix, limit: 20, windowMs: 60_000, heartbeatMs: 100, local: { instances: 'auto' as const } };
+    const a = await limiter(options);
+    const b = await limiter(options);
+    const waitFor = async (what: string, done: () => boolean) => {
+      // Beats come every 20 ms meanwhile (heartbeatMs / 5); 5 s is for a loaded machine.
+      for (let i = 0; !done(); i++) {
+        if (i > 250) throw new Error(`timed out waiting for ${what}`);
+        await sleep(20);
+      }
+    };
+    await waitFor('both to count 2', () => a.stats().instances === 2 && b.stats().instances === 2);
+    a.forceOpen();
+    b.forceOpen();
+    expect(a.stats().unrecovered).toBe(1);
+    a.forceClose(); // a is back, b still answers locally: a leaves b's share (10) free
+    await sleep(250);
+    expect(a.stats().unrecovered).toBe(1);
+    const early = await run(a, 'k', 20);
+    expect(count(early, (d) => d.allowed && d.source === 'redis')).toBe(10);
+    b.forceClose();
+    await waitFor('a to see b back', () => a.stats().unrecovered === 0);
+    // The denials made while b's share was left free end with it (the deny cache is cleared).
+    expect(count(await run(a, 'k', 20), (d) => d.allowed && d.source === 'redis')).toBe(10);
+  });
+
   it('keeps the last count during an outage', async () => {
     const prefix = `t:${randomUUID()}:`;
     const options = { prefix, limit: 12, windowMs: 60_000, heartbeatMs: 100, local: { instances: 'auto' as const } };

@@ -494,6 +494,7 @@ describe('InstanceCounter', () => {
       clean: options.clean ?? (() => true),
       now: () => (at += 1),
       changed: (count) => changes.push(count),
+      recovered: () => undefined,
     };
     return { parts, beats, changes };
   }
