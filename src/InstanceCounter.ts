@@ -7,8 +7,11 @@ const FAST_BEATS = 5;
 /** What one beat does: beat clean, beat with calls Redis has not seen yet, or leave the count. */
 export type BeatOp = 'clean' | 'dirty' | 'leave';
 
-/** A beat's answer: the live instances (this one included), and the other instances that are fresh. */
-export type BeatReply = { readonly live: number; readonly fresh: number };
+/**
+ * A beat's answer: the live instances (this one included), the other instances that are fresh, and
+ * when an instance last left the count (Redis's clock; 0 when none did lately).
+ */
+export type BeatReply = { readonly live: number; readonly fresh: number; readonly leftAt?: number };
 
 /** What the counter asks of the limiter. */
 export type Beats = {
@@ -33,10 +36,10 @@ export type Beats = {
  * local tier's share of the global limit is derived rather than guessed, and tells how many of them
  * may be answering locally with calls Redis has not seen: the **unrecovered** ones.
  *
- * - The count is the largest of the last HOLD_BEATS regular beats' answers: it falls only once an
- *   instance left or stayed silent for a full period of beats, not when one answer is low (after a
- *   Redis restart the members are gone and come back one beat at a time). It is kept while Redis
- *   cannot answer.
+ * - The count is the largest of the last HOLD_BEATS regular beats' answers: it falls at once when an
+ *   instance leaves (`close()`), or once one stayed silent for a full period of beats, not when one
+ *   answer is low (after a Redis restart the members are gone and come back one beat at a time). It
+ *   is kept while Redis cannot answer.
  * - Unrecovered = count − 1 − the other instances that beat clean (nothing missing from Redis) since
  *   this instance last lost Redis ({@link outage}). From an outage until a beat says otherwise, every
  *   other instance is unrecovered. While some are, Redis's decisions for this instance leave their
@@ -54,6 +57,8 @@ export class InstanceCounter {
   #since: number | undefined;
   /** The answers of the last HOLD_BEATS regular beats, oldest first. */
   readonly #recent: number[] = [];
+  /** The last leave seen (`BeatReply.leftAt`). */
+  #leftAt = 0;
   #timer: NodeJS.Timeout | undefined;
   #fast: NodeJS.Timeout | undefined;
   #beating = false;
@@ -133,6 +138,13 @@ export class InstanceCounter {
   }
 
   #learn(reply: BeatReply, regular: boolean): void {
+    const leftAt = reply.leftAt ?? 0;
+    if (leftAt > this.#leftAt) {
+      // An instance left: the count falls now, it is not held (a held count keeps its share away).
+      this.#leftAt = leftAt;
+      this.#recent.length = 0;
+      if (!regular) this.#recent.push(reply.live);
+    }
     if (regular) {
       this.#recent.push(reply.live);
       if (this.#recent.length > HOLD_BEATS) this.#recent.shift();

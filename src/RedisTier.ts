@@ -301,9 +301,9 @@ export class RedisTier {
     return this.breaker.fire(() =>
       runScript(this.#redis, heartbeatScript, [key], args).then(
         (reply) => {
-          const [live, fresh] = reply as [number, number];
+          const [live, fresh, leftAt] = reply as [number, number, number];
           if (live < 0) throw new ResilimitError(ErrorCode.REDIS_UNAVAILABLE, 'A heartbeat reached Redis after its deadline');
-          return { live, fresh };
+          return { live, fresh, leftAt };
         },
         (error: unknown) => Promise.reject(redisCallError(error)),
       ),

@@ -262,6 +262,24 @@ describe('instances: auto', () => {
     expect(a.stats()).toMatchObject({ instances: 2, localLimit: 6 });
   });
 
+  it('lets the count fall at the next beat when an instance leaves, not after three', async () => {
+    const prefix = `t:${randomUUID()}:`;
+    const options = { prefix, limit: 12, windowMs: 60_000, heartbeatMs: 500, local: { instances: 'auto' as const } };
+    const a = await limiter(options);
+    const b = await limiter(options);
+    const c = await limiter(options);
+    for (let i = 0; a.stats().instances < 3; i++) {
+      if (i > 100) throw new Error('a did not count 3 instances');
+      await sleep(50);
+    }
+    await sleep(1600); // past the start-up beats: every beat now is a regular one
+    await c.close();
+    // One regular beat (500 ms) and 300 ms for a loaded machine; a held count would take 3 beats (1.5 s).
+    await sleep(800);
+    expect(a.stats()).toMatchObject({ instances: 2, localLimit: 6 });
+    expect(b.stats().instances).toBe(2);
+  });
+
   it('leaves the shares of instances not back from an outage free until they beat clean (staggered recovery)', async () => {
     const prefix = `t:${randomUUID()}:`;
     const options = { prefix, limit: 20, windowMs: 60_000, heartbeatMs: 100, local: { instances: 'auto' as const } };

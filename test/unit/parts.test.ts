@@ -668,6 +668,17 @@ describe('InstanceCounter', () => {
     await c.stop();
   });
 
+  it('lets the count fall at once when an instance left, not after a period', async () => {
+    // 3 instances; one leaves at 450 ms (Redis says when).
+    const { c } = counter((ms) => (ms < 450 ? 3 : { live: 2, fresh: 1, leftAt: 1_000_450 }), 100);
+    c.start();
+    await vi.advanceTimersByTimeAsync(400);
+    expect(c.count).toBe(3);
+    await vi.advanceTimersByTimeAsync(100);
+    expect(c.count).toBe(2);
+    await c.stop();
+  });
+
   it('ignores a beat that answers after stop', async () => {
     vi.useFakeTimers();
     const pending = Promise.withResolvers<BeatReply>();
