@@ -160,10 +160,12 @@ closed({ decisions: stats.decisions, bySource: stats.bySource, byReason: stats.b
     // Mode 'local': whatever Redis did not decide, the local window did.
     expect((bySource['redis'] ?? 0) + (bySource['local'] ?? 0)).toBe(202);
     expect(bySource['redis']).toBeGreaterThan(0);
-    // The leave beat removed this instance from the count.
+    // The leave beat removed this instance from the count (what is left is the record of its leave).
     const probe = server.client();
     await waitReady(probe);
-    expect(await probe.zcard('close-healthy:instances')).toBe(0);
+    const members = await probe.zrange('close-healthy:instances', 0, -1);
+    expect(members.filter((m) => !m.startsWith('-'))).toEqual([]);
+    expect(members).toHaveLength(1);
     probe.disconnect();
   });
 
