@@ -218,15 +218,14 @@ export class RedisTier {
   }
 
   /**
-   * Decides calls of `limit()` (or peeks, at cost 0) in one script call. `now` is the local time of
-   * the oldest: the staleness deadline counts from there.
+   * Decides calls of `limit()` (or peeks, at cost 0) in one script call; its staleness deadline counts
+   * from when it is sent (see {@link #notAfter}).
    */
-  async send(calls: readonly BatchCall[], now: number): Promise<RedisDecision[]> {
-    const notAfter = this.#notAfter(now);
+  async send(calls: readonly BatchCall[]): Promise<RedisDecision[]> {
     let sentNow = 0;
     const decisions = await this.fire(calls.length, () => {
       sentNow = this.#now();
-      return this.window[decideBatch](calls, notAfter).catch((error: unknown) => this.#learnFromStale(error, sentNow));
+      return this.window[decideBatch](calls, this.#notAfter(sentNow)).catch((error: unknown) => this.#learnFromStale(error, sentNow));
     });
     const first = decisions[0];
     if (first !== undefined) this.#learnOffset(sentNow, first.nowMs);
@@ -234,15 +233,15 @@ export class RedisTier {
   }
 
   /** One call of the limit-all script for a group of `limitAll()`'s windows sharing a slot. */
-  sendAll(op: 'take' | 'check', group: readonly CheckedItem[], id: string, now: number): Promise<GroupReply>;
-  sendAll(op: 'give', group: readonly CheckedItem[], id: string, now: number): Promise<unknown>;
-  sendAll(op: 'take' | 'give' | 'check', group: readonly CheckedItem[], id: string, now: number): Promise<unknown> {
-    // A late give-back only removes what its take added: no staleness guard.
-    const notAfter = op === 'give' ? undefined : this.#notAfter(now);
+  sendAll(op: 'take' | 'check', group: readonly CheckedItem[], id: string): Promise<GroupReply>;
+  sendAll(op: 'give', group: readonly CheckedItem[], id: string): Promise<unknown>;
+  sendAll(op: 'take' | 'give' | 'check', group: readonly CheckedItem[], id: string): Promise<unknown> {
     return this.fire(group.length, () => {
       const clock = this.#clock;
-      const args = scriptArgs(op, group, id, clock === undefined ? '' : Math.floor(clock()), notAfter === undefined ? '' : Math.ceil(notAfter));
       const sentNow = this.#now();
+      // A late give-back only removes what its take added: no staleness guard.
+      const notAfter = op === 'give' ? undefined : this.#notAfter(sentNow);
+      const args = scriptArgs(op, group, id, clock === undefined ? '' : Math.floor(clock()), notAfter === undefined ? '' : Math.ceil(notAfter));
       return runScript(this.#redis, limitAllScript, group.map((item) => item.redisKey), args)
         .then(
           (reply) => {
@@ -360,8 +359,10 @@ export class RedisTier {
   };
 
   /**
-   * The staleness guard of a Redis call whose oldest decision was asked at `now` (local clock): on
-   * Redis's clock (with the least offset the round trips allow), a little inside the deadline.
+   * The staleness guard of a Redis call sent at `now` (local clock): on Redis's clock (with the least
+   * offset the round trips allow), a little inside the deadline, which also counts from the send (the
+   * breaker's timer starts then). Not from when its calls were asked: this process may have been busy
+   * in between (other handlers run before a coalesced batch leaves), which is not Redis's lateness.
    * Undefined with an injected clock (Redis cannot check it) or before the offset is known. The
    * bound is not widened for the time since the last round trip: after a long outage that would put
    * the deadline of the first calls in the past, and they would find Redis no use.

@@ -103,7 +103,7 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
       dropped: (calls, total) => this.emit('dropped', { calls, total }),
     }));
     const coalescer = new Coalescer(
-      (calls, oldest) => tier.send(calls, oldest),
+      (calls) => tier.send(calls),
       tier.isCluster ? (calls) => bySlot(calls, (call) => redisKey(prefix, call.key)) : undefined,
     );
     const reserved = new Reservations();
