@@ -6,6 +6,7 @@ import { redisCallError } from './failures.js';
 import { decideBatch } from './internal.js';
 import { readReply, scriptArgs, type CheckedItem, type GroupReply } from './limitAll.js';
 import type { ResolvedLimiterOptions } from './options.js';
+import { PollWatch } from './PollWatch.js';
 import { RedisWindow, type BatchCall, type RedisDecision } from './RedisWindow.js';
 import { evalScript, loadScript, runScript, staleReplyNowMs } from './script.js';
 import type { DecisionReason } from './types.js';
@@ -86,7 +87,8 @@ type TierOptions = Pick<ResolvedLimiterOptions, 'redis' | 'prefix' | 'limit' | '
  * - the call ledger, kept by {@link fire}: the outstanding calls' start times in call order, the
  *   decisions they carry, when the last one settled and the average latency of those answered in
  *   time. Invariant: `outstandingDecisions` is the sum of the decisions of the calls in the ledger,
- *   and a call leaves it when it settles, a late one included (a timed-out command still runs);
+ *   and a call leaves it when it settles, a late one included (a timed-out command still runs).
+ *   It marks `polls` (`PollWatch`) each time the wait for Redis starts again (see `PollWatch.mark`);
  * - the bounds on Redis's clock minus the local one ({@link ClockOffset}), learnt from every
  *   decision's round trip, and the staleness deadline sent with each decision;
  * - whether the client has been ready once (until then nothing is sent: reason `not-ready`), and the
@@ -96,6 +98,8 @@ type TierOptions = Pick<ResolvedLimiterOptions, 'redis' | 'prefix' | 'limit' | '
  */
 export class RedisTier {
   readonly breaker: Breaker;
+  /** How long Redis was silent, not this process busy: marked here, shown the loop by the gate and the breaker. */
+  readonly polls: PollWatch;
   /** Bounds on Redis's clock minus the local one (unused with an injected `clock`: both sides use it). */
   readonly offset: ClockOffset;
   readonly #redis: Redis | Cluster;
@@ -137,7 +141,8 @@ export class RedisTier {
     this.#perf = options.perf;
     this.#timeoutMs = options.breaker.timeoutMs;
     this.offset = new ClockOffset(() => options.perf.now());
-    this.breaker = new Breaker(options.breaker, onState);
+    this.polls = new PollWatch(options.perf);
+    this.breaker = new Breaker(options.breaker, onState, this.polls);
     this.#onReconnect = onReconnect;
     this.#everReady = options.redis.status === 'ready';
     if (this.#everReady) this.#runId = this.#probeRunId();
@@ -194,6 +199,7 @@ export class RedisTier {
       if (this.#redis.status !== 'ready') return Promise.reject(NOT_READY);
       const sequence = ++this.#sequence;
       const sentAt = this.#perf.now();
+      if (this.#outstanding.size === 0) this.polls.mark();
       this.#outstanding.set(sequence, sentAt);
       this.#outstandingDecisions += decisions;
       const settle = (answered: boolean, error?: unknown): void => {
@@ -201,6 +207,7 @@ export class RedisTier {
         this.#outstanding.delete(sequence);
         this.#outstandingDecisions -= decisions;
         this.#lastReplyAt = at;
+        if (this.#outstanding.size > 0) this.polls.mark();
         // A late reply says how slow Redis was, not how slow it is: the breaker answered that call already.
         const latency = at - sentAt;
         if (answered && decisions > 0 && latency <= this.#timeoutMs) this.#latencyMs += (latency - this.#latencyMs) * 0.05;
