@@ -55,7 +55,6 @@ export type WorkerReport = {
   frozeAtMs?: number;
   /** The share of the run's wall time this process's event loop was busy (not waiting for I/O), 0 to 1. */
   utilization: number;
-  stats: unknown;
 };
 
 const config = JSON.parse(process.argv[2] as string) as WorkerConfig;
@@ -85,7 +84,7 @@ for (const key of keys) await limiter.limit(`warm:${key}`);
 
 const start = performance.now();
 const at = (): number => performance.now() - start;
-const report: WorkerReport = { offered: 0, shed: 0, calls: [], states: [], stalls: [], utilization: 0, stats: undefined };
+const report: WorkerReport = { offered: 0, shed: 0, calls: [], states: [], stalls: [], utilization: 0 };
 limiter.on('stateChange', ({ state }) => report.states.push({ atMs: at(), state }));
 
 let lastTick = at();
@@ -130,7 +129,6 @@ while (report.offered < total) {
 report.utilization = performance.eventLoopUtilization(elu0).utilization;
 while (pending > 0) await new Promise((resolve) => setTimeout(resolve, 5));
 clearInterval(stallTimer);
-report.stats = limiter.stats();
 if (report.frozeAtMs !== undefined) process.kill(config.redisPid, 'SIGCONT');
 await limiter.close();
 redis.disconnect();
