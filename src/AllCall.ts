@@ -41,7 +41,7 @@ export class AllCall implements PathCall<AllReply, LimitAllDecision> {
       let nowMs = this.now;
       for (const group of groups) {
         // After a refusal nothing more is taken: the other slots are only asked how they stand.
-        const reply = await tier.sendAll(refused ? 'check' : 'take', group, id, this.now);
+        const reply = await tier.sendAll(refused ? 'check' : 'take', group, id);
         nowMs = reply.nowMs;
         group.forEach((item, i) => replies.set(item, reply.items[i] as ItemReply));
         if (!refused) {
@@ -81,6 +81,6 @@ export class AllCall implements PathCall<AllReply, LimitAllDecision> {
   }
 
   async #giveBack(id: string): Promise<void> {
-    for (const group of this.#taken.splice(0)) await this.parts.tier.sendAll('give', group, id, this.now).catch(() => undefined);
+    for (const group of this.#taken.splice(0)) await this.parts.tier.sendAll('give', group, id).catch(() => undefined);
   }
 }

@@ -9,7 +9,6 @@ import type { BatchCall, BatchDecision } from './RedisWindow.js';
 const MAX_BATCH = 16;
 
 type QueuedCall = BatchCall & {
-  now: number;
   resolve: (decision: BatchDecision) => void;
   reject: (error: unknown) => void;
 };
@@ -24,8 +23,8 @@ export class Coalescer {
   #queued: QueuedCall[] = [];
 
   constructor(
-    /** Sends one batch; `now` is the local time of its oldest call. */
-    readonly send: (calls: readonly BatchCall[], now: number) => Promise<BatchDecision[]>,
+    /** Sends one batch. */
+    readonly send: (calls: readonly BatchCall[]) => Promise<BatchDecision[]>,
     /** Groups calls by hash slot (a Cluster), or undefined on a single Redis. */
     readonly bySlot: ((calls: QueuedCall[]) => QueuedCall[][]) | undefined,
   ) {}
@@ -36,9 +35,9 @@ export class Coalescer {
   }
 
   /** Queues a call for the batch of this turn; the batch leaves on the next tick. */
-  enqueue(key: string, cost: number, id: CallId, now: number): Promise<BatchDecision> {
+  enqueue(key: string, cost: number, id: CallId): Promise<BatchDecision> {
     return new Promise<BatchDecision>((resolve, reject) => {
-      this.#queued.push({ key, cost, id, now, resolve, reject });
+      this.#queued.push({ key, cost, id, resolve, reject });
       if (this.#queued.length === 1) process.nextTick(this.#flush);
     });
   }
@@ -50,7 +49,7 @@ export class Coalescer {
     for (const group of groups) {
       for (let i = 0; i < group.length; i += MAX_BATCH) {
         const chunk = group.slice(i, i + MAX_BATCH);
-        this.send(chunk, (chunk[0] as QueuedCall).now).then(
+        this.send(chunk).then(
           (decisions) => chunk.forEach((call, j) => call.resolve(decisions[j] as BatchDecision)),
           (error: unknown) => chunk.forEach((call) => call.reject(error)),
         );

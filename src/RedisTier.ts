@@ -7,6 +7,7 @@ import { redisCallError } from './failures.js';
 import { decideBatch } from './internal.js';
 import { readReply, scriptArgs, type CheckedItem, type GroupReply } from './limitAll.js';
 import type { ResolvedLimiterOptions } from './options.js';
+import { PollWatch } from './PollWatch.js';
 import { RedisWindow, type BatchCall, type BatchDecision } from './RedisWindow.js';
 import { evalScript, loadScript, runScript, staleReplyNowMs } from './script.js';
 import type { BeatOp, BeatReply } from './InstanceCounter.js';
@@ -55,7 +56,8 @@ type TierOptions = Pick<ResolvedLimiterOptions, 'redis' | 'prefix' | 'limit' | '
  * - the call ledger, kept by {@link fire}: the outstanding calls' start times in call order, the
  *   decisions they carry, when the last one settled and the average latency of those answered in
  *   time. Invariant: `outstandingDecisions` is the sum of the decisions of the calls in the ledger,
- *   and a call leaves it when it settles, a late one included (a timed-out command still runs);
+ *   and a call leaves it when it settles, a late one included (a timed-out command still runs).
+ *   It marks `polls` (`PollWatch`) each time the wait for Redis starts again (see `PollWatch.mark`);
  * - the bounds on Redis's clock minus the local one ({@link ClockOffset}), learnt from every
  *   decision's round trip, and the staleness deadline sent with each decision;
  * - whether the client has been ready once (until then nothing is sent: reason `not-ready`), and the
@@ -65,6 +67,8 @@ type TierOptions = Pick<ResolvedLimiterOptions, 'redis' | 'prefix' | 'limit' | '
  */
 export class RedisTier {
   readonly breaker: Breaker;
+  /** How long Redis was silent, not this process busy: marked here, shown the loop by the gate and the breaker. */
+  readonly polls: PollWatch;
   /** Bounds on Redis's clock minus the local one (unused with an injected `clock`: both sides use it). */
   readonly offset: ClockOffset;
   readonly #redis: Redis | Cluster;
@@ -108,7 +112,8 @@ export class RedisTier {
     this.#perf = options.perf;
     this.#timeoutMs = options.breaker.timeoutMs;
     this.offset = new ClockOffset(() => options.perf.now());
-    this.breaker = new Breaker(options.breaker, onState);
+    this.polls = new PollWatch(options.perf);
+    this.breaker = new Breaker(options.breaker, onState, this.polls);
     this.#onReconnect = onReconnect;
     this.#everReady = options.redis.status === 'ready';
     if (this.#everReady) this.#runId = this.#probeRunId();
@@ -165,6 +170,7 @@ export class RedisTier {
       if (this.#redis.status !== 'ready') return Promise.reject(NOT_READY);
       const sequence = ++this.#sequence;
       const sentAt = this.#perf.now();
+      if (this.#outstanding.size === 0) this.polls.mark();
       this.#outstanding.set(sequence, sentAt);
       this.#outstandingDecisions += decisions;
       const settle = (answered: boolean, error?: unknown): void => {
@@ -172,6 +178,7 @@ export class RedisTier {
         this.#outstanding.delete(sequence);
         this.#outstandingDecisions -= decisions;
         this.#lastReplyAt = at;
+        if (this.#outstanding.size > 0) this.polls.mark();
         // A late reply says how slow Redis was, not how slow it is: the breaker answered that call already.
         const latency = at - sentAt;
         if (answered && decisions > 0 && latency <= this.#timeoutMs) this.#latencyMs += (latency - this.#latencyMs) * 0.05;
@@ -189,15 +196,14 @@ export class RedisTier {
   }
 
   /**
-   * Decides calls of `limit()` (or peeks, at cost 0) in one script call. `now` is the local time of
-   * the oldest: the staleness deadline counts from there.
+   * Decides calls of `limit()` (or peeks, at cost 0) in one script call; its staleness deadline counts
+   * from when it is sent (see {@link #notAfter}).
    */
-  async send(calls: readonly BatchCall[], now: number): Promise<BatchDecision[]> {
-    const notAfter = this.#notAfter(now);
+  async send(calls: readonly BatchCall[]): Promise<BatchDecision[]> {
     let sentNow = 0;
     const decisions = await this.fire(calls.length, () => {
       sentNow = this.#now();
-      return this.window[decideBatch](calls, notAfter, this.reserve(this.window.options.limit)).catch((error: unknown) => this.#learnFromStale(error, sentNow));
+      return this.window[decideBatch](calls, this.#notAfter(sentNow), this.reserve(this.window.options.limit)).catch((error: unknown) => this.#learnFromStale(error, sentNow));
     });
     const first = decisions[0];
     if (first !== undefined) this.#learnOffset(sentNow, first.nowMs);
@@ -205,15 +211,15 @@ export class RedisTier {
   }
 
   /** One call of the limit-all script for a group of `limitAll()`'s windows sharing a slot. */
-  sendAll(op: 'take' | 'check', group: readonly CheckedItem[], id: string, now: number): Promise<GroupReply>;
-  sendAll(op: 'give', group: readonly CheckedItem[], id: string, now: number): Promise<unknown>;
-  sendAll(op: 'take' | 'give' | 'check', group: readonly CheckedItem[], id: string, now: number): Promise<unknown> {
-    // A late give-back only removes what its take added: no staleness guard.
-    const notAfter = op === 'give' ? undefined : this.#notAfter(now);
+  sendAll(op: 'take' | 'check', group: readonly CheckedItem[], id: string): Promise<GroupReply>;
+  sendAll(op: 'give', group: readonly CheckedItem[], id: string): Promise<unknown>;
+  sendAll(op: 'take' | 'give' | 'check', group: readonly CheckedItem[], id: string): Promise<unknown> {
     return this.fire(group.length, () => {
       const clock = this.#clock;
-      const args = scriptArgs(op, group, id, clock === undefined ? '' : Math.floor(clock()), notAfter === undefined ? '' : Math.ceil(notAfter), this.reserve);
       const sentNow = this.#now();
+      // A late give-back only removes what its take added: no staleness guard.
+      const notAfter = op === 'give' ? undefined : this.#notAfter(sentNow);
+      const args = scriptArgs(op, group, id, clock === undefined ? '' : Math.floor(clock()), notAfter === undefined ? '' : Math.ceil(notAfter), this.reserve);
       return runScript(this.#redis, limitAllScript, group.map((item) => item.redisKey), args)
         .then(
           (reply) => {
@@ -358,8 +364,10 @@ export class RedisTier {
   };
 
   /**
-   * The staleness guard of a Redis call whose oldest decision was asked at `now` (local clock): on
-   * Redis's clock (with the least offset the round trips allow), a little inside the deadline.
+   * The staleness guard of a Redis call sent at `now` (local clock): on Redis's clock (with the least
+   * offset the round trips allow), a little inside the deadline, which also counts from the send (the
+   * breaker's timer starts then). Not from when its calls were asked: this process may have been busy
+   * in between (other handlers run before a coalesced batch leaves), which is not Redis's lateness.
    * Undefined with an injected clock (Redis cannot check it) or before the offset is known. The
    * bound is not widened for the time since the last round trip: after a long outage that would put
    * the deadline of the first calls in the past, and they would find Redis no use.

@@ -111,7 +111,7 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
       caughtUp: () => this.#instances?.beatNow(),
     }));
     const coalescer = new Coalescer(
-      (calls, oldest) => tier.send(calls, oldest),
+      (calls) => tier.send(calls),
       tier.isCluster ? (calls) => bySlot(calls, (call) => redisKey(prefix, call.key)) : undefined,
     );
     const reserved = new Reservations();

@@ -1,6 +1,7 @@
 import CircuitBreaker from 'opossum';
 import { ErrorCode, isResilimitError } from './errors.js';
 import type { ResolvedBreakerOptions } from './options.js';
+import type { PollWatch } from './PollWatch.js';
 
 /** The breaker's state: `closed` (Redis decides), `open` (nothing is sent), `half-open` (one trial call). */
 export type BreakerState = 'closed' | 'open' | 'half-open';
@@ -34,14 +35,17 @@ type Action = (run: () => Promise<unknown>) => Promise<unknown>;
  * past the deadline (its own overload, not Redis's), a reply that arrived in time lies unread in the
  * socket as the timer fires. So the timer only schedules the verdict for the check phase
  * (setImmediate), right after the poll: a reply read there settles the call first, and counts. A
- * frozen Redis is still found at the deadline, one poll later.
+ * frozen Redis is still found at the deadline, one poll later. Both moments are shown to `polls`:
+ * the poll in between vouches for Redis's silence up to the deadline (the gate's stall rule reads it).
  */
-function pollDeadline<T>(call: Promise<T>, ms: number): Promise<T> {
+function pollDeadline<T>(call: Promise<T>, ms: number, polls: PollWatch | undefined): Promise<T> {
   return new Promise<T>((resolve, reject) => {
     let settled = false;
     const timer = setTimeout(() => {
+      polls?.observe(false);
       setImmediate(() => {
         if (settled) return;
+        polls?.observe(true);
         settled = true;
         reject(Object.assign(new Error(`Timed out after ${ms}ms`), { code: 'ETIMEDOUT' }));
       });
@@ -78,10 +82,13 @@ export class Breaker {
   #trying = false;
   #state: BreakerState = 'closed';
   readonly #onChange: (state: BreakerState, previous: BreakerState) => void;
+  /** Shown each missed deadline and the poll after it (see pollDeadline). */
+  readonly #polls: PollWatch | undefined;
 
-  constructor(options: ResolvedBreakerOptions, onChange: (state: BreakerState, previous: BreakerState) => void) {
+  constructor(options: ResolvedBreakerOptions, onChange: (state: BreakerState, previous: BreakerState) => void, polls?: PollWatch) {
     this.#options = options;
     this.#onChange = onChange;
+    this.#polls = polls;
     const action: Action = (run) => run();
     this.#breaker = new CircuitBreaker(action, {
       // The deadline is ours (see pollDeadline): opossum's timer would miss replies that lie unread
@@ -141,7 +148,7 @@ export class Breaker {
    * caller but the one trial while half-open), with `ETIMEDOUT` after `timeoutMs`.
    */
   fire<T>(run: () => Promise<T>): Promise<T> {
-    return this.#breaker.fire(() => pollDeadline(run(), this.#options.timeoutMs)) as Promise<T>;
+    return this.#breaker.fire(() => pollDeadline(run(), this.#options.timeoutMs, this.#polls)) as Promise<T>;
   }
 
   /**

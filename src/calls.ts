@@ -26,8 +26,8 @@ export class OneCall implements PathCall<BatchDecision | BatchDecision[], Limite
     const { parts } = this;
     // Half-open lets one Redis call through: a call alone, so that only its caller waits on the trial.
     return parts.coalesce && parts.tier.state === 'closed'
-      ? parts.coalescer.enqueue(this.key, this.cost, this.id, this.now)
-      : parts.tier.send([this], this.now);
+      ? parts.coalescer.enqueue(this.key, this.cost, this.id)
+      : parts.tier.send([this]);
   }
 
   settle(reply: BatchDecision | BatchDecision[]): LimiterDecision {
@@ -69,7 +69,7 @@ export class PeekCall implements PathCall<BatchDecision[], LimiterDecision> {
   reserve(): void {}
 
   ask(): Promise<BatchDecision[]> {
-    return this.parts.tier.send([this], this.parts.now());
+    return this.parts.tier.send([this]);
   }
 
   settle(reply: BatchDecision[]): LimiterDecision {

@@ -1,4 +1,5 @@
 import type { Coalescer } from './Coalescer.js';
+import type { PollWatch } from './PollWatch.js';
 import type { Recovery } from './Recovery.js';
 import type { RedisTier } from './RedisTier.js';
 import type { DecisionReason } from './types.js';
@@ -24,13 +25,20 @@ export type GateOptions = { timeoutMs: number; maxInFlight: number; slowCallMs: 
  * 7. `reconciling`: calls of this key (journal group) are journalled and not yet sent (this starts a
  *    write-back pass unless one runs or one failed less than HELD_RETRY_MS ago).
  *
- * "Silent" is measured up to the start of the current event-loop turn, from the later of the oldest
- * outstanding call and the last reply: replies cannot be read while a turn runs, so a burst of calls
- * made in one turn must not look like a stall of its own making. Time is the injectable `perf` clock.
- * It owns only that turn's start.
+ * "Silent" is counted from the later of the oldest outstanding call and the last reply, as far as
+ * this process can vouch for it (`tier.polls`, see `PollWatch`): up to the start of the latest I/O
+ * poll known to have completed (it read every reply that had come), or the time the event loop spent
+ * waiting for I/O meanwhile. Time that this process's own event loop was busy (its handlers, a GC)
+ * is not Redis's silence: a reply may lie unread in the socket meanwhile; nor is a burst of calls
+ * made in one turn. The gate shows the watch the loop once per event-loop turn, as the turn's first
+ * call is asked while calls wait on Redis, and again in the check phase right after the next poll
+ * (one setImmediate per turn, none per call); the breaker shows it each missed deadline, the ledger
+ * marks when the wait began. Time is the injectable `perf` clock. It owns only whether the current
+ * turn was shown.
  */
 export class Gate {
-  #turnStartedAt: number | undefined;
+  /** The watch has seen the current turn (set as its first call is asked, cleared after the next poll). */
+  #looked = false;
 
   constructor(
     readonly tier: RedisTier,
@@ -73,7 +81,7 @@ export class Gate {
     if (state === 'half-open') return tier.breaker.trying ? 'breaker-open' : undefined;
     if (!tier.everReady) return 'not-ready';
     const oldest = tier.oldestCallAt;
-    const silentMs = oldest === undefined ? 0 : this.#turnStart() - Math.max(oldest, tier.lastReplyAt);
+    const silentMs = oldest === undefined ? 0 : this.#look().silentMs(Math.max(oldest, tier.lastReplyAt));
     if (silentMs > this.options.timeoutMs) {
       // Evidence enough to open at once; an error rate would need calls that we are not sending.
       tier.breaker.open();
@@ -97,15 +105,19 @@ export class Gate {
     return 'reconciling';
   }
 
-  #turnStart(): number {
-    if (this.#turnStartedAt === undefined) {
-      this.#turnStartedAt = this.perf.now();
+  /** The poll watch, shown this turn (see the class comment). */
+  #look(): PollWatch {
+    const { polls } = this.tier;
+    if (!this.#looked) {
+      this.#looked = true;
+      polls.observe(false);
       setImmediate(this.#endTurn).unref();
     }
-    return this.#turnStartedAt;
+    return polls;
   }
 
   readonly #endTurn = (): void => {
-    this.#turnStartedAt = undefined;
+    this.tier.polls.observe(true);
+    this.#looked = false;
   };
 }

@@ -240,11 +240,11 @@ export type ResilientLimiterOptions = Omit<WindowOptions, 'limit'> & {
    */
   maxInFlight?: number;
   /**
-   * When Redis has not answered for this long, in ms, while calls are outstanding (counted from the
-   * later of the oldest outstanding call and the last reply, up to the start of the current
-   * event-loop turn), new calls go to the fallback at once with reason `'slow'`, so that a frozen
-   * Redis stops receiving calls well before the deadline. `'auto'`: 4 × the average latency of
-   * recent calls, at least 5 ms, at most `timeoutMs`.
+   * When Redis has not answered for this long, in ms, while calls are outstanding (from the later of
+   * the oldest outstanding call and the last reply, as far as this process can vouch for it: time the
+   * application kept the event loop busy does not count, see `PollWatch`), new calls go to the
+   * fallback at once with reason `'slow'`, so that a frozen Redis stops receiving calls well before
+   * the deadline. `'auto'`: 4 × the average latency of recent calls, at least 5 ms, at most `timeoutMs`.
    * @default 'auto'
    */
   slowCallMs?: number | 'auto';
@@ -259,7 +259,8 @@ export type ResilientLimiterOptions = Omit<WindowOptions, 'limit'> & {
    * A monotonic clock in ms, `{ now() }` (as lru-cache's `perf`), that times every gate and every
    * duration: the stall, slow and saturation gates, the average Redis latency, the retry of keys held
    * by the journal, and how far the clock-offset bounds widen. Inject one in tests so that nothing
-   * sleeps. The breaker's own deadline and open period are timers of opossum's and do not read it.
+   * sleeps. The breaker's own deadline and open period are timers and do not read it, nor does the
+   * event loop's idle time, which counts as Redis's silence (it is the loop's own measure).
    * @default performance (from node:perf_hooks)
    */
   perf?: { now(): number };

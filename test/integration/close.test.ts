@@ -163,7 +163,7 @@ closed({ decisions: stats.decisions, bySource: stats.bySource, byReason: stats.b
     // The leave beat removed this instance from the count (what is left is the record of its leave).
     const probe = server.client();
     await waitReady(probe);
-    const members = await probe.zrange('close-healthy:instances', 0, -1);
+    const members = await probe.zrange('close-healthy:instances', '0', '-1');
     expect(members.filter((m) => !m.startsWith('-'))).toEqual([]);
     expect(members).toHaveLength(1);
     probe.disconnect();

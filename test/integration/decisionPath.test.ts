@@ -6,6 +6,7 @@
  * The breaker's own deadline is opossum's real timer: it is set to 60 s, far past any test.
  */
 import { once } from 'node:events';
+import { performance } from 'node:perf_hooks';
 import { randomUUID } from 'node:crypto';
 import type { Redis } from 'ioredis';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
@@ -46,7 +47,13 @@ function fakePerf(): { now(): number; advance(ms: number): void } {
   return { now: () => t, advance: (ms) => void (t += ms) };
 }
 
-/** Resolves in the next event-loop turn: the gate measures silence up to the start of a turn. */
+/**
+ * Resolves in the next event-loop turn, after the loop has polled for I/O. The gate counts Redis's
+ * silence only up to a time that a completed poll vouches for (see PollWatch): it looks at the perf
+ * clock as the first call of a turn is asked, and again right after the next poll (the check phase,
+ * where this resolves). So a test that moves the clock makes a call, which lets the gate see the new
+ * time (the gate cannot count it yet), then waits for this: the time is vouched for.
+ */
 function nextTurn(): Promise<void> {
   return new Promise((resolve) => setImmediate(resolve));
 }
@@ -81,34 +88,62 @@ async function answeredAtOnce(decision: Promise<LimiterDecision>): Promise<Limit
 }
 
 describe('the gates on the perf clock, Redis frozen', () => {
-  it('answers slow only once Redis was silent for more than slowCallMs, and opens the breaker past the deadline (a stall)', async () => {
+  it('answers slow only once a poll vouches that Redis was silent for more than slowCallMs, and opens the breaker past the deadline (a stall)', async () => {
     const perf = fakePerf();
     const l = await limiter(perf, { slowCallMs: 20, reconcile: false });
     server.freeze();
-    const stuck = l.limit('stuck');
+    const sent = [l.limit('stuck')];
     await nextTurn(); // sent: the oldest outstanding call, at perf time t
     perf.advance(20);
+    // Silent for 20 ms, but no poll since the gate saw t + 20: not counted yet, the call goes to Redis.
+    sent.push(l.limit('sees-20'));
     await nextTurn();
-    // Silent for exactly slowCallMs: not slow yet, the call goes to Redis.
-    const sent = l.limit('at-edge');
+    // Silent for exactly slowCallMs, vouched for: not slow yet, the call goes to Redis.
+    sent.push(l.limit('at-edge'));
     await nextTurn();
-    expect(l.stats().inFlight).toBe(2);
+    expect(l.stats().inFlight).toBe(3);
     perf.advance(1);
+    sent.push(l.limit('sees-21'));
     await nextTurn();
+    expect(l.stats().inFlight).toBe(4);
     expect(await answeredAtOnce(l.limit('slow'))).toMatchObject({ source: 'local', reason: 'slow', allowed: true });
-    perf.advance(DEADLINE_MS - 21);
     await nextTurn();
-    // Silent for exactly the deadline: still slow, not a stall.
+    perf.advance(DEADLINE_MS - 21);
+    expect(await answeredAtOnce(l.limit('sees-deadline'))).toMatchObject({ reason: 'slow' });
+    await nextTurn();
+    // Silent for exactly the deadline, vouched for: still slow, not a stall.
     expect(await answeredAtOnce(l.limit('slow2'))).toMatchObject({ reason: 'slow' });
     expect(l.state).toBe('closed');
+    await nextTurn();
     perf.advance(1);
+    expect(await answeredAtOnce(l.limit('sees-past'))).toMatchObject({ reason: 'slow' });
+    expect(l.state).toBe('closed');
     await nextTurn();
     expect(await answeredAtOnce(l.limit('stall'))).toMatchObject({ source: 'local', reason: 'breaker-open' });
     expect(l.state).toBe('open');
     server.thaw();
     // The frozen calls run once Redis wakes (their staleness deadline is opossum's 60 s away).
-    expect((await stuck).source).toBe('redis');
-    expect((await sent).source).toBe('redis');
+    for (const d of await Promise.all(sent)) expect(d.source).toBe('redis');
+  });
+
+  it('does not count as silence the time this process was busy before a poll could read the reply', async () => {
+    const perf = fakePerf();
+    const l = await limiter(perf, { reconcile: false });
+    await admin.ping(); // from here on this runs in a poll phase, right after a reply was read
+    const first = l.limit('a');
+    await new Promise<void>((resolve) => process.nextTick(resolve)); // sent, at perf time t; Redis answers at once
+    // A timer callback asks again before the loop polls: the rest of this iteration keeps the process
+    // busy past the deadline (the clock moves, as for handlers burning CPU; and 2 ms of real time, so
+    // that the timer's 1 ms is due when the iteration reaches its timers), so the reply lies unread.
+    const asked = new Promise<Promise<LimiterDecision>>((resolve) => setTimeout(() => resolve(l.limit('b')), 0));
+    perf.advance(DEADLINE_MS + 1);
+    const until = performance.now() + 2;
+    while (performance.now() < until);
+    const second = await asked;
+    // Not a stall: no poll has run since the call was sent. Redis decides both.
+    expect(await first).toMatchObject({ source: 'redis', reason: 'decided' });
+    expect(await second).toMatchObject({ source: 'redis', reason: 'decided' });
+    expect(l.state).toBe('closed');
   });
 
   it('measures silence from the last reply, not only from the oldest call', async () => {
@@ -124,15 +159,17 @@ describe('the gates on the perf clock, Redis frozen', () => {
     const again = l.limit('again'); // sent at t + 50
     await nextTurn();
     perf.advance(20);
-    await nextTurn();
-    const atEdge = l.limit('at-edge');
+    const atEdge = l.limit('at-edge'); // the gate sees t + 70
     await nextTurn();
     expect(l.stats().inFlight).toBe(2);
     perf.advance(1);
+    const seeing = l.limit('sees-71');
     await nextTurn();
+    expect(l.stats().inFlight).toBe(3);
+    // Silent for 21 ms since the reply (71 since the oldest call but one, long answered).
     expect(await answeredAtOnce(l.limit('slow'))).toMatchObject({ reason: 'slow' });
     server.thaw();
-    await Promise.all([again, atEdge]);
+    await Promise.all([again, atEdge, seeing]);
   });
 
   it('does not count a burst made in one turn as silence of its own making', async () => {
@@ -170,6 +207,7 @@ describe('the gates on the perf clock, Redis frozen', () => {
     const stuck = l.limit('stuck');
     await nextTurn();
     perf.advance(DEADLINE_MS + 1);
+    const seeing = l.limit('sees-deadline'); // not vouched for yet: sent, and stalled too
     await nextTurn();
     const halfOpen = new Promise<void>((resolve) => {
       const onChange = ({ state }: { state: BreakerState }): void => {
@@ -187,7 +225,7 @@ describe('the gates on the perf clock, Redis frozen', () => {
     server.thaw();
     expect(await trial).toMatchObject({ source: 'redis', reason: 'decided' });
     expect(await closed).toEqual([{ state: 'closed', previous: 'half-open' }]);
-    await stuck;
+    await Promise.all([stuck, seeing]);
   });
 });
 

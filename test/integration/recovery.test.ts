@@ -181,4 +181,21 @@ describe("the application's own overload", () => {
     }
     expect(l.state).toBe('closed');
   });
+
+  it('gives a call that waited behind this process’s own work its whole deadline from the send', async () => {
+    const { l } = await setup({ breaker: { timeoutMs: 50 } });
+    expect((await l.limit('warm')).source).toBe('redis');
+    for (let round = 0; round < 3; round++) {
+      const decision = l.limit(`queued${round}`);
+      // A coalesced batch leaves on the next tick, after the microtasks queued now: another handler's
+      // 150 ms of synchronous work (3 deadlines) runs between the ask and the send. Redis answers at
+      // once; the staleness guard, counted from the ask, made it refuse the call as late.
+      queueMicrotask(() => {
+        const until = performance.now() + 150;
+        while (performance.now() < until);
+      });
+      expect(await decision).toMatchObject({ source: 'redis', reason: 'decided' });
+    }
+    expect(l.state).toBe('closed');
+  });
 });
