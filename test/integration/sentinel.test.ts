@@ -3,11 +3,17 @@
  * down-after-milliseconds 1 s), all `redis-server` child processes, and clients from
  * `createRedisClient({ sentinels, name })`, with the breaker's default settings.
  *
- * The master killed (SIGKILL) under load from two processes, each with its own limiter (mode
- * 'local', instances counted by heartbeats): every decision within the deadline, no window over the
- * bound, and Redis deciding again soon after the Sentinels promote the replica. The timeline is
- * printed (kill → promotion → each process's breaker, client and first Redis decision), as the
- * README quotes it. The processes exit by themselves once they quit their clients.
+ * - The master killed (SIGKILL) under load from two processes, each with its own limiter (mode
+ *   'local', instances counted by heartbeats): every decision within the deadline, no window over the
+ *   bound, and Redis deciding again soon after the Sentinels promote the replica. The timeline is
+ *   printed (kill → promotion → each process's breaker, client and first Redis decision), as the
+ *   README quotes it. The processes exit by themselves once they quit their clients.
+ * - A failover that leaves the old master running (`SENTINEL FAILOVER`): the client follows the
+ *   announcement at once (`followFailovers`), instead of staying on the old master until the
+ *   Sentinels demote it (about 10 s, measured), and the old master gets no more calls.
+ * - A frozen Sentinel first in the list when the master dies: the client still reaches the new
+ *   master (`sentinelCommandTimeout`), and is not ended by the announcement (as it was with
+ *   ioredis's own `failoverDetector`).
  */
 import { fork, type ChildProcess } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
@@ -15,7 +21,10 @@ import { once } from 'node:events';
 import { performance } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
+import type { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createRedisClient, ResilientLimiter, type LimiterDecision } from '../../src/index.js';
+import { withProbe, type RedisChild } from '../support/redis.js';
 import { startSentinels, type SentinelDeployment } from '../support/sentinel.js';
 import type { Row, WorkerConfig, WorkerReport } from '../support/sentinelWorker.js';
 
@@ -37,6 +46,18 @@ const LOCAL_BOUND = Math.floor(1.1 * LIMIT);
  * calls take milliseconds here. The rest is room for a loaded two-core machine.
  */
 const BACK_WITHIN_MS = 3000;
+/**
+ * From the announcement to the client ready on the new master, the old one still running: the
+ * reconnect waits the back-off's first step (50–100 ms), then the Sentinel's answer, a connection and
+ * the ready check (a few ms here). The rest is room for a loaded machine.
+ */
+const FOLLOW_WITHIN_MS = 1500;
+/**
+ * The same with the first Sentinel frozen and the master dead: the client retries every second by
+ * then (the back-off's cap, plus up to 50 ms of jitter), and each attempt asks the frozen Sentinel
+ * first, for up to sentinelCommandTimeout (500 ms). The rest is room for a loaded machine.
+ */
+const FROZEN_WITHIN_MS = 3000;
 /** How long a worker may take to exit once it reported: ioredis gives a closing socket up to 2 s (disconnectTimeout) before it destroys it. */
 const EXIT_WITHIN_MS = 3000;
 
@@ -164,7 +185,8 @@ describe('a Sentinel master killed under load from two processes', () => {
     for (const w of workers) w.send({ type: 'stop' });
     // A worker reports once its pending calls are answered and its limiter closed: milliseconds; 15 s only caps the wait.
     const results = await within(Promise.all(reports), 15_000, 'the workers did not report');
-    // Each worker closed its limiter and quit its client: nothing is left to keep it alive.
+    // Each worker closed its limiter and quit its client: nothing is left to keep it alive. (With
+    // ioredis's own failoverDetector its Sentinel connections outlived quit() and it never exited.)
     const exited = await within(
       Promise.all(workers.map((w) => (w.exitCode === null && w.signalCode === null ? once(w, 'exit') : undefined))),
       EXIT_WITHIN_MS,
@@ -184,6 +206,7 @@ describe('a Sentinel master killed under load from two processes', () => {
         breakerOpenedMs: rel(opened),
         readyOnNewMasterMs: rel(ready?.at),
         readyPort: ready?.port,
+        readiesAfterKill: r.readies.filter((x) => x.at > tKill).length,
         breakerClosedMs: rel(closed),
         firstRedisDecisionMs: rel(firstRedis),
         firstRedisAfterPromotionMs: round(firstRedis === undefined ? undefined : firstRedis - tPromoted),
@@ -242,8 +265,10 @@ describe('a Sentinel master killed under load from two processes', () => {
       expect(r.rows.some((row) => row.at > tKill && row.at < tPromoted && row.source === 'redis')).toBe(false);
       // The fallback answered meanwhile.
       expect(r.rows.some((row) => row.at > tKill && row.source === 'local')).toBe(true);
-      // Redis decided again soon after the promotion, on the new master.
+      // Redis decided again soon after the promotion, on the new master; the client connected once
+      // after the kill (a Sentinel that announced the failover late did not take it off the new master).
       expect(s.readyPort).toBe(replica.port);
+      expect(s.readiesAfterKill).toBe(1);
       expect(s.firstRedisAfterPromotionMs).toBeDefined();
       expect(s.firstRedisAfterPromotionMs as number).toBeLessThanOrEqual(BACK_WITHIN_MS);
       // And stays in charge afterwards (from half a second after its first decision: the write-back of the outage's calls).
@@ -256,4 +281,119 @@ describe('a Sentinel master killed under load from two processes', () => {
     expect(maxAdmitted).toBeLessThanOrEqual(LOCAL_BOUND);
     expect(maxRedisAdmitted).toBeLessThanOrEqual(LIMIT);
   }, 60_000);
+});
+
+/** Script calls (`EVALSHA` + `EVAL`) a server has run since it started (`INFO commandstats`). */
+async function scriptCalls(server: RedisChild): Promise<number> {
+  const stats = await server.info('commandstats');
+  const calls = (name: string): number => Number(/calls=(\d+)/.exec(stats[`cmdstat_${name}`] ?? '')?.[1] ?? 0);
+  return calls('evalsha') + calls('eval');
+}
+
+/** Resolves with the time of the client's first 'ready' on `port` from now on; rejects after `timeoutMs`. */
+function readyOn(client: Redis, port: number, timeoutMs: number): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const onReady = (): void => {
+      if (client.stream.remotePort !== port) return;
+      clearTimeout(timer);
+      client.off('ready', onReady);
+      resolve(performance.now());
+    };
+    const timer = setTimeout(() => {
+      client.off('ready', onReady);
+      reject(new Error(`the client was not ready on port ${port} within ${timeoutMs} ms (status ${client.status})`));
+    }, timeoutMs);
+    client.on('ready', onReady);
+  });
+}
+
+describe('a Sentinel failover that leaves the old master running (SENTINEL FAILOVER)', () => {
+  let d: SentinelDeployment;
+  beforeAll(async () => {
+    d = await startSentinels();
+  });
+  afterAll(async () => {
+    await d?.close();
+  });
+
+  it('moves the client to the new master as soon as a Sentinel announces it, and the old master gets no more calls', async () => {
+    const [master, replica] = d.nodes as [RedisChild, RedisChild];
+    const redis = createRedisClient({ sentinels: [...d.addresses], name: d.name });
+    const limiter = new ResilientLimiter({ redis, prefix: `f:${randomUUID()}:`, limit: LIMIT, windowMs: WINDOW_MS, local: { instances: 1 } });
+    const decisions: { at: number; decision: LimiterDecision }[] = [];
+    let load: NodeJS.Timeout | undefined;
+    try {
+      await once(redis, 'ready');
+      load = setInterval(() => {
+        for (const key of KEYS) {
+          const at = performance.now();
+          void limiter.limit(key).then((decision) => decisions.push({ at, decision }));
+        }
+      }, TICK_MS);
+      await sleep(500); // some load on the old master first
+      // 10 s caps the wait: without following the announcement the client moves only then.
+      const moved = readyOn(redis, replica.port, 10_000);
+      await withProbe({ host: '127.0.0.1', port: (d.sentinels[0] as RedisChild).port }, (c) => c.call('SENTINEL', 'FAILOVER', d.name));
+      const tReady = await moved;
+      // The client's own subscription heard it first; this process's may be a moment behind (1 s caps the wait).
+      const tSwitch = (await eventually(() => d.switches[0], 1000, 'no +switch-master')).at;
+      const oldCalls = await scriptCalls(master);
+      await sleep(1000); // a second of load after the move: does any call still reach the old master?
+      clearInterval(load);
+      const oldCallsLater = await scriptCalls(master);
+      const firstRedis = decisions.find((x) => x.at > tReady && x.decision.source === 'redis')?.at;
+      console.log(
+        `SENTINEL FAILOVER: the client was ready on the new master ${Math.round(tReady - tSwitch)} ms after the first +switch-master, ` +
+          `Redis decided again ${round(firstRedis === undefined ? undefined : firstRedis - tSwitch)} ms after it; ` +
+          `the old master is still a ${await d.role(0)} and ran ${oldCallsLater - oldCalls} script calls after that`,
+      );
+      expect(d.switches[0]).toMatchObject({ fromPort: master.port, toPort: replica.port });
+      // Within FOLLOW_WITHIN_MS of the announcement; without following it, about 10 s (the Sentinels
+      // demote the old master and close its clients' connections only once they next look at it).
+      expect(tReady - tSwitch).toBeLessThanOrEqual(FOLLOW_WITHIN_MS);
+      // The old master, still running (and still a master for seconds), got nothing after that.
+      expect(oldCallsLater).toBe(oldCalls);
+      expect(firstRedis).toBeDefined();
+    } finally {
+      clearInterval(load);
+      await limiter.close();
+      redis.disconnect();
+    }
+  });
+});
+
+describe('a Sentinel that does not answer, first in the list, when the master dies', () => {
+  let d: SentinelDeployment;
+  beforeAll(async () => {
+    // down-after-milliseconds 1.5 s: the promotion then tends to be announced while the client waits
+    // on the frozen Sentinel during a reconnect; ioredis's own failoverDetector ended the client for
+    // good there (4 runs of 4), and without sentinelCommandTimeout the client waits on it forever.
+    d = await startSentinels({ downAfterMs: 1500 });
+  });
+  afterAll(async () => {
+    d?.sentinels[0]?.thaw();
+    await d?.close();
+  });
+
+  it('still gets the client onto the new master soon after the promotion', async () => {
+    const [master, replica] = d.nodes as [RedisChild, RedisChild];
+    const redis = createRedisClient({ sentinels: [...d.addresses], name: d.name });
+    try {
+      await once(redis, 'ready');
+      expect(redis.stream.remotePort).toBe(master.port);
+      // 15 s caps the wait (the promotion comes about 3 s after the kill here).
+      const moved = readyOn(redis, replica.port, 15_000);
+      d.sentinels[0]?.freeze();
+      await master.kill();
+      const tReady = await moved;
+      // The client may reach the new master as soon as the failover's leader names it (+promoted-slave),
+      // before this process hears of it (1 s caps the wait).
+      const tPromoted = await eventually(() => d.promotedAt(replica.port), 1000, 'no promotion');
+      console.log(`a frozen Sentinel first in the list: the client was ready on the new master ${Math.round(tReady - tPromoted)} ms after the promotion`);
+      expect(tReady - tPromoted).toBeLessThanOrEqual(FROZEN_WITHIN_MS);
+      expect(redis.status).toBe('ready');
+    } finally {
+      redis.disconnect();
+    }
+  });
 });
