@@ -39,11 +39,11 @@ const SLACK_MS = 40; // timer slack on top of the deadline, as in the chaos suit
 /** The bound of mode 'local' for admissions across both processes in any window (the Redis-decided ones alone stay within LIMIT). */
 const LOCAL_BOUND = Math.floor(1.1 * LIMIT);
 /**
- * From the promotion (the first `+promoted-slave` or `+switch-master`) to each process's first Redis decision. The client
- * retries the dead master every second by then (back-off 50 ms doubling to a 1 s cap, plus up to
- * 50 ms jitter, and the promotion comes about 2 s after the kill), so it connects to the new master
- * within about 1.05 s; its ready check, the breaker's PING trial and the write-back of the outage's
- * calls take milliseconds here. The rest is room for a loaded two-core machine.
+ * From the promotion (the first `+promoted-slave` or `+switch-master`) to each process's first Redis
+ * decision. The client retries the dead master every second by then (back-off 50 ms doubling to a
+ * 1 s cap, plus up to 50 ms jitter, and the promotion comes about 2 s after the kill), so it connects
+ * to the new master within about 1.05 s; its ready check, the breaker's PING trial and the write-back
+ * of the outage's calls take milliseconds here. The rest is room for a loaded two-core machine.
  */
 const BACK_WITHIN_MS = 3000;
 /**
