@@ -1,4 +1,5 @@
 import { Cluster, Redis, type RedisOptions } from 'ioredis';
+import { followFailovers } from './followFailovers.js';
 
 /**
  * The client settings resilimit needs on a request path, and why:
@@ -9,7 +10,12 @@ import { Cluster, Redis, type RedisOptions } from 'ioredis';
  * - `connectTimeout: 1000`: a black-holed connect fails in 1 s, not 10 s;
  * - a reconnect back-off of 50 ms doubling to 1 s, with jitter, forever (the breaker, not the
  *   client, decides when to give up on Redis);
- * - `enableAutoPipelining: false` (measured here: it raised p99 on loopback).
+ * - `enableAutoPipelining: false` (measured here: it raised p99 on loopback);
+ * - with Sentinel (`sentinels` and `name`; ignored otherwise), `sentinelCommandTimeout: 500`: a
+ *   Sentinel that accepts connections but does not answer (frozen, overloaded) costs a reconnect
+ *   500 ms before the next Sentinel is asked; without it, the client waits for it forever (measured).
+ *   ioredis's `failoverDetector` is left off: {@link createRedisClient} follows failovers itself
+ *   (see `followFailovers.ts` for why).
  */
 export const SAFE_CLIENT_OPTIONS = Object.freeze({
   enableOfflineQueue: false,
@@ -18,6 +24,7 @@ export const SAFE_CLIENT_OPTIONS = Object.freeze({
   connectTimeout: 1000,
   enableAutoPipelining: false,
   retryStrategy: (times: number): number => Math.min(50 * 2 ** Math.min(times - 1, 6), 1000) + Math.floor(Math.random() * 50),
+  sentinelCommandTimeout: 500,
 }) satisfies RedisOptions;
 
 /** ioredis options accepted by {@link createRedisClient} (RESP3 reply mapping is not supported). */
@@ -28,8 +35,15 @@ export type ClientOptions = Omit<RedisOptions, 'replyMapping'>;
  * `'error'` listener, so that a Redis outage never crashes the process through an unhandled
  * `'error'` event. You own the client: `quit()` it when done.
  *
+ * With Redis Sentinel (`sentinels` and `name`), the client also follows a failover as soon as a
+ * Sentinel announces it (`+switch-master`), through one connection to each listed Sentinel, closed
+ * with the client.
+ *
  * @example
  * const redis = createRedisClient(process.env.REDIS_URL ?? 'redis://127.0.0.1:6379');
+ * @example
+ * // Redis Sentinel: the Sentinels' addresses and the master group's name
+ * const redis = createRedisClient({ sentinels: [{ host: '10.0.0.1', port: 26379 }], name: 'mymaster' });
  */
 export function createRedisClient(urlOrOptions: string | ClientOptions, options: ClientOptions = {}): Redis {
   const client =
@@ -39,6 +53,7 @@ export function createRedisClient(urlOrOptions: string | ClientOptions, options:
   client.on('error', () => {
     // Connection errors are reported through the limiter's decisions and stats; reconnection is automatic.
   });
+  followFailovers(client);
   return client;
 }
 

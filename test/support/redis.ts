@@ -3,7 +3,7 @@
  * `REDIS_URL` if set, else a `redis-server` child process, else a container.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { accessSync, constants, mkdtempSync, rmSync } from 'node:fs';
+import { accessSync, constants, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { delimiter, join } from 'node:path';
@@ -123,13 +123,24 @@ export async function useRedis(): Promise<RedisHandle> {
   });
 }
 
-/** Always a `redis-server` child process on a free port, for tests that need process control. */
-export async function startRedisServer(options: { args?: string[] } = {}): Promise<RedisChild> {
+/**
+ * Always a `redis-server` child process on a free port, for tests that need process control.
+ * With `sentinel`, it runs as a Sentinel (`redis-server <config file> --sentinel`, so that only the
+ * `redis-server` package is needed) whose config file holds those lines; Sentinel rewrites the file
+ * with what it learns, and `restart()` keeps it.
+ */
+export async function startRedisServer(options: { args?: string[]; sentinel?: readonly string[] } = {}): Promise<RedisChild> {
   if (!findOnPath('redis-server')) {
     throw new Error('redis-server is not on PATH (apt-get install redis-server).');
   }
   const dir = mkdtempSync(join(tmpdir(), 'resilimit-redis-'));
-  const extra = options.args ?? [];
+  const extra = [...(options.args ?? [])];
+  if (options.sentinel !== undefined) {
+    const file = join(dir, 'sentinel.conf');
+    writeFileSync(file, `${options.sentinel.join('\n')}\n`);
+    // The config file must come first; the options on the command line after it (port, dir) override it.
+    extra.unshift(file, '--sentinel');
+  }
   let log = '';
   const appendLog = (chunk: Buffer): void => {
     log += chunk.toString();
@@ -230,10 +241,13 @@ async function infoOf(conn: ClientOptions, section: string): Promise<Record<stri
 function spawnServer(
   port: number, dir: string, extra: string[], onOutput: (chunk: Buffer) => void,
 ): ChildProcess {
+  // A config file (with `--sentinel`) must come before every option.
+  const leading = extra[1] === '--sentinel' ? extra.slice(0, 2) : [];
   const child = spawn('redis-server', [
+    ...leading,
     '--port', String(port), '--bind', HOST, '--save', '', '--appendonly', 'no',
     '--protected-mode', 'no', '--enable-debug-command', 'local', '--dir', dir,
-    '--daemonize', 'no', ...extra,
+    '--daemonize', 'no', ...extra.slice(leading.length),
   ], { stdio: ['ignore', 'pipe', 'pipe'] });
   child.stdout?.on('data', onOutput);
   child.stderr?.on('data', onOutput);
