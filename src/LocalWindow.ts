@@ -1,5 +1,5 @@
 import { LRUCache } from 'lru-cache';
-import { checkCost, checkId, checkKey, type CallId } from './input.js';
+import { checkCallOptions, checkCost, checkId, checkKey, type CallId } from './input.js';
 import { configure, decide, inspect } from './internal.js';
 import {
   resolveLocalWindowOptions,
@@ -123,6 +123,7 @@ export class LocalWindow implements RateWindow {
    */
   limit(key: string, options?: LimitOptions): Decision {
     checkKey(key);
+    checkCallOptions('LocalWindow.limit()', options);
     const cost = checkCost(options?.cost, this.#options.limit);
     return this[decide](key, cost, options?.id === undefined ? undefined : checkId(options.id));
   }

@@ -1,6 +1,6 @@
 import { redisCallError } from './failures.js';
 import { configure, decide, decideBatch } from './internal.js';
-import { checkCost, checkId, checkKey, memberOf, type CallId } from './input.js';
+import { checkCallOptions, checkCost, checkId, checkKey, memberOf, type CallId } from './input.js';
 import {
   resolveRedisWindowOptions,
   resolveWindowOptions,
@@ -67,6 +67,7 @@ export class RedisWindow implements RateWindow {
    */
   async limit(key: string, options?: LimitOptions): Promise<RedisDecision> {
     checkKey(key);
+    checkCallOptions('RedisWindow.limit()', options);
     const cost = checkCost(options?.cost, this.#options.limit);
     return this[decide](key, cost, checkId(options?.id));
   }

@@ -10,7 +10,7 @@ import { DenyCache } from './DenyCache.js';
 import { ErrorCode, ResilimitError } from './errors.js';
 import { Fallback } from './Fallback.js';
 import { Gate } from './gate.js';
-import { callIdOf, checkCost, checkKey, nextId } from './input.js';
+import { callIdOf, checkCallOptions, checkCost, checkKey, nextId } from './input.js';
 import { InstanceCounter } from './InstanceCounter.js';
 import { checkItems, type LimitAllItem } from './limitAll.js';
 import { LocalTier } from './LocalTier.js';
@@ -166,6 +166,7 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
     const started = stats.started();
     settings.follow();
     checkKey(key);
+    checkCallOptions('limit()', options);
     const cost = checkCost(options?.cost, settings.limit);
     const id = callIdOf(options?.id);
     const now = this.#now();
@@ -205,7 +206,7 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
     if (this.#life.kind === 'closed') throw new ResilimitError(ErrorCode.CLOSED, 'limitAll() was called after close()');
     const stats = this.#stats;
     const started = stats.started();
-    const items = checkItems(limits, this.#options.prefix);
+    const items = checkItems(limits, this.#options.prefix, options);
     const id = callIdOf(options?.id);
     for (const item of items) this.#parts.local.forWindow(item.windowMs);
     const now = this.#now();

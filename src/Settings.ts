@@ -1,4 +1,5 @@
 import type { DenyCache } from './DenyCache.js';
+import { knownOptions } from './checks.js';
 import { invalidOption } from './errors.js';
 import { configure } from './internal.js';
 import type { LocalTier } from './LocalTier.js';
@@ -88,7 +89,7 @@ export class Settings {
 
   /** See `ResilientLimiter.update`. @throws {ResilimitError} `ERR_RESILIMIT_INVALID_OPTION`, changing nothing. */
   update(changes: { limit?: number | (() => number); windowMs?: number }): void {
-    if (typeof changes !== 'object' || changes === null) throw invalidOption('changes', 'an object', changes);
+    knownOptions('update()', changes, ['limit', 'windowMs'], { name: 'changes' });
     const limitFn = typeof changes.limit === 'function' ? changes.limit : undefined;
     const limit =
       changes.limit === undefined

@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
-import { describe, ErrorCode, ResilimitError } from './errors.js';
+import { isObject, unknownOption } from './checks.js';
+import { describe, ErrorCode, invalidOption, ResilimitError } from './errors.js';
 import { MAX_ID_LENGTH, MAX_KEY_LENGTH } from './options.js';
 
 // Per-call checks: they run on every limit() call, so they are kept to a few comparisons.
@@ -12,6 +13,18 @@ export function checkKey(key: unknown): asserts key is string {
       `Expected \`key\` to be a well-formed string of 1 to ${MAX_KEY_LENGTH} characters, got ${describe(key)}`,
     );
   }
+}
+
+const CALL_OPTIONS = ['cost', 'id'];
+
+/**
+ * Throws `ERR_RESILIMIT_INVALID_OPTION` unless a call's options are absent or an object of `cost` and
+ * `id` only: `{ costs: 5 }` would otherwise run as cost 1. `owner`: `'limit()'`, say.
+ */
+export function checkCallOptions(owner: string, options: unknown): void {
+  if (options === undefined) return;
+  if (!isObject(options)) throw invalidOption('options', 'an object { cost?, id? }', options);
+  for (const name in options) if (!CALL_OPTIONS.includes(name)) throw unknownOption(owner, name, options[name], CALL_OPTIONS);
 }
 
 /** Returns the cost of a call (1 when absent); throws `ERR_RESILIMIT_INVALID_COST` unless it is an integer in 1..limit. */

@@ -1,3 +1,4 @@
+import { knownOptions } from './checks.js';
 import { describe, ErrorCode, invalidOption, ResilimitError } from './errors.js';
 import { checkKey, idOf, type CallId } from './input.js';
 import { integer, MAX_INT } from './options.js';
@@ -46,7 +47,10 @@ export function allKey(prefix: string, key: string, windowMs: number): string {
 }
 
 /** Checks the items of a `limitAll()` call. @throws {ResilimitError} */
-export function checkItems(items: unknown, prefix: string): CheckedItem[] {
+const ITEM_OPTIONS = ['key', 'limit', 'windowMs', 'cost'] satisfies (keyof LimitAllItem)[];
+
+export function checkItems(items: unknown, prefix: string, options?: unknown): CheckedItem[] {
+  if (options !== undefined) knownOptions('limitAll()', options, ['id']);
   if (!Array.isArray(items) || items.length === 0 || items.length > MAX_ITEMS) {
     throw new ResilimitError(
       ErrorCode.INVALID_OPTION,
@@ -56,7 +60,7 @@ export function checkItems(items: unknown, prefix: string): CheckedItem[] {
   const seen = new Map<string, number>();
   return items.map((item: unknown, i): CheckedItem => {
     if (typeof item !== 'object' || item === null) throw invalidOption(`limits[${i}]`, 'an object { key, limit, windowMs, cost? }', item);
-    const o = item as Record<string, unknown>;
+    const o = knownOptions('limitAll()', item, ITEM_OPTIONS, { path: `limits[${i}].` });
     checkKey(o['key']);
     const limit = integer(`limits[${i}].limit`, o['limit'], 1, MAX_INT);
     const windowMs = integer(`limits[${i}].windowMs`, o['windowMs'], 1, MAX_INT);

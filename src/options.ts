@@ -1,7 +1,9 @@
-import { performance } from 'node:perf_hooks';
 import type { Cluster, Redis } from 'ioredis';
+import { integer, integerOrAuto, isObject, knownOptions, optionalBoolean, optionalFunction, optionalInteger, optionalPerf } from './checks.js';
 import { steadyClock } from './clock.js';
 import { describe, ErrorCode, invalidOption, ResilimitError } from './errors.js';
+
+export { integer } from './checks.js';
 
 /** The largest limit, window, cost or key count accepted: 2^31 - 1. */
 export const MAX_INT = 2_147_483_647;
@@ -58,29 +60,6 @@ export type ResolvedLocalWindowOptions = ResolvedWindowOptions & Readonly<{ maxK
 export type ResolvedRedisWindowOptions = ResolvedWindowOptions &
   Readonly<{ redis: Redis | Cluster; prefix: string; now: (() => number) | undefined }>;
 
-function isObject(value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
-}
-
-/** Checks an integer option in [min, max]. */
-export function integer(name: string, value: unknown, min: number, max: number): number {
-  if (typeof value !== 'number' || !Number.isInteger(value) || value < min || value > max) {
-    throw invalidOption(name, `an integer from ${min} to ${max}`, value);
-  }
-  return value;
-}
-
-function optionalFunction(name: string, value: unknown): (() => number) | undefined {
-  if (value === undefined) return undefined;
-  if (typeof value !== 'function') throw invalidOption(name, 'a function returning milliseconds', value);
-  return value as () => number;
-}
-
-function requireObject(value: unknown): Record<string, unknown> {
-  if (!isObject(value)) throw invalidOption('options', 'an object', value);
-  return value;
-}
-
 /** Validates the options both tiers share. */
 export function resolveWindowOptions(options: Record<string, unknown>): ResolvedWindowOptions {
   return {
@@ -119,7 +98,7 @@ export function checkLimitValue(value: unknown): number {
 
 /** Validates {@link LocalWindowOptions} and returns a frozen copy with defaults filled in. */
 export function resolveLocalWindowOptions(raw: unknown): ResolvedLocalWindowOptions {
-  const options = requireObject(raw);
+  const options = knownOptions('LocalWindow', raw, ['limit', 'windowMs', 'maxKeys', 'now'] satisfies (keyof LocalWindowOptions)[]);
   return Object.freeze({
     ...resolveWindowOptions(options),
     maxKeys: integer('maxKeys', options['maxKeys'], 1, 2 ** 24),
@@ -129,7 +108,7 @@ export function resolveLocalWindowOptions(raw: unknown): ResolvedLocalWindowOpti
 
 /** Validates {@link RedisWindowOptions} and returns a frozen copy with defaults filled in. */
 export function resolveRedisWindowOptions(raw: unknown): ResolvedRedisWindowOptions {
-  const options = requireObject(raw);
+  const options = knownOptions('RedisWindow', raw, ['limit', 'windowMs', 'redis', 'prefix', 'now'] satisfies (keyof RedisWindowOptions)[]);
   return Object.freeze({
     ...resolveWindowOptions(options),
     redis: redisClient(options['redis']),
@@ -322,48 +301,33 @@ export type ResolvedLimiterOptions = Readonly<{
   coalesce: boolean;
 }>;
 
-function optionalInteger(name: string, value: unknown, min: number, max: number, fallback: number): number {
-  return value === undefined ? fallback : integer(name, value, min, max);
-}
-
-/** Checks an option that is `'auto'` (the default) or an integer from 1 to `max` (named `maxName` in the message). */
-function integerOrAuto(name: string, value: unknown, max: number, maxName = String(max)): number | 'auto' {
-  if (value === undefined || value === 'auto') return 'auto';
-  if (typeof value === 'number' && Number.isInteger(value) && value >= 1 && value <= max) return value;
-  throw invalidOption(name, `an integer from 1 to ${maxName} or 'auto'`, value);
-}
-
-function optionalBoolean(name: string, value: unknown, fallback: boolean): boolean {
-  if (value === undefined) return fallback;
-  if (typeof value !== 'boolean') throw invalidOption(name, 'a boolean', value);
-  return value;
-}
-
-function optionalObject(name: string, value: unknown): Record<string, unknown> {
-  if (value === undefined) return {};
-  if (!isObject(value)) throw invalidOption(name, 'an object', value);
-  return value;
-}
-
-function optionalPerf(value: unknown): { now(): number } {
-  if (value === undefined) return performance;
-  if (!isObject(value) || typeof value['now'] !== 'function') {
-    throw invalidOption('perf', 'an object with a now() function returning milliseconds', value);
-  }
-  return value as { now(): number };
-}
-
 /** Checks a mode. */
 export function mode(name: string, value: unknown): Mode {
   if (!MODES.includes(value as Mode)) throw invalidOption(name, "one of 'local', 'fail-open', 'fail-closed'", value);
   return value as Mode;
 }
 
+/** Every option's name, checked both ways against the types: a name added to one must be added to the other. */
+const LIMITER_OPTIONS = [
+  ...['redis', 'prefix', 'limit', 'windowMs', 'mode', 'local', 'breaker', 'maxInFlight', 'slowCallMs', 'clock', 'perf'],
+  ...['heartbeatMs', 'maxPending', 'maxPendingBytes', 'reconcile', 'coalesce'],
+] as const satisfies readonly (keyof ResilientLimiterOptions)[];
+const LOCAL_OPTIONS = ['limit', 'instances', 'maxKeys'] as const satisfies readonly (keyof LocalTierOptions)[];
+const BREAKER_OPTIONS = [
+  ...['timeoutMs', 'errorThresholdPercentage', 'volumeThreshold', 'resetTimeoutMs', 'maxResetTimeoutMs', 'rollingWindowMs'],
+] as const satisfies readonly (keyof BreakerOptions)[];
+type All<Names, Keys> = [Exclude<Keys, Names>] extends [never] ? true : { missing: Exclude<Keys, Names> };
+export const OPTION_NAMES_COMPLETE: [
+  All<(typeof LIMITER_OPTIONS)[number], keyof ResilientLimiterOptions>,
+  All<(typeof LOCAL_OPTIONS)[number], keyof LocalTierOptions>,
+  All<(typeof BREAKER_OPTIONS)[number], keyof BreakerOptions>,
+] = [true, true, true];
+
 /** Validates {@link ResilientLimiterOptions} and returns a frozen copy with defaults filled in. */
 export function resolveLimiterOptions(raw: unknown): ResolvedLimiterOptions {
-  const options = requireObject(raw);
-  const local = optionalObject('local', options['local']);
-  const breaker = optionalObject('breaker', options['breaker']);
+  const options = knownOptions('ResilientLimiter', raw, LIMITER_OPTIONS);
+  const local = knownOptions('ResilientLimiter', options['local'], LOCAL_OPTIONS, { path: 'local.', optional: true });
+  const breaker = knownOptions('ResilientLimiter', options['breaker'], BREAKER_OPTIONS, { path: 'breaker.', optional: true });
   const limitFn = typeof options['limit'] === 'function' ? (options['limit'] as () => number) : undefined;
   const window = resolveWindowOptions(limitFn === undefined ? options : { ...options, limit: limitValue(limitFn) });
   const timeoutMs = optionalInteger('breaker.timeoutMs', breaker['timeoutMs'], 1, 60_000, 50);

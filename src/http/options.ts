@@ -1,3 +1,4 @@
+import { unknownOption } from '../checks.js';
 import { describe, ErrorCode, invalidOption, ResilimitError } from '../errors.js';
 import type { Decision, LimitOptions } from '../types.js';
 import { byIp, type KeyFunction } from './keys.js';
@@ -87,9 +88,7 @@ export function resolveHttpOptions<R, L>(caller: string, raw: unknown): Resolved
   for (const name of Object.keys(options)) {
     // An option of another rate limiter (`trustProxy`, `keyGenerator`, `max`) would otherwise be
     // ignored without a word, and the limit would not be what its author thinks.
-    if (!KNOWN.includes(name)) {
-      throw invalidOption(name, `absent: ${caller}() has no such option (it has ${KNOWN.join(', ')})`, options[name]);
-    }
+    if (!KNOWN.includes(name)) throw unknownOption(`${caller}()`, name, options[name], KNOWN);
   }
   const headers = options['headers'];
   if (headers !== undefined && headers !== 'draft-8' && headers !== false) {

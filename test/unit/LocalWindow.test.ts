@@ -214,3 +214,13 @@ describe('LocalWindow.observe: the part of a shared window learnt from Redis', (
     expect(admitted()).toBe(6);
   });
 });
+
+describe('LocalWindow options', () => {
+  it('refuses an option it does not have, naming the nearest one, and a call option likewise', () => {
+    expect(() => new LocalWindow({ limit: 1, windowMs: 1000, maxKeys: 10, maxkeys: 5 } as never)).toThrow(
+      expect.objectContaining({ code: 'ERR_RESILIMIT_INVALID_OPTION', message: 'Expected `maxkeys` to be absent: LocalWindow has no such option (did you mean `maxKeys`?), got `5` (number)' }),
+    );
+    const w = new LocalWindow({ limit: 10, windowMs: 1000, maxKeys: 10 });
+    expect(() => w.limit('k', { costs: 2 } as never)).toThrow(expect.objectContaining({ code: 'ERR_RESILIMIT_INVALID_OPTION' }));
+  });
+});

@@ -154,6 +154,14 @@ describe('ResilientLimiter options', () => {
       'Expected `maxPendingBytes` to be an integer from 4096 to 9007199254740991, got `4095` (number)',
     ],
     ['reconcile', { reconcile: 'yes' }, 'Expected `reconcile` to be a boolean, got `"yes"` (string of length 3)'],
+    // Options that do not exist: refused, naming the nearest one (a user asking for fail-closed got local).
+    ['failMode', { failMode: 'fail-closed' }, 'Expected `failMode` to be absent: ResilientLimiter has no such option (did you mean `mode`?), got `"fail-closed"` (string of length 11)'],
+    ['breaker.timeout', { breaker: { timeout: 5 } }, 'Expected `breaker.timeout` to be absent: ResilientLimiter has no such option (did you mean `breaker.timeoutMs`?), got `5` (number)'],
+    ['windowMS', { windowMS: 1000 }, 'Expected `windowMS` to be absent: ResilientLimiter has no such option (did you mean `windowMs`?), got `1000` (number)'],
+    ['prefx', { prefx: 'a:' }, 'Expected `prefx` to be absent: ResilientLimiter has no such option (did you mean `prefix`?), got `"a:"` (string of length 2)'],
+    ['local.maxkeys', { local: { maxkeys: 10 } }, 'Expected `local.maxkeys` to be absent: ResilientLimiter has no such option (did you mean `local.maxKeys`?), got `10` (number)'],
+    ['an unrelated name', { trustProxy: true }, 'Expected `trustProxy` to be absent: ResilientLimiter has no such option (it has `redis`, `prefix`, `limit`, `windowMs`, `mode`, `local`, `breaker`, `maxInFlight`, `slowCallMs`, `clock`, `perf`, `heartbeatMs`, `maxPending`, `maxPendingBytes`, `reconcile`, `coalesce`), got `true` (boolean)'],
+    ['local not an object', { local: 5 }, 'Expected `local` to be an object, got `5` (number)'],
   ])('refuses a bad option: %s', (_, bad, message) => {
     expect(() => new ResilientLimiter({ ...valid(), ...bad } as never)).toThrow(
       expect.objectContaining({ name: 'ResilimitError', code: 'ERR_RESILIMIT_INVALID_OPTION', message }),
@@ -181,6 +189,34 @@ describe('ResilientLimiter options', () => {
       local: { instances: 1_000_000, maxKeys: 1, limit: 1 },
     });
     expect(l.stats()).toMatchObject({ mode: 'fail-closed', slowCallMs: 1, localLimit: 1, instances: 1_000_000 });
+  });
+});
+
+describe('options a call does not have', () => {
+  it.each([
+    ['limit() with costs', (l: ResilientLimiter) => l.limit('k', { costs: 5 } as never), 'Expected `costs` to be absent: limit() has no such option (did you mean `cost`?), got `5` (number)'],
+    ['limit() with a number', (l: ResilientLimiter) => l.limit('k', 5 as never), 'Expected `options` to be an object { cost?, id? }, got `5` (number)'],
+    [
+      'limitAll() with window',
+      (l: ResilientLimiter) => l.limitAll([{ key: 'k', limit: 5, window: 1000 } as never]),
+      'Expected `limits[0].window` to be absent: limitAll() has no such option (did you mean `limits[0].windowMs`?), got `1000` (number)',
+    ],
+    [
+      'limitAll() with an option',
+      (l: ResilientLimiter) => l.limitAll([{ key: 'k', limit: 5, windowMs: 1000 }], { ids: 'x' } as never),
+      'Expected `ids` to be absent: limitAll() has no such option (did you mean `id`?), got `"x"` (string of length 1)',
+    ],
+  ])('refuses %s, naming the nearest one', async (_, call, message) => {
+    const l = limiter();
+    await expect(call(l)).rejects.toMatchObject({ code: 'ERR_RESILIMIT_INVALID_OPTION', message });
+  });
+
+  it('refuses update() with an unknown change, changing nothing', () => {
+    const l = limiter({ limit: 10 });
+    expect(() => l.update({ limit: 5, windowMS: 10 } as never)).toThrow(
+      expect.objectContaining({ message: 'Expected `windowMS` to be absent: update() has no such option (did you mean `windowMs`?), got `10` (number)' }),
+    );
+    expect(l.stats().limit).toBe(10);
   });
 });
 
