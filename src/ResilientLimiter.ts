@@ -15,6 +15,7 @@ import { InstanceCounter } from './InstanceCounter.js';
 import { checkItems, type LimitAllItem } from './limitAll.js';
 import { LocalTier } from './LocalTier.js';
 import { resolveLimiterOptions, type Mode, type ResilientLimiterOptions, type ResolvedLimiterOptions } from './options.js';
+import { claimPrefix } from './prefixes.js';
 import { Recovery } from './Recovery.js';
 import { warnIfUnsafe } from './redisClient.js';
 import { bySlot, redisKey } from './redisKey.js';
@@ -70,6 +71,7 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
   readonly #parts: Parts;
   readonly #stats: Stats;
   readonly #instances: InstanceCounter | undefined;
+  readonly #releasePrefix: () => void;
   #life: Lifecycle = { kind: 'open' };
 
   /** @throws {ResilimitError} `ERR_RESILIMIT_INVALID_OPTION` for a missing or out-of-range option. */
@@ -80,6 +82,7 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
     this.#options = resolved;
     const now = (this.#now = resolved.now);
     warnIfUnsafe(resolved.redis);
+    this.#releasePrefix = claimPrefix(resolved.redis, prefix);
     this.#stats = new Stats(this, perf);
     const instances = resolved.instances === 'auto' ? 1 : resolved.instances;
     const local = new LocalTier(resolved.localLimit ?? Math.ceil(resolved.limit / instances), resolved.windowMs, resolved.maxKeys, now);
@@ -332,6 +335,7 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
   async #close(done: Promise<void>): Promise<void> {
     if (this.#recovery.journal.size > 0) await this.#recovery.reconcile();
     this.#life = { kind: 'closed', done };
+    this.#releasePrefix();
     await this.#instances?.stop();
     await this.#recovery.settled();
     await this.#path.settled();

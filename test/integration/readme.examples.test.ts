@@ -38,6 +38,8 @@ beforeAll(async () => {
     throw new Error('The README examples import the built package: run `npm run build` first (`npm test` does).');
   }
   server = await useRedis();
+  // The examples use fixed prefixes, as a service would: start from an empty Redis.
+  await server.flush();
   rmSync(dir, { recursive: true, force: true });
   mkdirSync(dir, { recursive: true });
   for (const e of examples) writeFileSync(fileOf(e), e.source);

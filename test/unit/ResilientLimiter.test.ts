@@ -192,6 +192,44 @@ describe('ResilientLimiter options', () => {
   });
 });
 
+describe('one prefix on one client', () => {
+  /** The RESILIMIT_SHARED_PREFIX warnings emitted while `fn` runs (warnings are emitted on the next tick). */
+  async function sharedPrefixWarnings(fn: () => Promise<void> | void): Promise<string[]> {
+    const seen: string[] = [];
+    const onWarning = (w: Error & { code?: string }) => {
+      if (w.code === 'RESILIMIT_SHARED_PREFIX') seen.push(w.message);
+    };
+    process.on('warning', onWarning);
+    try {
+      await fn();
+      await new Promise((resolve) => setImmediate(resolve));
+    } finally {
+      process.off('warning', onWarning);
+    }
+    return seen;
+  }
+
+  it('warns when two open limiters use one prefix on one client (the default one too), not otherwise', async () => {
+    const redis = client();
+    const options = { redis, limit: 10, windowMs: 1000, local: { instances: 1 } };
+    const warned = await sharedPrefixWarnings(() => {
+      limiters.push(new ResilientLimiter(options), new ResilientLimiter(options));
+    });
+    expect(warned).toHaveLength(1);
+    expect(warned[0]).toContain('"resilimit:"');
+    expect(await sharedPrefixWarnings(() => void limiters.push(new ResilientLimiter({ ...options, prefix: 'other:' })))).toEqual([]);
+    expect(await sharedPrefixWarnings(() => void limiters.push(new ResilientLimiter({ ...options, redis: client() })))).toEqual([]);
+  });
+
+  it('forgets the prefix of a closed limiter', async () => {
+    const redis = client();
+    const options = { redis, limit: 10, windowMs: 1000, prefix: 'p:', local: { instances: 1 } };
+    const first = new ResilientLimiter(options);
+    await first.close();
+    expect(await sharedPrefixWarnings(() => void limiters.push(new ResilientLimiter(options)))).toEqual([]);
+  });
+});
+
 describe('options a call does not have', () => {
   it.each([
     ['limit() with costs', (l: ResilientLimiter) => l.limit('k', { costs: 5 } as never), 'Expected `costs` to be absent: limit() has no such option (did you mean `cost`?), got `5` (number)'],
