@@ -278,10 +278,12 @@ export class RedisTier {
    * Reads Redis's clock (`TIME`) and learns the clock offset from the round trip, before a
    * write-back moves local times onto Redis's clock: it comes after an outage, before any decision,
    * and either clock may have stepped meanwhile. Inside the breaker (half-open, it is the trial),
-   * outside the ledger, as write-backs are. Nothing with an injected clock (both sides use it).
+   * outside the ledger, as write-backs are. Nothing with an injected clock (both sides use it), nor
+   * on a Cluster: it has no one clock, and `TIME` goes to any node, a dead one included (every
+   * catch-up then failed at random while one master was down).
    */
   async readClock(): Promise<void> {
-    if (this.#clock !== undefined) return;
+    if (this.#clock !== undefined || this.isCluster) return;
     await this.breaker.fire(async () => {
       const sentNow = this.#now();
       const [seconds, micros] = await this.#redis.time().catch((error: unknown) => Promise.reject(redisCallError(error)));

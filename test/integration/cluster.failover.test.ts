@@ -271,15 +271,19 @@ describe.each([
 });
 
 /**
- * Redis is in charge in a phase: it decided, or the deny cache repeated its rejections; a few calls
- * answered locally because Redis was momentarily slower than `slowCallMs` (this machine runs three
- * redis-server processes and the test on two cores) are allowed, nothing else is.
+ * Redis is in charge in a phase: it decided, or the deny cache repeated its rejections, for 90 % of
+ * the calls at least; the others were answered locally because Redis was momentarily late: slower
+ * than `slowCallMs`, past the deadline, or run after it (a stale reply, `redis-error`). This machine
+ * runs three redis-server processes and the test on two cores, and a silence counts only once this
+ * process can vouch for it (PollWatch): a late Redis shows as a few timeouts more than as `slow`.
+ * Nothing else is allowed: not the breaker open, not a key held for its journal.
  */
+const LATE = ['/slow', '/timeout', '/redis-error'];
 function inCharge(counts: Record<string, number>): boolean {
   const total = Object.values(counts).reduce((a, b) => a + b, 0);
   const charged = Object.entries(counts).filter(([k]) => REDIS_IN_CHARGE.has(k)).reduce((a, [, n]) => a + n, 0);
   const others = Object.keys(counts).filter((k) => !REDIS_IN_CHARGE.has(k));
-  return total > 0 && charged >= 0.9 * total && others.every((k) => k.endsWith('/slow'));
+  return total > 0 && charged >= 0.9 * total && others.every((k) => LATE.some((late) => k.endsWith(late)));
 }
 
 function ms(value: number | undefined): number | undefined {
