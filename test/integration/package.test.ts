@@ -1,0 +1,49 @@
+/**
+ * What `npm pack` ships: what a user of the tarball gets must be whole. The source maps point at
+ * files inside the package, the license and the changelog are there, the Lua scripts too. Needs the
+ * build (`npm test` builds first).
+ */
+import { execFile } from 'node:child_process';
+import { existsSync, readFileSync } from 'node:fs';
+import { dirname, join, normalize } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
+import { beforeAll, describe, expect, it } from 'vitest';
+
+const root = fileURLToPath(new URL('../../', import.meta.url));
+let files: Set<string>;
+
+beforeAll(async () => {
+  if (!existsSync(join(root, 'dist/index.js'))) throw new Error('run `npm run build` first (`npm test` does)');
+  // --ignore-scripts: the build is there already, and prepack would run it again.
+  const { stdout } = await promisify(execFile)('npm', ['pack', '--dry-run', '--json', '--ignore-scripts'], { cwd: root });
+  const [pack] = JSON.parse(stdout) as [{ files: { path: string }[] }];
+  files = new Set(pack.files.map((f) => f.path));
+}, 60_000);
+
+describe('the package', () => {
+  it('ships the license, the changelog, the README, the Lua scripts and every entry point', () => {
+    for (const name of ['LICENSE', 'CHANGELOG.md', 'README.md', 'package.json']) expect(files).toContain(name);
+    for (const script of ['sliding-window', 'limit-all', 'reconcile', 'heartbeat']) expect(files).toContain(`lua/${script}.lua`);
+    for (const entry of ['index', 'http', 'metrics']) {
+      expect(files).toContain(`dist/${entry}.js`);
+      expect(files).toContain(`dist/${entry}.d.ts`);
+    }
+    const pkg = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as { license: string };
+    expect(readFileSync(join(root, 'LICENSE'), 'utf8')).toMatch(new RegExp(`^${pkg.license} License`));
+  });
+
+  it('has source maps whose sources are in the package', () => {
+    const maps = [...files].filter((f) => f.endsWith('.map'));
+    expect(maps.length).toBeGreaterThan(0);
+    const missing: string[] = [];
+    for (const map of maps) {
+      const { sources } = JSON.parse(readFileSync(join(root, map), 'utf8')) as { sources: string[] };
+      for (const source of sources) {
+        const path = normalize(join(dirname(map), source));
+        if (!files.has(path)) missing.push(`${map} -> ${path}`);
+      }
+    }
+    expect(missing).toEqual([]);
+  });
+});
