@@ -115,10 +115,9 @@ function overLimitSentence(report: DemoReport): string | undefined {
   const seconds = report.seconds.filter((f) => f.admitted > options.limit).map((f) => `${f.second + 1}s ${f.phase}`);
   const where = seconds.length === 0 ? '' : ` (${seconds.slice(0, 4).join(', ')}${seconds.length > 4 ? ', …' : ''})`;
   return (
-    `Over the limit${where}: ${roundsUp ? 'the local shares round up; and ' : ''}an instance whose breaker is open ` +
-    'admits its share from its local window on top of what Redis admits for the others: while the instances ' +
-    'recover one after another, or when a stall of this machine opens a breaker while Redis is healthy ' +
-    '(README: "What the limit promises, by mode").'
+    `Over the limit${where}: ${roundsUp ? 'the local shares round up, and ' : ''}in mode ${options.mode} the ` +
+    `promise is ${options.mode === 'local' ? 'at most 1.1 × the limit in any window' : 'never over the limit'} ` +
+    '(README: "Modes: what the limit promises when Redis cannot answer"; chaos/bound.test.ts measures it).'
   );
 }
 
