@@ -318,7 +318,8 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
   /**
    * Stops the limiter: writes pending reconciliation if Redis is healthy, leaves the instance count,
    * waits for outstanding calls to settle (at most about `breaker.timeoutMs`), then clears every timer
-   * and listener it created. The Redis client stays open (it is yours). Idempotent.
+   * and listener it created. The Redis client stays open (it is yours: then `closeRedisClient(redis)`).
+   * Idempotent.
    */
   close(): Promise<void> {
     if (this.#life.kind !== 'open') return this.#life.done;

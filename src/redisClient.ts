@@ -33,7 +33,8 @@ export type ClientOptions = Omit<RedisOptions, 'replyMapping'>;
 /**
  * Creates an ioredis client with {@link SAFE_CLIENT_OPTIONS} (your options win where given) and an
  * `'error'` listener, so that a Redis outage never crashes the process through an unhandled
- * `'error'` event. You own the client: `quit()` it when done.
+ * `'error'` event. You own the client: close it with `closeRedisClient()` when done (`quit()`
+ * alone never ends while Redis is down).
  *
  * With Redis Sentinel (`sentinels` and `name`), the client also follows a failover as soon as a
  * Sentinel announces it (`+switch-master`), through one connection to each listed Sentinel, closed
