@@ -27,10 +27,10 @@ export type CloseRedisClientOptions = {
  *
  * It resolves within about `timeoutMs`, and leaves nothing of the client running, except what
  * ioredis keeps to itself (measured on ioredis 6.0.0): with Redis down, `disconnect()` arms a timer
- * of `disconnectTimeout` (2 s by default) on the socket already closed; on a Cluster, a refresh of
- * the slots ioredis began by itself (a cold client does, after its first commands) holds its own
- * connection for up to `slotsRefreshTimeout` + `disconnectTimeout` (3 s by default). The process
- * can exit that much later.
+ * of `disconnectTimeout` (200 ms with {@link createRedisClient}, 2 s by ioredis's default) on the
+ * socket already closed; on a Cluster, a refresh of the slots ioredis began by itself (a cold client
+ * does, after its first commands) holds its own connection for up to `slotsRefreshTimeout` +
+ * `disconnectTimeout` (3 s by default). The process can exit that much later.
  *
  * Close the limiters first: `close()` may still write to Redis.
  * @throws {ResilimitError} `ERR_RESILIMIT_INVALID_OPTION` when `client` is not an ioredis client or

@@ -296,8 +296,9 @@ describe('closeRedisClient()', () => {
   /**
    * How long the process may live on after `closeRedisClient` resolved when it dropped the client:
    * ioredis ends a socket and waits up to its `disconnectTimeout` (2 s by default) for the server to
-   * close it; closeRedisClient destroys the sockets itself, so nothing should be left to wait for.
-   * 1.5 s is under ioredis's 2 s, and room for a loaded machine.
+   * close it; closeRedisClient destroys the sockets itself, so nothing is left to wait for but, with
+   * Redis down, a timer ioredis arms on the closed socket (createRedisClient's disconnectTimeout,
+   * 200 ms). 1.5 s is under ioredis's 2 s, and room for a loaded machine.
    */
   const DROPPED_EXIT_WITHIN_MS = 1500;
 
@@ -348,6 +349,8 @@ closed({ first: first.source, statusBefore, closeMs });
       expect(['reconnecting', 'connecting']).toContain(result['statusBefore']);
       // Nothing to wait for: the client was not ready. The bound is room for a loaded machine.
       expect(result['closeMs']).toBeLessThan(1000);
+      // What is left is ioredis's own timer on the closed socket: createRedisClient's disconnectTimeout (200 ms).
+      expect(run.exitAfterClosedMs).toBeLessThan(DROPPED_EXIT_WITHIN_MS);
     } finally {
       await down.close();
     }
@@ -393,6 +396,7 @@ closed({ first: first.source, statusBefore, closeMs });
       expect(result).toMatchObject({ first: 'redis' });
       expect(['reconnecting', 'connecting']).toContain(result['statusBefore']);
       expect(result['closeMs']).toBeLessThan(1000);
+      expect(run.exitAfterClosedMs).toBeLessThan(DROPPED_EXIT_WITHIN_MS); // as for a single Redis killed
     } finally {
       await deployment.close();
     }

@@ -615,6 +615,7 @@ describe('Redis clients', () => {
       autoResendUnfulfilledCommands: false,
       connectTimeout: 1000,
       enableAutoPipelining: false,
+      disconnectTimeout: 200,
       lazyConnect: true,
       port,
     });
