@@ -15,6 +15,7 @@ import { InstanceCounter } from './InstanceCounter.js';
 import { checkItems, type LimitAllItem } from './limitAll.js';
 import { LocalTier } from './LocalTier.js';
 import { resolveLimiterOptions, type Mode, type ResilientLimiterOptions, type ResolvedLimiterOptions } from './options.js';
+import { ReadyWatch } from './ReadyWatch.js';
 import { Recovery } from './Recovery.js';
 import { warnIfUnsafe } from './redisClient.js';
 import { bySlot, redisKey } from './redisKey.js';
@@ -70,6 +71,7 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
   readonly #parts: Parts;
   readonly #stats: Stats;
   readonly #instances: InstanceCounter | undefined;
+  readonly #watch: ReadyWatch;
   #life: Lifecycle = { kind: 'open' };
 
   /** @throws {ResilimitError} `ERR_RESILIMIT_INVALID_OPTION` for a missing or out-of-range option. */
@@ -118,6 +120,7 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
     const gate = new Gate(tier, recovery, coalescer, { ...resolved, timeoutMs: resolved.breaker.timeoutMs }, perf);
     const fallback = new Fallback(settings, local, reserved, recovery, tier.breaker, now, resolved.reconcile);
     this.#parts = { now, tier, gate, coalescer, coalesce: resolved.coalesce, local, deny, reserved, recovery, fallback };
+    this.#watch = new ReadyWatch(tier, resolved, (info) => this.emit('notReady', info));
     this.#path = new DecisionPath((error) => {
       if (this.listenerCount('redisReplyError') > 0) this.emit('redisReplyError', error);
     });
@@ -281,7 +284,7 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
 
   /** Counters since creation. Cheap, but not meant for every request. */
   stats(): LimiterStats {
-    return this.#stats.snapshot(this.#parts, this.#settings, this.#instances?.unrecovered ?? 0);
+    return this.#stats.snapshot(this.#parts, this.#settings, this.#instances?.unrecovered ?? 0, this.#watch.notReadyForMs);
   }
 
   /** Switches what answers when Redis cannot, from the next call on. @throws {ResilimitError} `ERR_RESILIMIT_INVALID_OPTION`. */
@@ -330,6 +333,7 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
   }
 
   async #close(done: Promise<void>): Promise<void> {
+    this.#watch.stop();
     if (this.#recovery.journal.size > 0) await this.#recovery.reconcile();
     this.#life = { kind: 'closed', done };
     await this.#instances?.stop();
