@@ -10,12 +10,14 @@ import { DenyCache } from './DenyCache.js';
 import { ErrorCode, ResilimitError } from './errors.js';
 import { Fallback } from './Fallback.js';
 import { Gate } from './gate.js';
-import { callIdOf, checkCallOptions, checkCost, checkKey, nextId } from './input.js';
-import { InstanceCounter } from './InstanceCounter.js';
+import { callIdOf, checkCallOptions, checkCost, checkKey } from './input.js';
+import { countInstances } from './countInstances.js';
+import type { InstanceCounter } from './InstanceCounter.js';
 import { checkItems, type LimitAllItem } from './limitAll.js';
 import { LocalTier } from './LocalTier.js';
 import { resolveLimiterOptions, type Mode, type ResilientLimiterOptions, type ResolvedLimiterOptions } from './options.js';
 import { claimPrefix } from './prefixes.js';
+import { ReadyWatch } from './ReadyWatch.js';
 import { Recovery } from './Recovery.js';
 import { warnIfUnsafe } from './redisClient.js';
 import { bySlot, redisKey } from './redisKey.js';
@@ -72,6 +74,7 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
   readonly #stats: Stats;
   readonly #instances: InstanceCounter | undefined;
   readonly #releasePrefix: () => void;
+  readonly #watch: ReadyWatch;
   #life: Lifecycle = { kind: 'open' };
 
   /** @throws {ResilimitError} `ERR_RESILIMIT_INVALID_OPTION` for a missing or out-of-range option. */
@@ -121,23 +124,15 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
     const gate = new Gate(tier, recovery, coalescer, { ...resolved, timeoutMs: resolved.breaker.timeoutMs }, perf);
     const fallback = new Fallback(settings, local, reserved, recovery, tier.breaker, now, resolved.reconcile);
     this.#parts = { now, tier, gate, coalescer, coalesce: resolved.coalesce, local, deny, reserved, recovery, fallback };
+    this.#watch = new ReadyWatch(tier, resolved, (info) => this.emit('notReady', info));
     this.#path = new DecisionPath((error) => {
       if (this.listenerCount('redisReplyError') > 0) this.emit('redisReplyError', error);
     });
     if (resolved.instances === 'auto') {
-      // One member per limiter, gone 3 beats after its last.
-      const send = tier.beat.bind(tier, `${prefix}instances`, nextId(), resolved.heartbeatMs * 3);
-      this.#instances = new InstanceCounter(resolved.heartbeatMs, {
-        send,
-        clean: () => recovery.clean,
-        now,
-        changed: (count) => {
-          this.#settings.applyLocalLimit();
-          this.emit('instances', count);
-        },
-        recovered: () => deny.clear(), // denied with the shares of instances now back left free
+      this.#instances = countInstances(tier, recovery, deny, resolved, (count) => {
+        this.#settings.applyLocalLimit();
+        this.emit('instances', count);
       });
-      this.#instances.start();
     }
   }
 
@@ -285,7 +280,7 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
 
   /** Counters since creation. Cheap, but not meant for every request. */
   stats(): LimiterStats {
-    return this.#stats.snapshot(this.#parts, this.#settings, this.#instances?.unrecovered ?? 0);
+    return this.#stats.snapshot(this.#parts, this.#settings, this.#instances?.unrecovered ?? 0, this.#watch.notReadyForMs);
   }
 
   /** Switches what answers when Redis cannot, from the next call on. @throws {ResilimitError} `ERR_RESILIMIT_INVALID_OPTION`. */
@@ -322,7 +317,8 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
   /**
    * Stops the limiter: writes pending reconciliation if Redis is healthy, leaves the instance count,
    * waits for outstanding calls to settle (at most about `breaker.timeoutMs`), then clears every timer
-   * and listener it created. The Redis client stays open (it is yours). Idempotent.
+   * and listener it created. The Redis client stays open (it is yours: then `closeRedisClient(redis)`).
+   * Idempotent.
    */
   close(): Promise<void> {
     if (this.#life.kind !== 'open') return this.#life.done;
@@ -333,6 +329,7 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
   }
 
   async #close(done: Promise<void>): Promise<void> {
+    this.#watch.stop();
     if (this.#recovery.journal.size > 0) await this.#recovery.reconcile();
     this.#life = { kind: 'closed', done };
     this.#releasePrefix();

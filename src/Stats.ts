@@ -34,6 +34,13 @@ export type LimiterStats = {
   slowCallMs: number;
   /** Times the breaker opened. */
   opened: number;
+  /** The client is ready now. */
+  redisReady: boolean;
+  /**
+   * How long the client has gone without ever being ready since the limiter was made, ms (see the
+   * `notReady` event); 0 once it has been ready (an outage after that shows in `state`).
+   */
+  notReadyForMs: number;
   reconcile: { pending: number; written: number; expired: number; present: number; dropped: number };
 };
 
@@ -80,7 +87,7 @@ export class Stats {
   }
 
   /** The counters and the state of the parts, for `ResilientLimiter.stats()`. */
-  snapshot(parts: Pick<Parts, 'tier' | 'gate' | 'coalescer' | 'local' | 'recovery'>, settings: Settings, unrecovered: number): LimiterStats {
+  snapshot(parts: Pick<Parts, 'tier' | 'gate' | 'coalescer' | 'local' | 'recovery'>, settings: Settings, unrecovered: number, notReadyForMs: number): LimiterStats {
     const { tier, recovery } = parts;
     return {
       state: tier.state,
@@ -99,6 +106,8 @@ export class Stats {
       redisLatencyMs: tier.latencyMs,
       slowCallMs: parts.gate.slowCallMs(),
       opened: this.opened,
+      redisReady: tier.ready,
+      notReadyForMs,
       reconcile: { pending: recovery.journal.pending, ...recovery.totals, dropped: recovery.journal.dropped },
     };
   }

@@ -1,6 +1,7 @@
 import type { BreakerState } from './breaker.js';
 import type { ResilimitError } from './errors.js';
 import type { Mode } from './options.js';
+import type { NotReady } from './ReadyWatch.js';
 import type { ReconcileResult } from './Reconciler.js';
 
 /** The events of {@link ResilientLimiter}. */
@@ -22,4 +23,12 @@ export type LimiterEvents = {
   dropped: [info: { calls: number; total: number }];
   /** The count of live instances changed (`instances: 'auto'`). */
   instances: [count: number];
+  /**
+   * The client has not been ready since the limiter was made (a wrong address or password, a
+   * `lazyConnect` client never connected): every call is answered by the fallback (reason
+   * `'not-ready'`) while the breaker stays closed. First 5 s after the limiter was made, then every
+   * 60 s while it stays so, with the process warning `RESILIMIT_REDIS_NOT_READY`. `forMs` since the
+   * limiter was made, `status` the client's.
+   */
+  notReady: [info: NotReady];
 };

@@ -23,7 +23,8 @@ const retryStrategy = (times: number): number => Math.min(50 * 2 ** Math.min(tim
  * reconnect will ask the Sentinels anyway.
  *
  * The Sentinel connections open when the client is first ready and close when it ends (`quit()`,
- * `disconnect()`); they use the Sentinel credentials and TLS settings of the client's options.
+ * `disconnect()`) or `closeRedisClient` closes it; they use the Sentinel credentials and TLS
+ * settings of the client's options.
  */
 export function followFailovers(client: Redis): void {
   const { sentinels, name } = client.options;
@@ -73,11 +74,25 @@ export function followFailovers(client: Redis): void {
       return sub;
     });
   });
-  client.on('end', () => {
+  const stop = (): void => {
     for (const sub of subscribers) sub.disconnect();
     subscribers = [];
     announced = undefined;
-  });
+  };
+  client.on('end', stop);
+  stoppers.set(client, stop);
+}
+
+/** How to close the Sentinel connections of each client that follows failovers. */
+const stoppers = new WeakMap<Redis, () => void>();
+
+/**
+ * Closes the Sentinel connections of `client`, if it follows failovers. For `closeRedisClient`:
+ * a client that is reconnecting when `disconnect()` is called stops without ever emitting `'end'`
+ * (ioredis 6.0.0), which would leave them open and the process alive.
+ */
+export function stopFollowing(client: Redis): void {
+  stoppers.get(client)?.();
 }
 
 /** Whether the client's connection is to `master` (an IPv4 address may show as IPv6-mapped). */

@@ -20,6 +20,7 @@ export {
 } from './ResilientLimiter.js';
 export type { BreakerState } from './breaker.js';
 export type { ReconcileResult } from './Reconciler.js';
+export { closeRedisClient, type CloseRedisClientOptions } from './closeRedisClient.js';
 export { createRedisClient, SAFE_CLIENT_OPTIONS, type ClientOptions } from './redisClient.js';
 export { ErrorCode, ResilimitError, isResilimitError } from './errors.js';
 export { isRedisUnavailable } from './failures.js';

@@ -4,6 +4,7 @@
  * checks that the child exits by itself once the limiter is closed and the client is closed.
  */
 import { spawn } from 'node:child_process';
+import { createRequire } from 'node:module';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -11,10 +12,15 @@ import { fileURLToPath, pathToFileURL } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { createRedisClient, ResilientLimiter } from '../../src/index.js';
+import { startRedisCluster, type RedisCluster } from '../support/cluster.js';
 import { startRedisServer, waitReady, type RedisChild } from '../support/redis.js';
+import { startSentinels } from '../support/sentinel.js';
 
 /** The built package: `npm test` builds it before vitest runs. */
 const DIST = pathToFileURL(fileURLToPath(new URL('../../dist/index.js', import.meta.url))).href;
+/** ioredis, for a Cluster client in a child (its scripts live in a temporary directory). */
+const IOREDIS = pathToFileURL(createRequire(import.meta.url).resolve('ioredis')).href;
+const DEFAULT_CLIENT = "createRedisClient({ host: '127.0.0.1', port: Number(process.env.REDIS_PORT), ...JSON.parse(process.env.CLIENT_OPTIONS ?? '{}') })";
 /** How long the child may stay alive after printing 'closed'. */
 const EXIT_WITHIN_MS = 3000;
 const TIMEOUT_MS = 50;
@@ -32,11 +38,16 @@ afterAll(async () => {
   if (dir !== undefined) rmSync(dir, { recursive: true, force: true });
 });
 
-/** Lines shared by both child scripts: connect, wait for ready, and report what keeps the process alive. */
-const PRELUDE = `
-import { createRedisClient, ResilientLimiter } from ${JSON.stringify(DIST)};
+/**
+ * Lines shared by the child scripts: connect (`make`, an expression that makes the client `redis`,
+ * by default a client of `createRedisClient` to REDIS_PORT), wait for ready, and report what keeps
+ * the process alive.
+ */
+const prelude = (make = DEFAULT_CLIENT): string => `
+import { closeRedisClient, createRedisClient, ResilientLimiter } from ${JSON.stringify(DIST)};
+import { Cluster } from ${JSON.stringify(IOREDIS)};
 
-const redis = createRedisClient({ host: '127.0.0.1', port: Number(process.env.REDIS_PORT), ...JSON.parse(process.env.CLIENT_OPTIONS ?? '{}') });
+const redis = ${make};
 await new Promise((resolve, reject) => {
   const timer = setTimeout(() => reject(new Error('client not ready after 5 s')), 5000);
   redis.once('ready', () => { clearTimeout(timer); resolve(); });
@@ -72,12 +83,16 @@ function runChild(
     onLine?: (line: string, stdin: NodeJS.WritableStream) => void;
     clientOptions?: Record<string, unknown>;
     limitMs?: number;
+    /** The expression that makes the client (see {@link prelude}). */
+    client?: string;
+    /** The Redis the default client connects to. @default server.port */
+    port?: number;
   } = {},
 ): Promise<Run> {
   const file = join(dir, `${name}.mjs`);
-  writeFileSync(file, PRELUDE + source);
+  writeFileSync(file, prelude(options.client) + source);
   const child = spawn(process.execPath, [file], {
-    env: { ...process.env, REDIS_PORT: String(server.port), CLIENT_OPTIONS: JSON.stringify(options.clientOptions ?? {}) },
+    env: { ...process.env, REDIS_PORT: String(options.port ?? server.port), CLIENT_OPTIONS: JSON.stringify(options.clientOptions ?? {}) },
     stdio: ['pipe', 'pipe', 'pipe'],
   });
   let stdout = '';
@@ -267,5 +282,216 @@ describe('close() called twice at once', () => {
       if (frozen) server.thaw();
       redis.disconnect();
     }
+  });
+});
+
+/**
+ * `closeRedisClient` after `close()`: the shutdown the README shows. `quit()` alone never ends with
+ * Redis down (with `enableOfflineQueue: false` it rejects at once and the client reconnects forever)
+ * or frozen (no answer ever comes): each case checks that the child process exits by itself.
+ */
+describe('closeRedisClient()', () => {
+  /** The QUIT deadline in the frozen cases. */
+  const QUIT_TIMEOUT_MS = 300;
+  /**
+   * How long the process may live on after `closeRedisClient` resolved when it dropped the client:
+   * ioredis ends a socket and waits up to its `disconnectTimeout` (2 s by default) for the server to
+   * close it; closeRedisClient destroys the sockets itself, so nothing is left to wait for but, with
+   * Redis down, a timer ioredis arms on the closed socket (createRedisClient's disconnectTimeout,
+   * 200 ms). 1.5 s is under ioredis's 2 s, and room for a loaded machine.
+   */
+  const DROPPED_EXIT_WITHIN_MS = 1500;
+
+  /**
+   * A limiter makes a first call on the ready client, waits for the fault (`stdin` ends) and, with
+   * `waitDown`, for the client to see its connection lost; then the shutdown.
+   */
+  const shutdown = (prefix: string, timeoutMs: number, waitDown = false): string => `
+const limiter = new ResilientLimiter({ redis, limit: 100, windowMs: 60_000, prefix: '${prefix}:', breaker: { timeoutMs: 50 } });
+const first = await limiter.limit('k');
+console.log('fault me');
+for await (const _ of process.stdin); // the parent ends stdin once the fault is in place
+${waitDown ? "while (redis.status === 'ready') await sleep(10);" : ''}
+const statusBefore = redis.status;
+await limiter.close();
+const started = performance.now();
+await closeRedisClient(redis, { timeoutMs: ${timeoutMs} });
+const closeMs = performance.now() - started;
+process.on('exit', () => console.log('exit status ' + redis.status));
+closed({ first: first.source, statusBefore, closeMs });
+`;
+
+  it('sends QUIT to a healthy Redis: it answers at once and the process exits by itself', async () => {
+    const quits = async (): Promise<number> => Number(/calls=(\d+)/.exec((await server.info('commandstats'))['cmdstat_quit'] ?? '')?.[1] ?? 0);
+    const before = await quits();
+    const run = await runChild('shutdown-up', shutdown('shutdown-up', 5000), { onLine: (line, stdin) => line === 'fault me' && stdin.end() });
+    expectExitedByItself(run);
+    const result = resultOf(run);
+    expect(result).toMatchObject({ first: 'redis', statusBefore: 'ready' });
+    // Answered, not timed out: far under the 5 s deadline (a QUIT on loopback takes about a millisecond).
+    expect(result['closeMs']).toBeLessThan(2500);
+    expect(await quits()).toBe(before + 1);
+    expect(run.stdout).toMatch(/^exit status end$/m);
+  });
+
+  it('drops the client of a killed Redis: it stops reconnecting and the process exits by itself', async () => {
+    const down = await startRedisServer();
+    try {
+      const run = await runChild('shutdown-killed', shutdown('shutdown-killed', 5000, true), {
+        port: down.port,
+        onLine: (line, stdin) => {
+          if (line === 'fault me') void down.kill().then(() => stdin.end());
+        },
+      });
+      expectExitedByItself(run);
+      const result = resultOf(run);
+      expect(result).toMatchObject({ first: 'redis' });
+      expect(['reconnecting', 'connecting']).toContain(result['statusBefore']);
+      // Nothing to wait for: the client was not ready. The bound is room for a loaded machine.
+      expect(result['closeMs']).toBeLessThan(1000);
+      // What is left is ioredis's own timer on the closed socket: createRedisClient's disconnectTimeout (200 ms).
+      expect(run.exitAfterClosedMs).toBeLessThan(DROPPED_EXIT_WITHIN_MS);
+    } finally {
+      await down.close();
+    }
+  });
+
+  it('gives a frozen Redis timeoutMs to answer QUIT, then drops the client: the process exits by itself', async () => {
+    let frozen = false;
+    try {
+      const run = await runChild('shutdown-frozen', shutdown('shutdown-frozen', QUIT_TIMEOUT_MS), {
+        onLine: (line, stdin) => {
+          if (line !== 'fault me') return;
+          server.freeze();
+          frozen = true;
+          stdin.end();
+        },
+      });
+      expectExitedByItself(run);
+      const result = resultOf(run);
+      expect(result).toMatchObject({ first: 'redis', statusBefore: 'ready' });
+      // It waited for the answer (less a millisecond of timer rounding), and not much longer (room for a loaded machine).
+      expect(result['closeMs']).toBeGreaterThanOrEqual(QUIT_TIMEOUT_MS - 1);
+      expect(result['closeMs']).toBeLessThan(QUIT_TIMEOUT_MS + 1000);
+      expect(run.exitAfterClosedMs).toBeLessThan(DROPPED_EXIT_WITHIN_MS);
+      expect(run.stdout).toMatch(/^exit status end$/m);
+    } finally {
+      if (frozen) server.thaw();
+    }
+  });
+
+  it('drops a Sentinel client whose master was killed, and closes its connections to the Sentinels', async () => {
+    const deployment = await startSentinels();
+    try {
+      const run = await runChild('shutdown-sentinel', shutdown('shutdown-sentinel', 5000, true), {
+        client: `createRedisClient({ sentinels: ${JSON.stringify(deployment.addresses)}, name: ${JSON.stringify(deployment.name)} })`,
+        onLine: (line, stdin) => {
+          // The Sentinels need more than down-after-milliseconds (1 s) to fail over: the client is
+          // reconnecting, not ready on the new master, when it is closed.
+          if (line === 'fault me') void (deployment.nodes[0] as RedisChild).kill().then(() => stdin.end());
+        },
+      });
+      expectExitedByItself(run);
+      const result = resultOf(run);
+      expect(result).toMatchObject({ first: 'redis' });
+      expect(['reconnecting', 'connecting']).toContain(result['statusBefore']);
+      expect(result['closeMs']).toBeLessThan(1000);
+      expect(run.exitAfterClosedMs).toBeLessThan(DROPPED_EXIT_WITHIN_MS); // as for a single Redis killed
+    } finally {
+      await deployment.close();
+    }
+  });
+});
+
+describe('closeRedisClient() on a Cluster', () => {
+  let cluster: RedisCluster;
+  const QUIT_TIMEOUT_MS = 300;
+  /** See DROPPED_EXIT_WITHIN_MS above. */
+  const DROPPED_EXIT_WITHIN_MS = 1500;
+
+  beforeAll(async () => {
+    cluster = await startRedisCluster();
+  });
+
+  afterAll(async () => {
+    await cluster?.close();
+  });
+
+  /** A Cluster client as the README recommends it, to every master. */
+  const client = (): string =>
+    `(() => {
+  const c = new Cluster(${JSON.stringify(cluster.nodes.map((n) => ({ host: '127.0.0.1', port: n.port })))},
+    { enableOfflineQueue: false, redisOptions: { maxRetriesPerRequest: 0 } });
+  c.on('error', () => {});
+  return c;
+})()`;
+
+  /**
+   * As `shutdown` above. The first calls may miss the deadline on a cold Cluster client, so they are
+   * not checked. Then it waits 500 ms: a cold client refreshes its slots once more after its first
+   * commands (measured here: MOVED replies, and commands retried after `retryDelayOnFailover`, 100 ms).
+   * A refresh that lands on the frozen master holds a connection ioredis keeps to itself (not in its
+   * pool) for up to `slotsRefreshTimeout` + `disconnectTimeout` (3 s): seen once, it is not what
+   * these cases test.
+   */
+  const shutdown = (timeoutMs: number, waitDown = false): string => `
+const limiter = new ResilientLimiter({ redis, limit: 100, windowMs: 60_000, prefix: 'shutdown-cluster:', breaker: { timeoutMs: 50 } });
+await Promise.all(['a', 'b', 'c', 'd'].map((k) => limiter.limit(k)));
+await sleep(500);
+console.log('fault me');
+for await (const _ of process.stdin);
+${waitDown ? "while (redis.status === 'ready') await sleep(10);" : ''}
+const statusBefore = redis.status;
+await limiter.close();
+const started = performance.now();
+await closeRedisClient(redis, { timeoutMs: ${timeoutMs} });
+const closeMs = performance.now() - started;
+closed({ statusBefore, closeMs });
+`;
+
+  it('sends QUIT to every master when all answer, and the process exits by itself', async () => {
+    const run = await runChild('cluster-up', shutdown(5000), { client: client(), onLine: (line, stdin) => line === 'fault me' && stdin.end() });
+    expectExitedByItself(run);
+    const result = resultOf(run);
+    expect(result).toMatchObject({ statusBefore: 'ready' });
+    expect(result['closeMs']).toBeLessThan(2500); // answered, not timed out (see the single Redis case)
+  });
+
+  it('gives a frozen master timeoutMs to answer QUIT, then drops every connection: the process exits by itself', async () => {
+    const node = cluster.nodes[1] as RedisChild;
+    let frozen = false;
+    try {
+      const run = await runChild('cluster-frozen', shutdown(QUIT_TIMEOUT_MS), {
+        client: client(),
+        onLine: (line, stdin) => {
+          if (line !== 'fault me') return;
+          node.freeze();
+          frozen = true;
+          stdin.end();
+        },
+      });
+      expectExitedByItself(run);
+      const result = resultOf(run);
+      expect(result).toMatchObject({ statusBefore: 'ready' });
+      expect(result['closeMs']).toBeGreaterThanOrEqual(QUIT_TIMEOUT_MS - 1); // less a millisecond of timer rounding
+      expect(result['closeMs']).toBeLessThan(QUIT_TIMEOUT_MS + 1000);
+      expect(run.exitAfterClosedMs, run.stderr).toBeLessThan(DROPPED_EXIT_WITHIN_MS);
+    } finally {
+      if (frozen) node.thaw();
+    }
+    await cluster.waitOk(); // the frozen master back before the next case
+  });
+
+  it('drops a client whose masters were all killed: it stops reconnecting and the process exits by itself', async () => {
+    const run = await runChild('cluster-killed', shutdown(5000, true), {
+      client: client(),
+      onLine: (line, stdin) => {
+        if (line === 'fault me') void Promise.all(cluster.nodes.map((n) => n.kill())).then(() => stdin.end());
+      },
+    });
+    expectExitedByItself(run);
+    const result = resultOf(run);
+    expect(result['statusBefore']).not.toBe('ready');
+    expect(result['closeMs']).toBeLessThan(1000);
   });
 });

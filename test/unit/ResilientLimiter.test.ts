@@ -583,6 +583,8 @@ describe('ResilientLimiter without Redis', () => {
       redisLatencyMs: 1,
       slowCallMs: 5,
       opened: 1,
+      redisReady: false,
+      notReadyForMs: expect.any(Number), // on the real monotonic clock: this client never connects
       reconcile: { pending: 3, written: 0, expired: 0, present: 0, dropped: 0 },
     });
   });
@@ -689,6 +691,7 @@ describe('Redis clients', () => {
       autoResendUnfulfilledCommands: false,
       connectTimeout: 1000,
       enableAutoPipelining: false,
+      disconnectTimeout: 200,
       lazyConnect: true,
       port,
     });

@@ -1,0 +1,77 @@
+import type { Cluster, Redis } from 'ioredis';
+
+/** How long after the limiter is made a client never ready is reported, ms. */
+export const NOT_READY_AFTER_MS = 5_000;
+/** How often it is reported again while it stays so, ms. */
+export const NOT_READY_EVERY_MS = 60_000;
+
+/** What the `notReady` event tells: how long since the limiter was made (ms) and the client's status. */
+export type NotReady = { forMs: number; status: string };
+
+/** The timers of a {@link ReadyWatch}: injectable, so that tests never wait. */
+export type Timers = { set(fn: () => void, ms: number): unknown; clear(handle: unknown): void };
+
+/** Node's timers, unref'd: the watch never keeps a process alive. */
+const nodeTimers: Timers = {
+  set: (fn, ms) => setTimeout(fn, ms).unref(),
+  clear: (handle) => clearTimeout(handle as NodeJS.Timeout),
+};
+
+/**
+ * Tells when the limiter's client has never been ready: a wrong address or password, a client made
+ * with `lazyConnect` and never connected. Then every call is answered by the fallback with reason
+ * `'not-ready'` and the breaker stays closed (no call reaches it): limiting per instance that looks
+ * healthy. So, `afterMs` after the limiter is made and every `everyMs` after that while the client
+ * stays so, it emits a process warning (`RESILIMIT_REDIS_NOT_READY`) and calls `report` (the limiter's
+ * `notReady` event). Once the client has been ready, outages show in the breaker's state instead, and
+ * the watch stops at its next turn. Its one timer is unref'd and cleared by {@link stop}.
+ */
+export class ReadyWatch {
+  readonly #since: number;
+  #timer: unknown;
+
+  constructor(
+    readonly tier: { readonly everReady: boolean },
+    readonly options: { readonly redis: Redis | Cluster; readonly prefix: string; readonly perf: { now(): number } },
+    readonly report: (info: NotReady) => void,
+    readonly timers: Timers = nodeTimers,
+    readonly afterMs = NOT_READY_AFTER_MS,
+    readonly everyMs = NOT_READY_EVERY_MS,
+  ) {
+    this.#since = options.perf.now();
+    if (!tier.everReady) this.#timer = timers.set(this.#check, afterMs);
+  }
+
+  /** How long the client has gone without being ready since the limiter was made, ms; 0 once it has been. */
+  get notReadyForMs(): number {
+    return this.tier.everReady ? 0 : this.options.perf.now() - this.#since;
+  }
+
+  /** Clears the timer; idempotent. */
+  stop(): void {
+    if (this.#timer !== undefined) this.timers.clear(this.#timer);
+    this.#timer = undefined;
+  }
+
+  readonly #check = (): void => {
+    this.#timer = undefined;
+    if (this.tier.everReady) return;
+    const info = { forMs: this.notReadyForMs, status: this.options.redis.status };
+    this.#timer = this.timers.set(this.#check, this.everyMs);
+    process.emitWarning(
+      `The Redis client of the limiter with prefix ${JSON.stringify(this.options.prefix)} has not been ready in the ` +
+        `${Math.round(info.forMs / 1000)} s since the limiter was made (status '${info.status}', ${target(this.options.redis)}). ` +
+        "Every call is answered by the fallback (reason 'not-ready'): check the Redis address and credentials.",
+      { type: 'ResilimitWarning', code: 'RESILIMIT_REDIS_NOT_READY' },
+    );
+    this.report(info);
+  };
+}
+
+/** Where the client connects, without its credentials. */
+function target(client: Redis | Cluster): string {
+  if ((client as { isCluster?: boolean }).isCluster === true) return 'a Cluster client';
+  const { host, port, path, sentinels, name } = (client as Redis).options;
+  if (sentinels && sentinels.length > 0) return `master ${JSON.stringify(name)} via ${sentinels.length} listed Sentinel${sentinels.length === 1 ? '' : 's'}`;
+  return path ? `connecting to ${path}` : `connecting to ${host}:${port}`;
+}
