@@ -253,14 +253,14 @@ export type ResilientLimiterOptions = Omit<WindowOptions, 'limit'> & {
   /**
    * The most bytes of heap the calls kept for reconciliation may take, as estimated per call (128,
    * plus 2 per character of its key and of its `id`); the oldest are dropped past it, as past
-   * `maxPending`. Integer 4,096 (room for the longest call) … 2^53 − 1. See the README's tuning.
+   * `maxPending`. Integer 4,096 (room for the longest call) … 2^53 − 1. See docs/options.md, tuning.
    * @default 67108864 (64 MiB)
    */
   maxPendingBytes?: number;
   /**
    * Coalesce the calls made in one event-loop turn into script calls of at most 16 calls each (per
    * hash slot on a Cluster): fewer round trips and commands under load, while several script calls
-   * in flight keep Redis and this process busy at the same time (see the README's benchmarks), at
+   * in flight keep Redis and this process busy at the same time (see docs/benchmarks.md), at
    * the cost of one `process.nextTick`.
    * @default true
    */

@@ -222,7 +222,7 @@ Your own servers (e.g. docker compose up -d, which publishes proxy ports 26379-2
   CHAOS_PROXY_PORTS=26379-26390 npm run demo -- --redis redis://127.0.0.1:6379 \\
     --toxiproxy http://127.0.0.1:8474 --redis-upstream redis:6379
 Your servers stand for CHAOS_BACKEND=external, with no fall-back to other servers;
-CHAOS_PROXY_PORTS and CHAOS_PROXY_LISTEN_HOST are read as by the chaos suite (README).
+CHAOS_PROXY_PORTS and CHAOS_PROXY_LISTEN_HOST are read as by the chaos suite (docs/chaos.md).
 
 Without them the demo picks its backend as the chaos suite does, by CHAOS_BACKEND (default
 auto: Redis and Toxiproxy in containers when a Docker engine answers, else a redis-server

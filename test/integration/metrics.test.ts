@@ -1,6 +1,6 @@
 /**
  * `resilimit/metrics` on a real Redis with real limiters: the OpenTelemetry instruments, read through
- * the SDK; the README's prom-client example, scraped; and the promise that the main entry costs
+ * the SDK; the prom-client example of docs/metrics.md, scraped; and the promise that the main entry costs
  * nothing (it never loads `@opentelemetry/api` and leaves the decision channel without subscribers).
  */
 import { execFile } from 'node:child_process';
@@ -399,7 +399,7 @@ function prometheus(register: Registry, limiters: Record<string, ResilientLimite
   return stop;
 }
 
-describe("the README's Prometheus example (prom-client, from the diagnostics channel)", () => {
+describe("docs/metrics.md's Prometheus example (prom-client, from the diagnostics channel)", () => {
   it('counts decisions exactly by source, reason and outcome, and times each one', async () => {
     const l = await limiter();
     const register = new Registry();
@@ -494,17 +494,17 @@ describe("the README's Prometheus example (prom-client, from the diagnostics cha
     expect(sortSamples(fromOtel(MetricName.BREAKER_STATE, ''))).toEqual(sortSamples(pick('resilimit_breaker_state')));
   });
 
-  it('is the function the README shows', () => {
+  it('is the function docs/metrics.md shows', () => {
     const source = readFileSync(fileURLToPath(import.meta.url), 'utf8');
-    const fn = source.slice(source.lastIndexOf('// README:prometheus begin'), source.lastIndexOf('// README:prometheus end')).split('\n').slice(1).join('\n');
-    const readme = readFileSync(`${root}README.md`, 'utf8');
+    const fn = source.slice(source.lastIndexOf('// docs/metrics.md:prometheus begin'), source.lastIndexOf('// docs/metrics.md:prometheus end')).split('\n').slice(1).join('\n');
+    const doc = readFileSync(`${root}docs/metrics.md`, 'utf8');
     const squash = (text: string) => text.replace(/\s+/g, ' ').trim();
     expect(fn).toContain('function prometheusMetrics(');
-    expect(squash(readme).includes(squash(fn)), 'README.md shows this prometheusMetrics, word for word').toBe(true);
+    expect(squash(doc).includes(squash(fn)), 'docs/metrics.md shows this prometheusMetrics, word for word').toBe(true);
   });
 });
 
-// README:prometheus begin — the README's prom-client example defines this same function.
+// docs/metrics.md:prometheus begin — the prom-client example of docs/metrics.md defines this same function.
 /**
  * Exports the decisions, decision latency and breaker state of the named limiters to a prom-client
  * registry, with the names and labels that resilimit/metrics gives them. Returns a function that stops it.
@@ -553,4 +553,4 @@ function prometheusMetrics(register: Registry, limiters: Record<string, Resilien
     }
   };
 }
-// README:prometheus end
+// docs/metrics.md:prometheus end

@@ -1,11 +1,12 @@
 /**
- * Every TypeScript example in the README is type-checked against the built package (imported by
- * its name, `resilimit`, as a user would), and run against a real Redis unless its first line says
- * `// compile only`. A line ending in `// prints: <text>` states what it prints: the example's
- * output must be exactly those lines, in order. Every `npm run <script>` the README names exists.
+ * Every TypeScript example in the README and in docs/*.md is type-checked against the built package
+ * (imported by its name, `resilimit`, as a user would), and run against a real Redis unless its first
+ * line says `// compile only`. A line ending in `// prints: <text>` states what it prints: the
+ * example's output must be exactly those lines, in order. Every `npm run <script>` these files name
+ * exists. A failure names the file and the line where the example starts.
  */
 import { execFile } from 'node:child_process';
-import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import ts from 'typescript';
@@ -14,21 +15,28 @@ import { useRedis, type RedisHandle } from '../support/redis.js';
 
 const run = promisify(execFile);
 const root = fileURLToPath(new URL('../../', import.meta.url));
-const readme = readFileSync(`${root}README.md`, 'utf8');
+/** The documents, relative to the root: the README first, then docs/ in name order. */
+const documents = ['README.md', ...readdirSync(`${root}docs`).filter((f) => f.endsWith('.md')).sort().map((f) => `docs/${f}`)];
 // Inside the package, so that `import … from 'resilimit'` resolves to it (package self-reference).
 const dir = `${root}.scratch/readme-examples/`;
 
-type Example = { index: number; line: number; source: string; compileOnly: boolean; prints: string[] };
+type Example = { document: string; line: number; file: string; source: string; compileOnly: boolean; prints: string[] };
 
-const examples: Example[] = [...readme.matchAll(/^```ts\n([\s\S]*?)^```$/gm)].map((m, index) => {
-  const source = m[1] as string;
-  return {
-    index,
-    line: readme.slice(0, m.index).split('\n').length,
-    source,
-    compileOnly: source.startsWith('// compile only'),
-    prints: [...source.matchAll(/\/\/ prints: (.*)$/gm)].map((p) => (p[1] as string).trim()),
-  };
+const examples: Example[] = documents.flatMap((document) => {
+  const text = readFileSync(`${root}${document}`, 'utf8');
+  return [...text.matchAll(/^```ts\n([\s\S]*?)^```$/gm)].map((m): Example => {
+    const source = m[1] as string;
+    const line = text.slice(0, m.index).split('\n').length;
+    return {
+      document,
+      line,
+      // README.md:40 → readme-40.ts; docs/http.md:12 → docs-http-12.ts
+      file: `${dir}${document.replace(/\.md$/, '').replaceAll('/', '-').toLowerCase()}-${line}.ts`,
+      source,
+      compileOnly: source.startsWith('// compile only'),
+      prints: [...source.matchAll(/\/\/ prints: (.*)$/gm)].map((p) => (p[1] as string).trim()),
+    };
+  });
 });
 
 let server: RedisHandle;
@@ -42,7 +50,7 @@ beforeAll(async () => {
   await server.flush();
   rmSync(dir, { recursive: true, force: true });
   mkdirSync(dir, { recursive: true });
-  for (const e of examples) writeFileSync(fileOf(e), e.source);
+  for (const e of examples) writeFileSync(e.file, e.source);
 });
 
 afterAll(async () => {
@@ -50,14 +58,12 @@ afterAll(async () => {
   rmSync(dir, { recursive: true, force: true });
 });
 
-function fileOf(e: Example): string {
-  return `${dir}example-${e.index + 1}.ts`;
-}
-
-describe('README examples', () => {
-  it('has examples, among them a run one that states its output', () => {
-    expect(examples.length).toBeGreaterThanOrEqual(3);
-    expect(examples.some((e) => !e.compileOnly && e.prints.length > 0)).toBe(true);
+describe('README and docs examples', () => {
+  it('has examples in the README, among them a run one that states its output', () => {
+    const readme = examples.filter((e) => e.document === 'README.md');
+    expect(readme.length).toBeGreaterThanOrEqual(3);
+    expect(readme.some((e) => !e.compileOnly && e.prints.length > 0)).toBe(true);
+    expect(documents.length).toBeGreaterThan(1);
   });
 
   it('type-check against the built package, with the project\'s strict settings', () => {
@@ -68,29 +74,38 @@ describe('README examples', () => {
       },
     });
     if (config === undefined) throw new Error('tsconfig.json could not be read');
-    const program = ts.createProgram(examples.map(fileOf), { ...config.options, noEmit: true, rootDir: root });
+    const byFile = new Map(examples.map((e) => [e.file, e]));
+    const program = ts.createProgram([...byFile.keys()], { ...config.options, noEmit: true, rootDir: root });
     const problems = ts.getPreEmitDiagnostics(program).map((d) => {
-      const where = d.file === undefined ? '' : `${d.file.fileName.slice(root.length)}:${d.file.getLineAndCharacterOfPosition(d.start ?? 0).line + 1}: `;
-      return where + ts.flattenDiagnosticMessageText(d.messageText, '\n');
+      const message = ts.flattenDiagnosticMessageText(d.messageText, '\n');
+      if (d.file === undefined) return message;
+      const at = d.file.getLineAndCharacterOfPosition(d.start ?? 0).line;
+      const example = byFile.get(d.file.fileName);
+      // The example's first line of code is the line after its opening fence.
+      const where = example === undefined ? `${d.file.fileName.slice(root.length)}:${at + 1}` : `${example.document}:${example.line + 1 + at}`;
+      return `${where}: ${message}`;
     });
     expect(problems).toEqual([]);
   }, 60_000);
 
   for (const e of examples.filter((x) => !x.compileOnly)) {
-    it(`run: the example at README line ${e.line} exits by itself and prints what it says`, async () => {
-      const { stdout } = await run(process.execPath, [fileOf(e)], {
+    it(`run: the example at ${e.document}:${e.line} exits by itself and prints what it says`, async () => {
+      const { stdout } = await run(process.execPath, [e.file], {
         cwd: root,
         env: { ...process.env, REDIS_URL: server.url, NODE_NO_WARNINGS: '1' },
         timeout: 20_000,
       });
-      expect(stdout.trim().split('\n').filter((l) => l !== '')).toEqual(e.prints);
+      expect(stdout.trim().split('\n').filter((l) => l !== ''), `${e.document}:${e.line}`).toEqual(e.prints);
     });
   }
 
   it('names only npm scripts that exist', () => {
     const scripts = Object.keys((JSON.parse(readFileSync(`${root}package.json`, 'utf8')) as { scripts: object }).scripts);
-    const named = [...readme.matchAll(/npm run ([a-z:-]+)/g)].map((m) => m[1] as string);
-    expect(named.length).toBeGreaterThan(0);
-    expect(named.filter((name) => !scripts.includes(name))).toEqual([]);
+    const named = documents.flatMap((document) => {
+      const text = readFileSync(`${root}${document}`, 'utf8');
+      return [...text.matchAll(/npm run ([a-z:-]+)/g)].map((m) => ({ document, name: m[1] as string }));
+    });
+    expect(named.filter((n) => n.document === 'README.md').length).toBeGreaterThan(0);
+    expect(named.filter((n) => !scripts.includes(n.name)).map((n) => `${n.document}: npm run ${n.name}`)).toEqual([]);
   });
 });

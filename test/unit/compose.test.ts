@@ -1,8 +1,8 @@
 /**
  * docker-compose.yml cannot be run here (no Docker engine), so this checks what can be checked
- * without one: the file declares the servers, images, ports and health checks that the README, the
- * `container` backend and the `external` backend expect, and the commands the README gives for it
- * are the ones the external backend accepts.
+ * without one: the file declares the servers, images, ports and health checks that docs/chaos.md,
+ * the `container` backend and the `external` backend expect, and the commands docs/chaos.md gives
+ * for it are the ones the external backend accepts.
  */
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
@@ -13,7 +13,8 @@ import { resolveExternalSettings } from '../../chaos/backends/externalSettings.t
 const compose = parse(readFileSync(new URL('../../docker-compose.yml', import.meta.url), 'utf8')) as {
   services: Record<string, Service>;
 };
-const readme = readFileSync(new URL('../../README.md', import.meta.url), 'utf8');
+// The chaos suite and the demo are documented there (the README links to it).
+const chaosDoc = readFileSync(new URL('../../docs/chaos.md', import.meta.url), 'utf8');
 
 type Service = {
   image: string;
@@ -23,11 +24,11 @@ type Service = {
   depends_on?: Record<string, { condition: string }>;
 };
 
-/** The environment variables set on the README's `CHAOS_BACKEND=external …` command line. */
-function readmeExternalEnv(): Record<string, string> {
-  const lines = readme.split('\n');
+/** The environment variables set on docs/chaos.md's `CHAOS_BACKEND=external …` command line. */
+function documentedExternalEnv(): Record<string, string> {
+  const lines = chaosDoc.split('\n');
   let at = lines.findIndex((line) => line.startsWith('CHAOS_BACKEND=external '));
-  if (at < 0) throw new Error('the README gives no CHAOS_BACKEND=external command');
+  if (at < 0) throw new Error('docs/chaos.md gives no CHAOS_BACKEND=external command');
   let command = lines[at] as string;
   while (command.endsWith('\\')) command = `${command.slice(0, -1)} ${lines[++at] ?? ''}`;
   const words = command.split(/\s+/);
@@ -53,9 +54,9 @@ describe('docker-compose.yml', () => {
     expect(TOXIPROXY_IMAGE).toBe('ghcr.io/shopify/toxiproxy:2.12.0');
     expect(toxiproxy.image).toBe(TOXIPROXY_IMAGE);
     expect(redis.image).toBe(REDIS_IMAGE);
-    // The README's backend table names the same images.
-    expect(readme).toContain(`\`${REDIS_IMAGE}\``);
-    expect(readme).toContain(`\`${TOXIPROXY_IMAGE}\``);
+    // The backend table of docs/chaos.md names the same images.
+    expect(chaosDoc).toContain(`\`${REDIS_IMAGE}\``);
+    expect(chaosDoc).toContain(`\`${TOXIPROXY_IMAGE}\``);
   });
 
   it('gives both services a health check, and starts Toxiproxy once Redis is healthy', () => {
@@ -64,14 +65,14 @@ describe('docker-compose.yml', () => {
     expect(toxiproxy.depends_on).toEqual({ redis: { condition: 'service_healthy' } });
   });
 
-  it('publishes the ports that the README command and the external backend use', () => {
-    const env = readmeExternalEnv();
+  it('publishes the ports that the documented command and the external backend use', () => {
+    const env = documentedExternalEnv();
     const settings = resolveExternalSettings(env);
     const apiPort = Number(new URL(settings.toxiproxyUrl).port);
     // Toxiproxy's API listens on 0.0.0.0:<port> inside its container, published on the same port.
     expect(toxiproxy.command).toEqual(['-host', '0.0.0.0', '-port', String(apiPort)]);
     expect(published(toxiproxy.ports)).toContainEqual([apiPort, apiPort]);
-    // Redis is published on the port of the README's REDIS_URL, from the container port Toxiproxy dials.
+    // Redis is published on the port of the documented REDIS_URL, from the container port Toxiproxy dials.
     const upstreamPort = Number(settings.upstream.slice(settings.upstream.lastIndexOf(':') + 1));
     expect(published(redis.ports)).toContainEqual([settings.redis.port, upstreamPort]);
     // Every proxy port the suite will ask for is published, on the same port inside.
@@ -84,13 +85,13 @@ describe('docker-compose.yml', () => {
   });
 
   it('gives a demo command for your own servers that uses the ports the file publishes', () => {
-    const lines = readme.split('\n');
+    const lines = chaosDoc.split('\n');
     let at = lines.findIndex((line) => line.includes('npm run demo -- --redis '));
     expect(at).toBeGreaterThanOrEqual(0);
     let command = lines[at] as string;
     while (command.endsWith('\\')) command = `${command.slice(0, -1)} ${lines[++at] ?? ''}`;
     const flag = (name: string) => new RegExp(`--${name} (\\S+)`).exec(command)?.[1];
-    const env = readmeExternalEnv();
+    const env = documentedExternalEnv();
     expect(flag('redis')).toBe(env['REDIS_URL']);
     expect(flag('toxiproxy')).toBe(env['TOXIPROXY_URL']);
     expect(flag('redis-upstream')).toBe(env['CHAOS_REDIS_UPSTREAM']);
@@ -106,7 +107,7 @@ describe('docker-compose.yml', () => {
     }
     const command = /`(CHAOS_BACKEND=external [^`]+)`/.exec(message)?.[1];
     expect(command).toBeDefined();
-    const env = readmeExternalEnv();
+    const env = documentedExternalEnv();
     for (const [name, value] of Object.entries(env)) expect(command).toContain(`${name}=${value}`);
     // And the comment at the top of the compose file gives the same command.
     const header = readFileSync(new URL('../../docker-compose.yml', import.meta.url), 'utf8');

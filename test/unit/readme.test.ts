@@ -15,4 +15,25 @@ describe('README', () => {
     expect(readme).toMatch(/^npm test\b/m);
     expect(readFileSync(new URL('../../.ci/run', import.meta.url), 'utf8')).toMatch(/^npm test$/m);
   });
+
+  it('leads with installing the package, from a tarball until it is on npm', () => {
+    const sections = [...readme.matchAll(/^## (.+)$/gm)].map((m) => m[1]);
+    expect(sections[0]).toBe('Install');
+    const install = readme.slice(readme.indexOf('## Install'), readme.indexOf('\n## ', readme.indexOf('## Install') + 1));
+    const { version } = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string };
+    expect(install).toMatch(/^npm pack\b/m);
+    expect(install).toContain(`npm install /path/to/resilimit/resilimit-${version}.tgz ioredis`);
+  });
+
+  it('stays short enough to read first: the details are in docs/', () => {
+    expect(readme.split('\n').length).toBeLessThanOrEqual(450);
+  });
+
+  it('has the section the demo cites', () => {
+    const demo = readFileSync(new URL('../../chaos/demo/main.ts', import.meta.url), 'utf8');
+    const cited = [...demo.matchAll(/README: "([^"]+)"/g)].map((m) => m[1]);
+    expect(cited.length).toBeGreaterThan(0);
+    const headings = [...readme.matchAll(/^#+ (.+)$/gm)].map((m) => m[1]);
+    for (const title of cited) expect(headings).toContain(title);
+  });
 });
