@@ -3,7 +3,7 @@
  * files inside the package, the license and the changelog are there, the Lua scripts too. Needs the
  * build (`npm test` builds first).
  */
-import { execFile } from 'node:child_process';
+import { execFile, spawnSync } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import { dirname, join, normalize } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -31,6 +31,17 @@ describe('the package', () => {
     }
     const pkg = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as { license: string };
     expect(readFileSync(join(root, 'LICENSE'), 'utf8')).toMatch(new RegExp(`^${pkg.license} License`));
+  });
+
+  it('can be required from CommonJS, every entry point (require of an ES module)', () => {
+    const script = "for (const e of ['resilimit', 'resilimit/http', 'resilimit/metrics']) if (typeof require(e) !== 'object') process.exit(1)";
+    const run = spawnSync(process.execPath, ['-e', script], { cwd: root, encoding: 'utf8' });
+    expect(run.stderr).toBe('');
+    expect(run.status).toBe(0);
+  });
+
+  it('ships the docs the README links to', () => {
+    expect([...files].filter((f) => f.startsWith('docs/')).length).toBeGreaterThan(0);
   });
 
   it('has source maps whose sources are in the package', () => {
