@@ -134,13 +134,7 @@ export class LocalWindow implements RateWindow {
    * @internal
    */
   record(key: string, at: number, cost: number, id: CallId): void {
-    let log = this.#logs.get(key);
-    if (log === undefined) {
-      log = new Log();
-      this.#logs.set(key, log);
-    } else {
-      log.expire(this.#now() - this.#options.windowMs);
-    }
+    const log = this.#logOf(key, this.#now());
     const newest = log.newest();
     log.add(newest !== undefined && newest > at ? newest : at, cost, id);
   }
@@ -157,13 +151,7 @@ export class LocalWindow implements RateWindow {
    * of the key; never more than the share. @internal
    */
   observe(key: string, used: number, limit: number, instances: number): void {
-    let log = this.#logs.get(key);
-    if (log === undefined) {
-      log = new Log();
-      this.#logs.set(key, log);
-    } else {
-      log.expire(this.#now() - this.#options.windowMs);
-    }
+    const log = this.#logOf(key, this.#now());
     const share = this.#options.limit;
     log.short = Math.max(0, share - Math.min(log.used, share) - Math.ceil(Math.max(0, limit - used) / instances));
   }
@@ -197,14 +185,7 @@ export class LocalWindow implements RateWindow {
    * less the part left to other instances, see {@link observe}). @internal
    */
   [decide](key: string, cost: number, id: CallId | undefined, now = this.#now(), reserved = 0, given?: number): Decision {
-    const { windowMs } = this.#options;
-    let log = this.#logs.get(key);
-    if (log === undefined) {
-      log = new Log();
-      this.#logs.set(key, log);
-    } else {
-      log.expire(now - windowMs);
-    }
+    const log = this.#logOf(key, now);
     const limit = given ?? this.#options.limit - log.short;
     if (typeof id === 'string' && log.idSet?.has(id) === true) return this.#decide(log, now, true, 1, 0, limit);
     if (log.used + reserved + cost > limit) return this.#decide(log, now, false, cost, reserved, limit);
@@ -257,6 +238,18 @@ export class LocalWindow implements RateWindow {
   /** Changes the limit and window for the calls that follow; the recorded calls stay. @internal */
   [configure](changes: { limit?: number; windowMs?: number }): void {
     this.#options = Object.freeze({ ...this.#options, ...resolveWindowOptions({ ...this.#options, ...changes }) });
+  }
+
+  /** The log of `key`, made on first use (most recently used now), without the calls that left the window by `now`. */
+  #logOf(key: string, now: number): Log {
+    let log = this.#logs.get(key);
+    if (log === undefined) {
+      log = new Log();
+      this.#logs.set(key, log);
+    } else {
+      log.expire(now - this.#options.windowMs);
+    }
+    return log;
   }
 
   #decide(log: Log, now: number, allowed: boolean, cost: number, reserved = 0, limit = this.#options.limit): Decision {
