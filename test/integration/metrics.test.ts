@@ -353,7 +353,7 @@ describe('the main entry pays nothing for metrics', () => {
       exports: Record<string, unknown>;
       peerDependenciesMeta: Record<string, { optional?: boolean }>;
     };
-    expect(pkg.exports['./metrics']).toEqual({ types: './dist/metrics.d.ts', import: './dist/metrics.js' });
+    expect(pkg.exports['./metrics']).toEqual({ types: './dist/metrics.d.ts', import: './dist/metrics.js', default: './dist/metrics.js' });
     expect(pkg.peerDependenciesMeta['@opentelemetry/api']).toEqual({ optional: true });
   });
 });
