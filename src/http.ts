@@ -5,9 +5,10 @@
  * members of Fastify's request and reply they use.
  * @module
  */
+import { Buffer } from 'node:buffer';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { describe, ErrorCode, ResilimitError } from './errors.js';
-import { joined, limitedBody, RateLimitFields, retryAfterSeconds } from './http/fields.js';
+import { joined, partitionKeyParameter, problemBody, PROBLEM_TYPE, RateLimitFields, retryAfterSeconds } from './http/fields.js';
 import type { RequestLike } from './http/keys.js';
 import { checkLimiter, resolveHttpOptions, type CommonHttpOptions, type HttpLimiter } from './http/options.js';
 import type { Decision } from './types.js';
@@ -18,10 +19,12 @@ export type { CommonHttpOptions, HttpLimiter } from './http/options.js';
 /** Options of {@link rateLimit}. */
 export type RateLimitOptions<Req = IncomingMessage, Res = ServerResponse> = CommonHttpOptions<Req> & {
   /**
-   * Writes the response to a rejected request in place of the default JSON body. When it is called,
-   * the status is 429 and `Retry-After` and the RateLimit fields are set; it must end the response.
-   * If it throws or rejects, the error goes to `next(error)`.
-   * @default a 429 with `{"error":"rate_limited","retryAfterMs":<ms>}`
+   * Writes the response to a rejected request in place of the default problem details body. When it
+   * is called, the status is 429 and `Retry-After` and the RateLimit fields are set; it must end the
+   * response. If it throws or rejects, the error goes to `next(error)`.
+   * @default a 429 with an `application/problem+json` body (RFC 9457) of the draft's
+   *   `quota-exceeded` problem type: `type`, `title`, `status`, `detail`, `violated-policies`
+   *   (`[policyName]`) and `retryAfterMs`
    */
   onLimited?: (req: Req, res: Res, decision: Decision) => void | Promise<void>;
 };
@@ -37,10 +40,10 @@ export interface FastifyReplyLike {
 /** Options of {@link rateLimitHook}. */
 export type RateLimitHookOptions<Req = RequestLike, Reply = FastifyReplyLike> = CommonHttpOptions<Req> & {
   /**
-   * Sends the reply to a rejected request in place of the default JSON body. When it is called, the
-   * status is 429 and `Retry-After` and the RateLimit fields are set; it must call `reply.send()`.
-   * If it throws or rejects, the error goes to Fastify's error handling.
-   * @default a 429 with `{"error":"rate_limited","retryAfterMs":<ms>}`
+   * Sends the reply to a rejected request in place of the default problem details body. When it is
+   * called, the status is 429 and `Retry-After` and the RateLimit fields are set; it must call
+   * `reply.send()`. If it throws or rejects, the error goes to Fastify's error handling.
+   * @default a 429 with an `application/problem+json` body, as {@link rateLimit}'s
    */
   onLimited?: (request: Req, reply: Reply, decision: Decision) => void | Promise<void>;
 };
@@ -50,8 +53,6 @@ export type RateLimitMiddleware<Req, Res> = (req: Req, res: Res, next: (error?: 
 
 /** The hook {@link rateLimitHook} returns: Fastify's callback form of `onRequest`. */
 export type RateLimitHook<Req, Reply> = (request: Req, reply: Reply, done: (error?: Error) => void) => void;
-
-const JSON_TYPE = 'application/json; charset=utf-8';
 
 /** `skip` must answer with a boolean: a promise (an `async` skip) is truthy and would skip every request. */
 function skips(answer: unknown): boolean {
@@ -69,14 +70,14 @@ type Response<Res> = {
   setHeader(res: Res, name: string, value: string): void;
   /** Sets the status to 429 (before `onLimited` runs). */
   limited(res: Res): void;
-  /** Sends the default JSON body of a 429. */
-  sendJson(res: Res, body: string): void;
+  /** Sends the default body of a 429, `application/problem+json` (ASCII). */
+  sendProblem(res: Res, body: string): void;
 };
 
 /**
  * The flow of both: `skip`, decide, write the fields, and either go on (`proceed()`) or answer 429
- * (`onLimited`, or the default JSON body). Every error goes to `proceed(error)`, and the request does
- * not go on.
+ * (`onLimited`, or the default problem details body). Every error goes to `proceed(error)`, and the
+ * request does not go on.
  */
 function guard<Req, Res>(
   who: string,
@@ -85,24 +86,25 @@ function guard<Req, Res>(
   r: Response<Res>,
 ): (req: Req, res: Res, proceed: (error?: unknown) => void) => void {
   const l = checkLimiter(who, limiter);
-  const { key, cost, skip, onLimited, headers, policyName } = resolveHttpOptions<
+  const { key, cost, skip, onLimited, headers, policyName, partitionKey } = resolveHttpOptions<
     Req,
     (req: Req, res: Res, decision: Decision) => void | Promise<void>
   >(who, options);
   const fields = headers ? new RateLimitFields(l, policyName) : undefined;
+  const body = problemBody(policyName);
 
-  /** Writes the answer; true when the request goes on. */
-  const answer = (req: Req, res: Res, proceed: (error?: unknown) => void, decision: Decision): boolean => {
+  /** Writes the answer; true when the request goes on. `pk`: the `pk` parameter, or `''`. */
+  const answer = (req: Req, res: Res, proceed: (error?: unknown) => void, decision: Decision, pk: string): boolean => {
     const retryAfterS = decision.allowed ? 0 : retryAfterSeconds(decision.retryAfterMs);
     if (fields !== undefined) {
       r.setHeader(res, 'RateLimit-Policy', joined(r.getHeader(res, 'RateLimit-Policy'), fields.policy(decision, Date.now())));
-      r.setHeader(res, 'RateLimit', joined(r.getHeader(res, 'RateLimit'), fields.state(decision, retryAfterS)));
+      r.setHeader(res, 'RateLimit', joined(r.getHeader(res, 'RateLimit'), fields.state(decision, retryAfterS, pk)));
     }
     if (decision.allowed) return true;
     r.limited(res);
     r.setHeader(res, 'Retry-After', String(retryAfterS));
     if (onLimited === undefined) {
-      r.sendJson(res, limitedBody(decision));
+      r.sendProblem(res, body(decision, retryAfterS));
     } else {
       const written = onLimited(req, res, decision);
       if (isThenable(written)) written.then(undefined, proceed);
@@ -112,11 +114,14 @@ function guard<Req, Res>(
 
   return (req, res, proceed) => {
     let decided: Promise<Decision> | undefined;
+    let pk = '';
     try {
-      decided =
-        skip !== undefined && skips(skip(req))
-          ? undefined
-          : l.limit(key(req), cost === undefined ? undefined : { cost: cost(req) });
+      if (skip === undefined || !skips(skip(req))) {
+        const k = key(req);
+        // Before the limiter: a partition key that fails leaves the request uncounted.
+        if (partitionKey !== undefined) pk = partitionKeyParameter(partitionKey(req, k));
+        decided = l.limit(k, cost === undefined ? undefined : { cost: cost(req) });
+      }
     } catch (error) {
       proceed(error);
       return;
@@ -128,7 +133,7 @@ function guard<Req, Res>(
     decided.then((decision) => {
       let goOn: boolean;
       try {
-        goOn = answer(req, res, proceed, decision);
+        goOn = answer(req, res, proceed, decision, pk);
       } catch (error) {
         proceed(error);
         return;
@@ -142,12 +147,12 @@ function guard<Req, Res>(
 /**
  * A middleware that decides every request with `limiter` before it goes on. Admitted: the
  * RateLimit fields are set and `next()` is called. Rejected: a 429 with `Retry-After` (whole
- * seconds, at least 1), the RateLimit fields and a short JSON body (or `onLimited`'s response), and
- * `next` is not called. A decision made without Redis (`source` `'local'`, `'fail-open'`, …) is a
- * decision like any other.
+ * seconds, at least 1), the RateLimit fields and an RFC 9457 problem details body of the draft's
+ * `quota-exceeded` type (or `onLimited`'s response), and `next` is not called. A decision made
+ * without Redis (`source` `'local'`, `'fail-open'`, …) is a decision like any other.
  *
  * Errors go to `next(error)`, the way Express and Connect hand them to their error handlers: a `key`,
- * `cost`, `skip` or `onLimited` that throws, and the limiter's misuse errors (a key that is not 1 …
+ * `cost`, `skip`, `partitionKey` or `onLimited` that throws, and the limiter's misuse errors (a key that is not 1 …
  * 1024 characters, a cost above the limit, a limiter closed). The limiter itself never fails
  * because of Redis.
  *
@@ -168,8 +173,8 @@ export function rateLimit<Req extends IncomingMessage = IncomingMessage, Res ext
     getHeader: (res, name) => res.getHeader(name),
     setHeader: (res, name, value) => void res.setHeader(name, value),
     limited: (res) => void (res.statusCode = 429),
-    sendJson(res, body) {
-      res.setHeader('Content-Type', JSON_TYPE);
+    sendProblem(res, body) {
+      res.setHeader('Content-Type', PROBLEM_TYPE);
       res.setHeader('Content-Length', body.length); // ASCII only
       res.end(body);
     },
@@ -182,7 +187,7 @@ export function rateLimit<Req extends IncomingMessage = IncomingMessage, Res ext
 /**
  * A Fastify `onRequest` hook that decides every request with `limiter`, with the same behaviour as
  * {@link rateLimit}: admitted requests get the RateLimit fields and go on; rejected ones get a 429
- * with `Retry-After`, the fields and a JSON body (or `onLimited`'s reply), and neither the later hooks
+ * with `Retry-After`, the fields and the problem details body (or `onLimited`'s reply), and neither the later hooks
  * nor the handler run. Errors (a throwing `key`, a misuse error of the limiter) go to Fastify's error
  * handling.
  *
@@ -205,9 +210,10 @@ export function rateLimitHook<Req extends RequestLike = RequestLike, Reply exten
     getHeader: (reply, name) => reply.getHeader(name.toLowerCase()),
     setHeader: (reply, name, value) => void reply.header(name.toLowerCase(), value),
     limited: (reply) => void reply.code(429),
-    sendJson(reply, body) {
-      reply.header('content-type', JSON_TYPE);
-      reply.send(body);
+    sendProblem(reply, body) {
+      reply.header('content-type', PROBLEM_TYPE);
+      // As bytes: Fastify adds `; charset=utf-8` to a JSON type sent as a string, and JSON has no charset.
+      reply.send(Buffer.from(body, 'latin1'));
     },
   });
   return function rateLimitHook(request, reply, done): void {

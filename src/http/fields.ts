@@ -1,3 +1,4 @@
+import { Buffer } from 'node:buffer';
 import type { Decision } from '../types.js';
 import type { HttpLimiter } from './options.js';
 
@@ -8,17 +9,41 @@ import type { HttpLimiter } from './options.js';
 //   RateLimit: "default";r=42;t=17           r: the available quota, t: the effective window in
 //                                            seconds, "within which the client can use no more
 //                                            than the available quota" (section 4.1)
-// No `pk` (partition key): it would echo the limiter's key, which may identify a user (section 6.1).
+// `pk`, the partition key (section 4.1.3 of draft 10, since 08): a Byte Sequence, `pk=:<base64>:`,
+// sent only when the `partitionKey` option asks for it: the limiter's key may identify a user, and
+// the draft asks servers to avoid partition keys that hold sensitive information (section 6.1).
 // https://datatracker.ietf.org/doc/draft-ietf-httpapi-ratelimit-headers/
+//
+// The default 429 body is the draft's "quota-exceeded" problem type (section 5.1 of draft 10, since
+// 09), an RFC 9457 problem details object whose extension member "violated-policies" lists the names
+// of the policies whose quota was exceeded.
 
 /** Seconds, rounded up, at least 1: the value of `Retry-After` for a wait of `ms`. */
 export function retryAfterSeconds(ms: number): number {
   return Math.max(1, Math.ceil(ms / 1000));
 }
 
-/** The JSON body of the default 429 response. */
-export function limitedBody(decision: Decision): string {
-  return `{"error":"rate_limited","retryAfterMs":${decision.retryAfterMs}}`;
+/** The media type of the default 429 body (RFC 9457, section 3). JSON defines no `charset`. */
+export const PROBLEM_TYPE = 'application/problem+json';
+
+/**
+ * The default 429 body of one middleware, an RFC 9457 problem details object:
+ * `{"type":…,"title":…,"status":429,"detail":"Retry after <s> s","violated-policies":[<policyName>],
+ * "retryAfterMs":<ms>}`. `retryAfterMs` is an extension member kept from the earlier body. The text
+ * is ASCII (a policy name is printable ASCII), so its length is its byte length.
+ */
+export function problemBody(policyName: string): (decision: Decision, retryAfterS: number) => string {
+  const head =
+    '{"type":"https://iana.org/assignments/http-problem-types#quota-exceeded",' +
+    '"title":"Request cannot be satisfied as assigned quota has been exceeded","status":429,';
+  const policies = `"violated-policies":${JSON.stringify([policyName])}`;
+  return (decision, retryAfterS) =>
+    `${head}"detail":"Retry after ${retryAfterS} s",${policies},"retryAfterMs":${decision.retryAfterMs}}`;
+}
+
+/** The `pk` parameter of a partition key: its UTF-8 bytes as a Structured Fields Byte Sequence. */
+export function partitionKeyParameter(partitionKey: string): string {
+  return `;pk=:${Buffer.from(partitionKey, 'utf8').toString('base64')}:`;
 }
 
 /**
@@ -63,10 +88,11 @@ export class RateLimitFields {
    * `Retry-After` value, as the draft asks that `Retry-After` not end before the effective window.
    * Not computed from `resetAtMs`: a `'fail-open'` or `'disabled'` decision has it at now, and a `t`
    * of 0 beside `r` = the limit would read as an unbounded rate (the draft's section 8.5).
-   * Call after {@link policy}, which refreshes the window.
+   * `pk` is the request's {@link partitionKeyParameter}, or `''`. Call after {@link policy}, which
+   * refreshes the window.
    */
-  state(decision: Decision, retryAfterS: number): string {
-    return `${this.#name};r=${decision.remaining};t=${decision.allowed ? this.#windowS : retryAfterS}`;
+  state(decision: Decision, retryAfterS: number, pk = ''): string {
+    return `${this.#name};r=${decision.remaining};t=${decision.allowed ? this.#windowS : retryAfterS}${pk}`;
   }
 }
 

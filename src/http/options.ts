@@ -1,5 +1,6 @@
 import { unknownOption } from '../checks.js';
 import { describe, ErrorCode, invalidOption, ResilimitError } from '../errors.js';
+import { MAX_KEY_LENGTH } from '../options.js';
 import type { Decision, LimitOptions } from '../types.js';
 import { byIp, type KeyFunction } from './keys.js';
 
@@ -46,6 +47,17 @@ export type CommonHttpOptions<R> = {
    * @default 'default'
    */
   policyName?: string;
+  /**
+   * Adds the draft's partition key, `pk`, to the `RateLimit` field: the UTF-8 bytes of a string as a
+   * Structured Fields Byte Sequence, `pk=:<base64>:` (the format of drafts 08 to 11). `true`: the
+   * request's limiter key (`key`'s answer, such as `ip:203.0.113.7`); a function: what it returns
+   * for the request, a string of 1 … 1024 characters (anything else fails the request, uncounted,
+   * through the framework's error handling). The key is sent to the client and to whatever logs
+   * responses on the way: send something that names no one (a tenant id, a hash) when the limiter
+   * key would. Needs the fields: refused with `headers: false`.
+   * @default false (no `pk`)
+   */
+  partitionKey?: boolean | ((request: R) => string);
 };
 
 /** Options both middleware take, resolved. */
@@ -56,15 +68,36 @@ export type ResolvedHttpOptions<R, L> = Readonly<{
   onLimited: L | undefined;
   headers: boolean;
   policyName: string;
+  /** The partition key of a request whose limiter key is `key`; undefined: no `pk`. */
+  partitionKey: ((request: R, key: string) => string) | undefined;
 }>;
 
-const KNOWN = ['key', 'cost', 'skip', 'onLimited', 'headers', 'policyName'];
+const KNOWN = ['key', 'cost', 'skip', 'onLimited', 'headers', 'policyName', 'partitionKey'];
 const POLICY_NAME = /^[\x20\x21\x23-\x5b\x5d-\x7e]{1,64}$/;
 
 function optionalFunction<F>(name: string, value: unknown): F | undefined {
   if (value === undefined) return undefined;
   if (typeof value !== 'function') throw invalidOption(name, 'a function', value);
   return value as F;
+}
+
+/** A partition key function's answer, checked when each request is decided. */
+function checkedPartitionKey(answer: unknown): string {
+  if (typeof answer === 'string' && answer.length >= 1 && answer.length <= MAX_KEY_LENGTH) return answer;
+  throw new ResilimitError(
+    ErrorCode.INVALID_OPTION,
+    `Expected \`partitionKey\` to return a string of 1 to ${MAX_KEY_LENGTH} characters, got ${describe(answer)}`,
+  );
+}
+
+function resolvePartitionKey<R>(value: unknown, headers: boolean): ((request: R, key: string) => string) | undefined {
+  if (value === undefined || value === false) return undefined;
+  if (value !== true && typeof value !== 'function') throw invalidOption('partitionKey', 'a boolean or a function', value);
+  // `pk` is a parameter of the RateLimit field: without the fields it would be dropped unseen.
+  if (!headers) throw invalidOption('partitionKey', 'false or absent with `headers: false`', value);
+  if (value === true) return (_request, key) => key;
+  const f = value as (request: R) => unknown;
+  return (request) => checkedPartitionKey(f(request));
 }
 
 /** Checks the limiter given to `caller` (`rateLimit` or `rateLimitHook`). */
@@ -105,5 +138,6 @@ export function resolveHttpOptions<R, L>(caller: string, raw: unknown): Resolved
     onLimited: optionalFunction<L>('onLimited', options['onLimited']),
     headers: headers !== false,
     policyName: policyName ?? 'default',
+    partitionKey: resolvePartitionKey<R>(options['partitionKey'], headers !== false),
   });
 }

@@ -259,7 +259,7 @@ function getFrom(app: App, localAddress: string): Promise<Reply> {
   });
 }
 
-/** The items of a RateLimit or RateLimit-Policy field: `"name";k=v;k=v, "name";…`. */
+/** The items of a RateLimit or RateLimit-Policy field without `pk`: `"name";k=v;k=v, "name";…`. */
 function items(field: string | null): { name: string; params: Record<string, number> }[] {
   expect(field, 'the field is present').not.toBeNull();
   return (field as string).split(/\s*,\s*/).map((item) => {
@@ -283,6 +283,24 @@ function item(field: string | null, name = 'default'): Record<string, number> {
   expect(all[0]?.name).toBe(name);
   return all[0]?.params as Record<string, number>;
 }
+
+/**
+ * The single item of a RateLimit field with a `pk` parameter (last, a Structured Fields Byte
+ * Sequence): its other parameters and the key's bytes decoded as UTF-8.
+ */
+function withPk(field: string | null): { params: Record<string, number>; pk: string } {
+  const match = /^(.*);pk=:([A-Za-z0-9+/]*={0,2}):$/.exec(field ?? '');
+  expect(match, `an item with pk: ${field}`).not.toBeNull();
+  const [, rest, base64] = match as RegExpExecArray;
+  return { params: item(rest as string), pk: Buffer.from(base64 as string, 'base64').toString('utf8') };
+}
+
+/** The default 429 body: RFC 9457 problem details of the draft's quota-exceeded type. */
+const QUOTA_EXCEEDED = {
+  type: 'https://iana.org/assignments/http-problem-types#quota-exceeded',
+  title: 'Request cannot be satisfied as assigned quota has been exceeded',
+  status: 429,
+};
 
 async function sequence(app: App, n: number, path = '/', headers: Record<string, string> = {}): Promise<Reply[]> {
   const out: Reply[] = [];
@@ -317,10 +335,14 @@ describe.each(frameworks)('$name', (framework) => {
     expect(retryAfter).toBeGreaterThanOrEqual(58);
     expect(retryAfter).toBeLessThanOrEqual(60);
     expect(states[3]?.['t']).toBe(retryAfter); // Retry-After does not end before the effective window
-    expect(limited.headers.get('content-type')).toMatch(/^application\/json/);
-    const body = JSON.parse(limited.body) as { error: string; retryAfterMs: number };
-    expect(Object.keys(body).sort()).toEqual(['error', 'retryAfterMs']);
-    expect(body.error).toBe('rate_limited');
+    expect(limited.headers.get('content-type')).toBe('application/problem+json');
+    const body = JSON.parse(limited.body) as Record<string, unknown> & { retryAfterMs: number };
+    expect(body).toEqual({
+      ...QUOTA_EXCEEDED,
+      detail: `Retry after ${retryAfter} s`,
+      'violated-policies': ['default'],
+      retryAfterMs: body.retryAfterMs,
+    });
     expect(body.retryAfterMs).toBeGreaterThan(55_000);
     expect(body.retryAfterMs).toBeLessThanOrEqual(WINDOW_MS);
     expect(Math.ceil(body.retryAfterMs / 1000)).toBe(retryAfter);
@@ -402,7 +424,8 @@ describe.each(frameworks)('$name', (framework) => {
     const replies = await sequence(app, 4);
     const limited = replies[3] as Reply;
     expect(limited.status).toBe(429);
-    expect(limited.body).toBe(LIMITED_TEXT);
+    expect(limited.body).toBe(LIMITED_TEXT); // not the problem details body
+    expect(limited.headers.get('content-type')).toMatch(/^text\/plain/);
     expect(limited.headers.get('x-limited')).toBe('0');
     expect(Number(limited.headers.get('retry-after'))).toBeGreaterThanOrEqual(58);
     expect(item(limited.headers.get('ratelimit'))['r']).toBe(0);
@@ -454,6 +477,40 @@ describe.each(frameworks)('$name', (framework) => {
     expect(app.handled).toBe(0);
   });
 
+  it('adds the partition key of the limiter key to RateLimit with partitionKey: true, on admissions and on the 429', async () => {
+    const app = await start({ partitionKey: true });
+    const replies = await sequence(app, 4);
+    expect(replies.map((r) => r.status)).toEqual([200, 200, 200, 429]);
+    const states = replies.map((r) => withPk(r.headers.get('ratelimit')));
+    for (const s of states) expect(s.pk).toBe('ip:127.0.0.1');
+    expect(replies[0]?.headers.get('ratelimit')).toBe(`"default";r=2;t=60;pk=:${Buffer.from('ip:127.0.0.1').toString('base64')}:`);
+    expect(states.map((s) => s.params['r'])).toEqual([2, 1, 0, 0]);
+    expect(item(replies[3]?.headers.get('ratelimit-policy') ?? null)).toEqual({ q: 3, w: 60 }); // pk only in RateLimit
+  });
+
+  it("adds the partition key function's answer as UTF-8 bytes; one that fails fails the request uncounted", async () => {
+    const app = await start({
+      key: byHeader('x-user-id'),
+      partitionKey: (req) => (req.headers['x-bad'] === '1' ? (42 as unknown as string) : `tenant:${String(req.headers['x-tenant'])}@Zürich`),
+    });
+    const reply = await get(app, '/', { 'x-user-id': 'alice', 'x-tenant': 'acme' });
+    expect(reply.status).toBe(200);
+    expect(withPk(reply.headers.get('ratelimit'))).toEqual({ params: { r: 2, t: 60 }, pk: 'tenant:acme@Zürich' });
+
+    const bad = await get(app, '/', { 'x-user-id': 'alice', 'x-bad': '1' });
+    expect(bad.status).toBe(500);
+    expect(JSON.parse(bad.body)).toMatchObject({ code: 'ERR_RESILIMIT_INVALID_OPTION' });
+    expect(JSON.parse(bad.body).message).toContain('Expected `partitionKey` to return a string of 1 to 1024 characters, got `42` (number)');
+    expect(withPk((await get(app, '/', { 'x-user-id': 'alice', 'x-tenant': 't' })).headers.get('ratelimit')).params['r']).toBe(1);
+    expect(app.handled).toBe(2);
+  });
+
+  it('sends no partition key by default', async () => {
+    const app = await start();
+    const replies = await sequence(app, 4);
+    for (const r of replies) expect(r.headers.get('ratelimit')).not.toContain('pk=');
+  });
+
   it("sends no RateLimit fields with headers: false, but still Retry-After on a 429", async () => {
     const app = await start({ headers: false });
     const replies = await sequence(app, 4);
@@ -463,6 +520,7 @@ describe.each(frameworks)('$name', (framework) => {
       expect(r.headers.get('ratelimit-policy')).toBeNull();
     }
     expect(Number(replies[3]?.headers.get('retry-after'))).toBeGreaterThanOrEqual(58);
+    expect(JSON.parse(replies[3]?.body as string)).toMatchObject({ ...QUOTA_EXCEEDED, 'violated-policies': ['default'] });
   });
 
   it('lists the items of two limiters on one route side by side, and stops at the first that rejects', async () => {
@@ -486,6 +544,7 @@ describe.each(frameworks)('$name', (framework) => {
     const third = await get(app);
     expect(third.status).toBe(429);
     expect(items(third.headers.get('ratelimit')).map((i) => i.name)).toEqual(['burst']); // hourly never asked
+    expect(JSON.parse(third.body)).toMatchObject({ 'violated-policies': ['burst'] });
     expect(third.headers.get('retry-after')).toBe('1');
     expect(app.handled).toBe(2);
   });
@@ -524,7 +583,13 @@ describe('decisions made without Redis', () => {
     expect(reply.status).toBe(429);
     expect(reply.headers.get('retry-after')).toBe('3');
     expect(item(reply.headers.get('ratelimit'))).toEqual({ r: 0, t: 3 });
-    expect(JSON.parse(reply.body)).toEqual({ error: 'rate_limited', retryAfterMs: 2200 });
+    expect(reply.headers.get('content-type')).toBe('application/problem+json');
+    expect(JSON.parse(reply.body)).toEqual({
+      ...QUOTA_EXCEEDED,
+      detail: 'Retry after 3 s',
+      'violated-policies': ['default'],
+      retryAfterMs: 2200,
+    });
     expect(app.handled).toBe(0);
   });
 });
@@ -610,7 +675,9 @@ describe('option validation', () => {
     ['an onLimited that is not a function', () => rateLimitHook(limiter(), { onLimited: {} as never }), 'Expected `onLimited` to be a function, got an object'],
     ['an unknown headers format', () => rateLimit(limiter(), { headers: 'draft-7' as never }), "Expected `headers` to be 'draft-8' or false, got `\"draft-7\"` (string of length 7)"],
     ['a policy name with a quote', () => rateLimit(limiter(), { policyName: 'a"b' }), 'Expected `policyName` to be 1 to 64 printable ASCII characters without `"` or `\\`, got `"a\\"b"` (string of length 3)'],
-    ['an option of another library', () => rateLimit(limiter(), { trustProxy: true } as never), 'Expected `trustProxy` to be absent: rateLimit() has no such option (it has `key`, `cost`, `skip`, `onLimited`, `headers`, `policyName`), got `true` (boolean)'],
+    ['an option of another library', () => rateLimit(limiter(), { trustProxy: true } as never), 'Expected `trustProxy` to be absent: rateLimit() has no such option (it has `key`, `cost`, `skip`, `onLimited`, `headers`, `policyName`, `partitionKey`), got `true` (boolean)'],
+    ['a partitionKey that is neither a boolean nor a function', () => rateLimit(limiter(), { partitionKey: 'ip' as never }), 'Expected `partitionKey` to be a boolean or a function, got `"ip"` (string of length 2)'],
+    ['a partitionKey without the fields', () => rateLimitHook(limiter(), { headers: false, partitionKey: true }), 'Expected `partitionKey` to be false or absent with `headers: false`, got `true` (boolean)'],
     ['a misspelt option', () => rateLimit(limiter(), { policyname: 'x' } as never), 'Expected `policyname` to be absent: rateLimit() has no such option (did you mean `policyName`?), got `"x"` (string of length 1)'],
     ['a header name with a space', () => byHeader('x user'), 'Expected `name` to be a header field name'],
     ['combine() of nothing', () => combine(), 'Expected `parts` to be one key function or more'],
