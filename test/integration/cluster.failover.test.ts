@@ -214,11 +214,12 @@ describe.each([
       for (const [i, r] of runs.entries()) {
         const s = report[i] as Summary;
         const rows = r.rows;
-        // Every call got a decision, without an exception, within the deadline and its slack (plus
-        // any stall of this process's event loop, which delays every answer alike).
+        // Every call got a decision, without an exception, within the deadline and its slack plus the
+        // longest stall of this process's event loop (a stall delays every answer alike, and a missed
+        // deadline's verdict waits for the poll after it: seen, a call of 162 ms with a 108 ms stall).
         expect({ run: r.name, errors: rows.filter((row) => row.error !== undefined).length }).toEqual({ run: r.name, errors: 0 });
         expect(rows.every((row) => row.decision !== undefined)).toBe(true);
-        expect({ run: r.name, latencyOk: s.maxLatencyMs <= DEADLINE_MS + Math.max(SLACK_MS, maxStallMs) }).toEqual({ run: r.name, latencyOk: true });
+        expect({ run: r.name, latencyOk: s.maxLatencyMs <= DEADLINE_MS + SLACK_MS + maxStallMs }).toEqual({ run: r.name, latencyOk: true });
         // Healthy before the kill: Redis in charge, the breaker never opened.
         expect(opensBeforeKill[i]).toBe(0);
         expect({ run: r.name, healthy: inCharge(s.phases.healthy) }).toEqual({ run: r.name, healthy: true });
