@@ -26,6 +26,7 @@ import { Reservations } from './Reservations.js';
 import { Settings } from './Settings.js';
 import { Stats, type DecisionMessage as Message, type LimiterStats } from './Stats.js';
 import type { LimitOptions } from './types.js';
+import { Waiters, type AcquireOptions } from './Waiters.js';
 import { wrap, type WrapOptions } from './wrap.js';
 
 export type { LimiterDecision } from './decisions.js';
@@ -33,15 +34,14 @@ export type { LimiterStats } from './Stats.js';
 export type { LimiterEvents } from './events.js';
 
 /**
- * Published on the `resilimit:decision` diagnostics channel for every decision (free without
- * subscribers). `durationMs` is the time `limit()` took, measured only when the channel had
- * subscribers as the call began (0 otherwise).
+ * Published on the `resilimit:decision` diagnostics channel for every decision (free without subscribers).
+ * `durationMs`: the time `limit()` took, measured when the channel had subscribers as it began (else 0).
  */
 export type DecisionMessage = Message<ResilientLimiter>;
 
 /**
- * Where the limiter is in its life. `closing`: `close()` was called and the journal is being written;
- * calls are still answered. `closed`: every call is refused with `ERR_RESILIMIT_CLOSED`.
+ * Where the limiter is in its life. `closing`: `close()` was called and the journal is being written; calls
+ * are still answered, but not `acquire()`'s. `closed`: every call is refused with `ERR_RESILIMIT_CLOSED`.
  */
 type Lifecycle = { readonly kind: 'open' } | { readonly kind: 'closing' | 'closed'; readonly done: Promise<void> };
 
@@ -52,11 +52,8 @@ type Lifecycle = { readonly kind: 'open' } | { readonly kind: 'closing' | 'close
  * `limit()` never throws because of Redis and never waits for it much longer than
  * `breaker.timeoutMs`; misuse (a bad key or cost, use after `close()`) throws a coded error.
  *
- * This class is the front door: the public API, the wiring of the parts and the lifecycle. The parts,
- * each owning its state: `RedisTier` (breaker, call ledger, clock offset), `gate.ts` (why a call does
- * not go to Redis), `Coalescer`, `DecisionPath` with `OneCall` / `AllCall` / `PeekCall` (gate →
- * Redis → record or deny → fallback), `Fallback` (the modes), `LocalTier`, `Reservations`,
- * `Recovery` (journal, write-back, re-seed, catch-up), `Settings`, `Stats`.
+ * The front door: the API, the wiring and the lifecycle. The parts own their state: `RedisTier`, `gate.ts`,
+ * `Coalescer`, `DecisionPath` (`OneCall`/`AllCall`/`PeekCall`), `Fallback`, `LocalTier`, `Recovery`, `Settings`, `Waiters`, …
  *
  * @example
  * const limiter = new ResilientLimiter({ redis: createRedisClient(url), limit: 100, windowMs: 60_000 });
@@ -75,6 +72,7 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
   readonly #instances: InstanceCounter | undefined;
   readonly #releasePrefix: () => void;
   readonly #watch: ReadyWatch;
+  readonly #waiters: Waiters;
   #life: Lifecycle = { kind: 'open' };
 
   /** @throws {ResilimitError} `ERR_RESILIMIT_INVALID_OPTION` for a missing or out-of-range option. */
@@ -124,6 +122,7 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
     const gate = new Gate(tier, recovery, coalescer, { ...resolved, timeoutMs: resolved.breaker.timeoutMs }, perf);
     const fallback = new Fallback(settings, local, reserved, recovery, tier.breaker, now, resolved.reconcile);
     this.#parts = { now, tier, gate, coalescer, coalesce: resolved.coalesce, local, deny, reserved, recovery, fallback };
+    this.#waiters = new Waiters((key, o) => this.limit(key, o), () => this.#settings.limit, resolved);
     this.#watch = new ReadyWatch(tier, resolved, (info) => this.emit('notReady', info));
     this.#path = new DecisionPath((error) => {
       if (this.listenerCount('redisReplyError') > 0) this.emit('redisReplyError', error);
@@ -181,16 +180,12 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
   }
 
   /**
-   * Decides several limits together, all or nothing: either every limit admits the call and all are
-   * consumed, or none is (e.g. per user, per route and global at once). Each `{ key, limit,
-   * windowMs, cost? }` is its own exact sliding window (its Redis key carries the window length, so
-   * it never shares a window with `limit()`). On a single Redis, or when the keys share a hash slot,
-   * one script call decides them atomically. On a Cluster with keys on several slots, the slots are
-   * decided one after another (in slot order); if one refuses, the permits taken on the earlier
-   * ones are given back. Meanwhile other calls may see them as used: under contention it can refuse
-   * more than an atomic decision would, never admit more. When Redis cannot answer, the mode decides
-   * (in `'local'`, all or nothing on local windows of each limit's share, journalled for
-   * reconciliation).
+   * Decides several limits together, all or nothing: every limit admits the call and all are consumed,
+   * or none is. Each `{ key, limit, windowMs, cost? }` is its own exact sliding window (never shared with
+   * `limit()`). One script call decides them atomically on a single Redis or when the keys share a slot;
+   * on a Cluster, slot after slot, the earlier permits given back if one refuses (under contention it
+   * can refuse more than an atomic decision would, never admit more). When Redis cannot answer, the mode
+   * decides (in `'local'`, all or nothing on local windows of each limit's share, journalled).
    * @throws {ResilimitError} `ERR_RESILIMIT_INVALID_OPTION` for bad limits (naming the item and the
    *   field), `ERR_RESILIMIT_INVALID_KEY`, `ERR_RESILIMIT_INVALID_ID`, `ERR_RESILIMIT_CLOSED`.
    * @example
@@ -220,10 +215,9 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
   }
 
   /**
-   * Tells what a call of cost 1 to `key` would get now, consuming nothing: Redis's answer when it
-   * can give one (`source: 'redis'`), else the answer of the mode, as `limit()` would give it (in
-   * `'local'`, the local window's, with the reason). The deny cache is not consulted; no decision
-   * is published; a Redis call that fails counts for the breaker like any other.
+   * Tells what a call of cost 1 to `key` would get now, consuming nothing: Redis's answer when it can,
+   * else the mode's, as `limit()` would give it. The deny cache is not consulted; no decision is
+   * published; a Redis call that fails counts for the breaker like any other.
    * @throws {ResilimitError} `ERR_RESILIMIT_INVALID_KEY`, `ERR_RESILIMIT_CLOSED` after `close()`
    *   (rejections of the returned promise).
    */
@@ -237,11 +231,9 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
   }
 
   /**
-   * Forgets every permit `key` used, in both tiers (e.g. the failed attempts of a login that then
-   * succeeded): the local window and the deny cache at once, the key's calls waiting in the journal
-   * (they will not be written back), then Redis's window (one call through the breaker). Calls of
-   * the key that are on their way to Redis meanwhile may still count. This is the window of
-   * `limit()`; the windows of `limitAll()` are keys of their own.
+   * Forgets every permit `key` used, in both tiers (a login's failed attempts, say): the local window,
+   * the deny cache and the key's journalled calls at once, then Redis's window (one call through the
+   * breaker); calls on their way to Redis meanwhile may still count. `limit()`'s window, not `limitAll()`'s.
    * @throws {ResilimitError} `ERR_RESILIMIT_INVALID_KEY`, `ERR_RESILIMIT_CLOSED` after `close()`; and
    *   `ERR_RESILIMIT_REDIS_UNAVAILABLE` (or `ERR_RESILIMIT_REDIS_REPLY`) when Redis did not forget the key:
    *   the local tiers are reset all the same, and Redis keeps counting the key's calls until they leave
@@ -257,8 +249,19 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
   }
 
   /**
-   * Returns `fn` limited by this limiter: see {@link wrap} (a rejected call returns
-   * `onLimited(decision, …args)` or rejects with a `RateLimitedError`).
+   * Waits for a permit of `key` (to call a third-party API, say): resolves with the admitted decision as soon
+   * as the window allows, or at once with the refusal when the permit would come after `maxWaitMs`. Each
+   * attempt is a `limit()` call retried after its `retryAfterMs` (Redis down: the mode's answers), FIFO per key.
+   * @throws {ResilimitError} as `limit()`; `ERR_RESILIMIT_INVALID_OPTION`; `ERR_RESILIMIT_TOO_MANY_WAITERS`
+   *   past `maxWaiters`; `ERR_RESILIMIT_CLOSED` (also to the waiters of `close()`). On abort, `signal.reason`.
+   * @example const d = await limiter.acquire('api.example.com', { maxWaitMs: 5_000, signal });
+   */
+  acquire(key: string, options: AcquireOptions): Promise<LimiterDecision> {
+    return this.#waiters.acquire(key, options);
+  }
+
+  /**
+   * Returns `fn` limited by this limiter: see {@link wrap} (a refused call returns `onLimited(decision, …args)` or rejects with a `RateLimitedError`).
    * @throws {ResilimitError} `ERR_RESILIMIT_INVALID_OPTION` when `fn` or an option is not a function.
    * @example
    * const send = limiter.wrap(sendMail, { key: (to: string) => `mail:${to}` });
@@ -315,10 +318,10 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
   }
 
   /**
-   * Stops the limiter: writes pending reconciliation if Redis is healthy, leaves the instance count,
-   * waits for outstanding calls to settle (at most about `breaker.timeoutMs`), then clears every timer
-   * and listener it created. The Redis client stays open (it is yours: then `closeRedisClient(redis)`).
-   * Idempotent.
+   * Stops the limiter: rejects every waiting `acquire()` with `ERR_RESILIMIT_CLOSED`, writes pending
+   * reconciliation if Redis is healthy, leaves the instance count, waits for outstanding calls (at most
+   * about `breaker.timeoutMs`), then clears every timer and listener it created. The Redis client stays
+   * open (it is yours: then `closeRedisClient(redis)`). Idempotent.
    */
   close(): Promise<void> {
     if (this.#life.kind !== 'open') return this.#life.done;
@@ -329,6 +332,7 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
   }
 
   async #close(done: Promise<void>): Promise<void> {
+    this.#waiters.close();
     this.#watch.stop();
     if (this.#recovery.journal.size > 0) await this.#recovery.reconcile();
     this.#life = { kind: 'closed', done };

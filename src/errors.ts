@@ -19,6 +19,8 @@ export const ErrorCode = {
   CLOSED: 'ERR_RESILIMIT_CLOSED',
   /** A wrapped function or decorated method was not run: its key is over its limit (`RateLimitedError`). */
   RATE_LIMITED: 'ERR_RESILIMIT_RATE_LIMITED',
+  /** `acquire()` was called while `maxWaiters` calls of the limiter were already waiting. */
+  TOO_MANY_WAITERS: 'ERR_RESILIMIT_TOO_MANY_WAITERS',
 } as const;
 
 /** One of the stable error codes. */

@@ -18,6 +18,7 @@ export {
   type LimiterEvents,
   type LimiterStats,
 } from './ResilientLimiter.js';
+export type { AcquireOptions } from './Waiters.js';
 export type { BreakerState } from './breaker.js';
 export type { ReconcileResult } from './Reconciler.js';
 export { closeRedisClient, type CloseRedisClientOptions } from './closeRedisClient.js';

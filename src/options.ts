@@ -228,6 +228,12 @@ export type ResilientLimiterOptions = Omit<WindowOptions, 'limit'> & {
    */
   slowCallMs?: number | 'auto';
   /**
+   * The most calls of `acquire()` waiting at once, all keys together (a few hundred bytes of memory each).
+   * Past it, `acquire()` rejects with `ERR_RESILIMIT_TOO_MANY_WAITERS` at once.
+   * @default 10000 (range 1 … 1,000,000)
+   */
+  maxWaiters?: number;
+  /**
    * A clock in ms since the epoch for every tier. When given, it replaces Redis's `TIME` too (tests,
    * or deployments that trust their clients' clocks); when absent, Redis decides with its own clock
    * and the local tier with a steady one: `Date.now()` at construction plus `performance.now()`
@@ -289,6 +295,7 @@ export type ResolvedLimiterOptions = Readonly<{
   maxKeys: number;
   breaker: ResolvedBreakerOptions;
   maxInFlight: number;
+  maxWaiters: number;
   slowCallMs: number | 'auto';
   clock: (() => number) | undefined;
   /** Every local time (windows, journal, decisions): `clock`, or the steady clock (`steadyClock()`). */
@@ -310,7 +317,7 @@ export function mode(name: string, value: unknown): Mode {
 /** Every option's name, checked both ways against the types: a name added to one must be added to the other. */
 const LIMITER_OPTIONS = [
   ...['redis', 'prefix', 'limit', 'windowMs', 'mode', 'local', 'breaker', 'maxInFlight', 'slowCallMs', 'clock', 'perf'],
-  ...['heartbeatMs', 'maxPending', 'maxPendingBytes', 'reconcile', 'coalesce'],
+  ...['heartbeatMs', 'maxPending', 'maxPendingBytes', 'reconcile', 'coalesce', 'maxWaiters'],
 ] as const satisfies readonly (keyof ResilientLimiterOptions)[];
 const LOCAL_OPTIONS = ['limit', 'instances', 'maxKeys'] as const satisfies readonly (keyof LocalTierOptions)[];
 const BREAKER_OPTIONS = [
@@ -351,6 +358,7 @@ export function resolveLimiterOptions(raw: unknown): ResolvedLimiterOptions {
       rollingWindowMs: optionalInteger('breaker.rollingWindowMs', breaker['rollingWindowMs'], 100, 600_000, 1000),
     }),
     maxInFlight: optionalInteger('maxInFlight', options['maxInFlight'], 1, 1_000_000, 1000),
+    maxWaiters: optionalInteger('maxWaiters', options['maxWaiters'], 1, 1_000_000, 10_000),
     slowCallMs: integerOrAuto('slowCallMs', options['slowCallMs'], timeoutMs, `breaker.timeoutMs (${timeoutMs})`),
     clock,
     now: clock ?? steadyClock(),

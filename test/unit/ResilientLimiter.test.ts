@@ -125,6 +125,7 @@ describe('ResilientLimiter options', () => {
     ['local.maxKeys', { local: { maxKeys: 0 } }, 'Expected `local.maxKeys` to be an integer from 1 to 16777216, got `0` (number)'],
     ['local', { local: 'x' }, 'Expected `local` to be an object, got `"x"` (string of length 1)'],
     ['maxInFlight', { maxInFlight: 0 }, 'Expected `maxInFlight` to be an integer from 1 to 1000000, got `0` (number)'],
+    ['maxWaiters', { maxWaiters: 0 }, 'Expected `maxWaiters` to be an integer from 1 to 1000000, got `0` (number)'],
     [
       'slowCallMs above timeoutMs',
       { slowCallMs: 51 },
@@ -160,7 +161,7 @@ describe('ResilientLimiter options', () => {
     ['windowMS', { windowMS: 1000 }, 'Expected `windowMS` to be absent: ResilientLimiter has no such option (did you mean `windowMs`?), got `1000` (number)'],
     ['prefx', { prefx: 'a:' }, 'Expected `prefx` to be absent: ResilientLimiter has no such option (did you mean `prefix`?), got `"a:"` (string of length 2)'],
     ['local.maxkeys', { local: { maxkeys: 10 } }, 'Expected `local.maxkeys` to be absent: ResilientLimiter has no such option (did you mean `local.maxKeys`?), got `10` (number)'],
-    ['an unrelated name', { trustProxy: true }, 'Expected `trustProxy` to be absent: ResilientLimiter has no such option (it has `redis`, `prefix`, `limit`, `windowMs`, `mode`, `local`, `breaker`, `maxInFlight`, `slowCallMs`, `clock`, `perf`, `heartbeatMs`, `maxPending`, `maxPendingBytes`, `reconcile`, `coalesce`), got `true` (boolean)'],
+    ['an unrelated name', { trustProxy: true }, 'Expected `trustProxy` to be absent: ResilientLimiter has no such option (it has `redis`, `prefix`, `limit`, `windowMs`, `mode`, `local`, `breaker`, `maxInFlight`, `slowCallMs`, `clock`, `perf`, `heartbeatMs`, `maxPending`, `maxPendingBytes`, `reconcile`, `coalesce`, `maxWaiters`), got `true` (boolean)'],
     ['local not an object', { local: 5 }, 'Expected `local` to be an object, got `5` (number)'],
   ])('refuses a bad option: %s', (_, bad, message) => {
     expect(() => new ResilientLimiter({ ...valid(), ...bad } as never)).toThrow(
