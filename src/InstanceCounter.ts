@@ -55,6 +55,8 @@ export class InstanceCounter {
   #unrecovered = 0;
   /** When this instance last lost Redis (local clock), or undefined. */
   #since: number | undefined;
+  /** Raised by each {@link outage}: a beat sent before it says nothing of who is back since. */
+  #epoch = 0;
   /** The answers of the last HOLD_BEATS regular beats, oldest first. */
   readonly #recent: number[] = [];
   /** The last leave seen (`BeatReply.leftAt`). */
@@ -94,6 +96,7 @@ export class InstanceCounter {
    */
   outage(): void {
     this.#since = this.beats.now();
+    this.#epoch += 1;
     this.#unrecovered = this.#count - 1;
   }
 
@@ -116,6 +119,7 @@ export class InstanceCounter {
     if (this.#beating) return; // one at a time: the next regular beat comes soon enough
     this.#beating = true;
     let reply: BeatReply | undefined;
+    const epoch = this.#epoch;
     try {
       reply = await this.beats.send(this.beats.clean() ? 'clean' : 'dirty', this.#since);
     } catch {
@@ -123,7 +127,7 @@ export class InstanceCounter {
     }
     this.#beating = false;
     if (this.#stopped) return;
-    if (reply !== undefined) this.#learn(reply, regular);
+    if (reply !== undefined) this.#learn(reply, regular, epoch === this.#epoch);
     if (this.#again) {
       this.#again = false;
       void this.#beat(false);
@@ -137,7 +141,8 @@ export class InstanceCounter {
     }
   }
 
-  #learn(reply: BeatReply, regular: boolean): void {
+  /** `current`: no outage began since the beat was sent (else its `fresh` counts from an older `since`). */
+  #learn(reply: BeatReply, regular: boolean, current: boolean): void {
     const leftAt = reply.leftAt ?? 0;
     if (leftAt > this.#leftAt) {
       // An instance left: the count falls now, it is not held (a held count keeps its share away).
@@ -150,10 +155,14 @@ export class InstanceCounter {
       if (this.#recent.length > HOLD_BEATS) this.#recent.shift();
     }
     const live = Math.max(...this.#recent, reply.live, 1);
-    const unrecovered = Math.max(0, live - 1 - reply.fresh);
-    const fewer = unrecovered < this.#unrecovered;
-    this.#unrecovered = unrecovered;
-    if (fewer) this.beats.recovered();
+    if (current) {
+      const unrecovered = Math.max(0, live - 1 - reply.fresh);
+      const fewer = unrecovered < this.#unrecovered;
+      this.#unrecovered = unrecovered;
+      if (fewer) this.beats.recovered();
+    } else {
+      this.#unrecovered = Math.max(this.#unrecovered, live - 1); // since the outage, every other one
+    }
     if (live !== this.#count) {
       this.#count = live;
       this.beats.changed(live);

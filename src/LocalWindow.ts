@@ -25,8 +25,9 @@ class Log {
   idSet: Set<string> | undefined;
   head = 0;
   used = 0;
-  /** Permits of the window's limit left to the other instances, as last learnt from Redis (see `LocalWindow.observe`). */
-  short = 0;
+  /** This instance's part of the key's window as last learnt from Redis, until `partUntil` (see `LocalWindow.observe`). */
+  part = Number.POSITIVE_INFINITY;
+  partUntil = 0;
 
   costAt(i: number): number {
     return this.costs === undefined ? 1 : (this.costs[i] ?? 1);
@@ -143,17 +144,20 @@ export class LocalWindow implements RateWindow {
    * Learns from a Redis decision of `key` how the global window is shared, so that this window, when
    * it answers for Redis, admits no more than this instance's part of it: `used` permits of the
    * global `limit` were in use (every instance's calls), `instances` share it, and this window holds
-   * this instance's own calls. The part is min(share, min(own, share) + ⌈free / instances⌉), share
-   * being this window's limit: an instance that had less than its share keeps what it had plus an
-   * even part of what was free. The parts of all instances then never add up to more than the limit,
-   * however unevenly Redis had admitted their calls (with the share alone, those under it would admit
-   * up to it while those over it still hold their calls in the window). Kept until the next decision
-   * of the key; never more than the share. @internal
+   * this instance's own calls. The part is min(share, own + ⌈free / instances⌉), share being this
+   * window's limit and own at most the share: an instance that had less than its share keeps what it
+   * had plus an even part of what was free. The parts of all instances then never add up to more than
+   * the limit, however unevenly Redis had admitted their calls (with the share alone, those under it
+   * would admit up to it while those over it still hold their calls in the window). The part holds
+   * for one window from now: by then every call Redis admitted before is out of the window, and the
+   * shares alone add up to the limit. Never more than the share in force. @internal
    */
   observe(key: string, used: number, limit: number, instances: number): void {
-    const log = this.#logOf(key, this.#now());
+    const now = this.#now();
+    const log = this.#logOf(key, now);
     const share = this.#options.limit;
-    log.short = Math.max(0, share - Math.min(log.used, share) - Math.ceil(Math.max(0, limit - used) / instances));
+    log.part = Math.min(share, Math.min(log.used, share) + Math.ceil(Math.max(0, limit - used) / instances));
+    log.partUntil = now + this.#options.windowMs;
   }
 
   /** True while the caller's `id` is in `key`'s window (a call admitted with it has not left yet). @internal */
@@ -186,7 +190,7 @@ export class LocalWindow implements RateWindow {
    */
   [decide](key: string, cost: number, id: CallId | undefined, now = this.#now(), reserved = 0, given?: number): Decision {
     const log = this.#logOf(key, now);
-    const limit = given ?? this.#options.limit - log.short;
+    const limit = given ?? (now < log.partUntil ? Math.min(this.#options.limit, log.part) : this.#options.limit);
     if (typeof id === 'string' && log.idSet?.has(id) === true) return this.#decide(log, now, true, 1, 0, limit);
     if (log.used + reserved + cost > limit) return this.#decide(log, now, false, cost, reserved, limit);
     // Times never go backwards within a log: a clock stepping back keeps calls in the window longer, never shorter.

@@ -83,9 +83,10 @@ export class Recovery {
     this.report.dropped(calls, this.journal.dropped);
   };
 
-  /** True when nothing of this instance's is missing from Redis: nothing journalled, no re-seed or loss check waiting, no catch-up running. */
+  /** True when nothing of this instance's is missing from Redis: nothing journalled, no re-seed or loss check waiting, no pass or catch-up running. */
   get clean(): boolean {
-    return !this.#hasWork() && this.#catchingUp === undefined;
+    // A running pass may hold batches it has not sent yet (the journal hands them over at once).
+    return !this.#hasWork() && this.#catchingUp === undefined && this.#passes.kind === 'idle';
   }
 
   /** True from the start of a catch-up until its last pass ended. */

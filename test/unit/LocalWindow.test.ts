@@ -1,6 +1,7 @@
 import { performance } from 'node:perf_hooks';
 import { describe, expect, it, vi } from 'vitest';
 import { LocalWindow, ResilimitError } from '../../src/index.js';
+import { configure } from '../../src/internal.js';
 import { prng, ReferenceWindow } from '../support/model.js';
 
 function clock(start = 1_000_000) {
@@ -205,14 +206,27 @@ describe('LocalWindow.observe: the part of a shared window learnt from Redis', (
     expect(idle.admitted()).toBe(10);
   });
 
-  it('reuses the permits of its own calls as they leave the window, and keeps its part until the next decision', () => {
-    const { w, t, admitted } = share(4);
-    w.observe('k', 40, 40, 4);
-    t.now += 1_000; // its 4 calls left the window
+  it('reuses the permits of its own calls as they leave the window, and keeps its part for one window', () => {
+    const { w, t, admitted } = share(4); // 4 calls at 1,000
+    t.now = 1_500;
+    w.observe('k', 40, 40, 4); // the window full: its part is its 4
+    expect(admitted()).toBe(0);
+    t.now = 2_000; // its 4 calls left the window: it may take 4 again
     expect(admitted()).toBe(4);
-    w.observe('k', 8, 40, 4); // a new decision: 4 held, 32 free
+    t.now = 2_500; // one window after the decision, every call Redis admitted before is gone: the share
     expect(admitted()).toBe(6);
   });
+
+  it('follows a new decision, and never goes past a share that shrank', () => {
+    const { w, admitted } = share(4);
+    w.observe('k', 8, 40, 4); // 4 held, 32 free: its part is the share
+    expect(admitted()).toBe(6);
+    const small = share(0);
+    small.w.observe('k', 0, 40, 4); // part 10
+    small.w[configure]({ limit: 3 }); // more instances: the share is 3 now
+    expect(small.admitted()).toBe(3);
+  });
+
 });
 
 describe('LocalWindow options', () => {

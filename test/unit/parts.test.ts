@@ -679,6 +679,21 @@ describe('InstanceCounter', () => {
     await c.stop();
   });
 
+  it('does not let a beat sent before an outage say who is back after it', async () => {
+    vi.useFakeTimers();
+    const pending = Promise.withResolvers<BeatReply>();
+    const { parts } = beatsOf([4]);
+    const c = new InstanceCounter(1000, { ...parts, send: (op) => (op === 'leave' ? Promise.resolve({ live: 0, fresh: 0 }) : pending.promise) });
+    c.start(); // a beat on its way
+    await vi.advanceTimersByTimeAsync(0);
+    c.outage();
+    pending.resolve({ live: 4, fresh: 3 }); // everyone clean: true before the outage, not since
+    await ticks();
+    expect(c.count).toBe(4);
+    expect(c.unrecovered).toBe(3);
+    await c.stop();
+  });
+
   it('ignores a beat that answers after stop', async () => {
     vi.useFakeTimers();
     const pending = Promise.withResolvers<BeatReply>();
