@@ -5,30 +5,17 @@
  * together; the schedule itself (every 60 s after, stopping once ready or closed) is tested with
  * injected timers in test/unit/readyWatch.test.ts.
  */
-import { createServer } from 'node:net';
 import { performance } from 'node:perf_hooks';
 import type { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createRedisClient, ResilientLimiter } from '../../src/index.js';
-import { useRedis, waitReady, type RedisHandle } from '../support/redis.js';
+import { freePort, useRedis, waitReady, type RedisHandle } from '../support/redis.js';
 
 /** When the first report is due after the limiter is made. */
 const AFTER_MS = 5_000;
 /** Room for a loaded machine on top of it: a timer fires late, never early. */
 const SLACK_MS = 2_000;
 
-/** A port on 127.0.0.1 where nothing listens. */
-function deadPort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const address = server.address();
-      const port = typeof address === 'object' && address !== null ? address.port : 0;
-      server.close(() => resolve(port));
-    });
-  });
-}
 
 let server: RedisHandle;
 const clients: Redis[] = [];
@@ -44,7 +31,7 @@ afterAll(async () => {
 
 describe('a client that never becomes ready', () => {
   it('is reported 5 s after the limiter is made (warning, event, stats); a healthy one and a closed one are not', async () => {
-    const port = await deadPort();
+    const port = await freePort(); // nothing listens there
     const wrong = createRedisClient({ host: '127.0.0.1', port });
     const healthy = createRedisClient({ host: server.host, port: server.port });
     const early = createRedisClient({ host: '127.0.0.1', port });

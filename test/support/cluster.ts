@@ -12,7 +12,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { promisify } from 'node:util';
 import calculateSlot from 'cluster-key-slot';
 import { Cluster, type ClusterOptions, type Redis } from 'ioredis';
-import { startRedisServer, withProbe, type RedisChild } from './redis.js';
+import { assertExited, startRedisServer, withProbe, type RedisChild } from './redis.js';
 
 const run = promisify(execFile);
 
@@ -67,15 +67,7 @@ export async function startRedisCluster(options: ClusterHarnessOptions = {}): Pr
     const pids = nodes.map((n) => n.pid);
     await Promise.all(nodes.map((n) => n.close()));
     // No orphan: every process started (and restarted) is gone; killed ones were awaited already.
-    const alive = pids.filter((pid) => {
-      try {
-        process.kill(pid, 0);
-        return true;
-      } catch {
-        return false;
-      }
-    });
-    if (alive.length > 0) throw new Error(`redis-server processes still alive after close: ${alive.join(', ')}`);
+    assertExited(pids);
   };
   const nodeIds: string[] = [];
   /** Node index per slot. */

@@ -318,7 +318,8 @@ function installExitHook(): void {
   });
 }
 
-function freePort(): Promise<number> {
+/** A port on 127.0.0.1 free now (nothing listens on it once this resolves). */
+export function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
     const srv = createServer();
     srv.once('error', reject);
@@ -343,4 +344,17 @@ function lastLines(text: string, n: number): string {
 function withLogs(err: unknown, log: string): Error {
   const msg = err instanceof Error ? err.message : String(err);
   return new Error(`${msg}\n--- redis-server output ---\n${lastLines(log, 200)}`, { cause: err });
+}
+
+/** Throws unless every process of `pids` has exited: nothing a test started is left running. */
+export function assertExited(pids: readonly number[]): void {
+  const alive = pids.filter((pid) => {
+    try {
+      process.kill(pid, 0);
+      return true;
+    } catch {
+      return false;
+    }
+  });
+  if (alive.length > 0) throw new Error(`redis-server processes still alive after close: ${alive.join(', ')}`);
 }

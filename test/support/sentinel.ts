@@ -6,7 +6,7 @@
 import { performance } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Redis } from 'ioredis';
-import { startRedisServer, withProbe, type RedisChild } from './redis.js';
+import { assertExited, startRedisServer, withProbe, type RedisChild } from './redis.js';
 
 const HOST = '127.0.0.1';
 
@@ -63,15 +63,7 @@ export async function startSentinels(options: SentinelHarnessOptions = {}): Prom
     const pids = all.map((p) => p.pid);
     await Promise.all(all.map((p) => p.close()));
     // No orphan: every process started is gone; killed ones were awaited already.
-    const alive = pids.filter((pid) => {
-      try {
-        process.kill(pid, 0);
-        return true;
-      } catch {
-        return false;
-      }
-    });
-    if (alive.length > 0) throw new Error(`redis-server processes still alive after close: ${alive.join(', ')}`);
+    assertExited(pids);
   };
   try {
     // A diskless full sync waits 5 s by default for more replicas to join it; there is one.

@@ -1,5 +1,4 @@
 import { subscribe, unsubscribe } from 'node:diagnostics_channel';
-import { createServer } from 'node:net';
 import { Redis } from 'ioredis';
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import {
@@ -9,19 +8,8 @@ import {
   type ResilientLimiterOptions,
 } from '../../src/index.js';
 import { CALL_BYTES } from '../../src/Reconciler.js';
+import { freePort } from '../support/redis.js';
 
-/** A port on 127.0.0.1 where nothing listens. */
-function deadPort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const address = server.address();
-      const port = typeof address === 'object' && address !== null ? address.port : 0;
-      server.close(() => resolve(port));
-    });
-  });
-}
 
 function clock(start = 1_000_000) {
   const c = { t: start, now: () => c.t };
@@ -43,7 +31,7 @@ const clients: Redis[] = [];
 const limiters: ResilientLimiter[] = [];
 
 beforeAll(async () => {
-  port = await deadPort();
+  port = await freePort(); // nothing listens there
 });
 
 afterEach(async () => {

@@ -3,23 +3,12 @@
  * with Redis up, killed and frozen run child processes in test/integration/close.test.ts.
  */
 import { once } from 'node:events';
-import { createServer } from 'node:net';
 import { describe, expect, it } from 'vitest';
 import { closeRedisClient, createRedisClient } from '../../src/index.js';
+import { freePort } from '../support/redis.js';
 
-/** A port on 127.0.0.1 where nothing listens. */
-function deadPort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const address = server.address();
-      const port = typeof address === 'object' && address !== null ? address.port : 0;
-      server.close(() => resolve(port));
-    });
-  });
-}
 
+// freePort(): a port nothing listens on.
 describe('closeRedisClient', () => {
   it.each([
     ['no client', undefined, {}, 'Expected `client` to be an ioredis Redis or Cluster client, got `undefined` (undefined)'],
@@ -27,7 +16,7 @@ describe('closeRedisClient', () => {
     ['timeoutMs negative', 'client', { timeoutMs: -1 }, 'Expected `timeoutMs` to be an integer from 0 to 60000, got `-1` (number)'],
     ['timeoutMs a string', 'client', { timeoutMs: '100' }, 'Expected `timeoutMs` to be an integer from 0 to 60000, got `"100"` (string of length 3)'],
   ])('rejects %s with a coded error naming it', async (_, which, options, message) => {
-    const client = createRedisClient({ host: '127.0.0.1', port: await deadPort(), lazyConnect: true });
+    const client = createRedisClient({ host: '127.0.0.1', port: await freePort(), lazyConnect: true });
     try {
       const target = which === 'client' ? client : which;
       await expect(closeRedisClient(target as never, options as never)).rejects.toMatchObject({ code: 'ERR_RESILIMIT_INVALID_OPTION', message });
@@ -37,7 +26,7 @@ describe('closeRedisClient', () => {
   });
 
   it('ends a client that never connected at once, and one already ended without error', async () => {
-    const client = createRedisClient({ host: '127.0.0.1', port: await deadPort(), lazyConnect: true });
+    const client = createRedisClient({ host: '127.0.0.1', port: await freePort(), lazyConnect: true });
     const ended = once(client, 'end');
     await closeRedisClient(client);
     await ended;
@@ -47,7 +36,7 @@ describe('closeRedisClient', () => {
   });
 
   it('stops a client that keeps failing to connect from reconnecting', async () => {
-    const client = createRedisClient({ host: '127.0.0.1', port: await deadPort() });
+    const client = createRedisClient({ host: '127.0.0.1', port: await freePort() });
     await new Promise((resolve) => client.once('reconnecting', resolve)); // the first attempt was refused
     let attempts = 0;
     client.on('connecting', () => (attempts += 1));
