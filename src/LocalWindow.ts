@@ -83,6 +83,12 @@ class Log {
   }
 }
 
+/** Adds a call admitted elsewhere at `at`, never before the log's newest (times stay in order). */
+function addAt(log: Log, at: number, cost: number, id: CallId): void {
+  const newest = log.newest();
+  log.add(newest !== undefined && newest > at ? newest : at, cost, id);
+}
+
 /**
  * An exact sliding window inside one process, with the same semantics as {@link RedisWindow}:
  * at every instant, the permits admitted in the last `windowMs` never exceed `limit`; a call is
@@ -135,9 +141,7 @@ export class LocalWindow implements RateWindow {
    * @internal
    */
   record(key: string, at: number, cost: number, id: CallId): void {
-    const log = this.#logOf(key, this.#now());
-    const newest = log.newest();
-    log.add(newest !== undefined && newest > at ? newest : at, cost, id);
+    addAt(this.#logOf(key, this.#now()), at, cost, id);
   }
 
   /**
@@ -150,11 +154,13 @@ export class LocalWindow implements RateWindow {
    * the limit, however unevenly Redis had admitted their calls (with the share alone, those under it
    * would admit up to it while those over it still hold their calls in the window). The part holds
    * for one window from now: by then every call Redis admitted before is out of the window, and the
-   * shares alone add up to the limit. Never more than the share in force. @internal
+   * shares alone add up to the limit. Never more than the share in force. When Redis admitted the
+   * call, `admitted` is it, recorded first as {@link record} would (one lookup of the key). @internal
    */
-  observe(key: string, used: number, limit: number, instances: number): void {
+  observe(key: string, used: number, limit: number, instances: number, admitted?: { at: number; cost: number; id: CallId }): void {
     const now = this.#now();
     const log = this.#logOf(key, now);
+    if (admitted !== undefined) addAt(log, admitted.at, admitted.cost, admitted.id);
     const share = this.#options.limit;
     log.part = Math.min(share, Math.min(log.used, share) + Math.ceil(Math.max(0, limit - used) / instances));
     log.partUntil = now + this.#options.windowMs;

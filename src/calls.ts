@@ -33,20 +33,19 @@ export class OneCall implements PathCall<BatchDecision | BatchDecision[], Limite
   settle(reply: BatchDecision | BatchDecision[]): LimiterDecision {
     const { parts } = this;
     const decision = Array.isArray(reply) ? (reply[0] as BatchDecision) : reply;
-    const local = parts.local.main;
-    if (decision.allowed) {
-      // Warm standby: the local window holds this instance's recent traffic when it takes over, at
-      // the time Redis admitted it (on the local clock), with its id for re-seeding. The offset was
-      // learnt from this very round trip: no drift to allow for (and no clock read).
-      if (!decision.duplicate) local.record(this.key, decision.nowMs - parts.tier.offset.low(false), this.cost, this.id);
-    } else {
+    // The local window learns this instance's part of the key's window (what it answers for Redis),
+    // and, warm standby, holds this instance's recent traffic when it takes over: an admitted call at
+    // the time Redis admitted it (on the local clock), with its id for re-seeding. The offset was
+    // learnt from this very round trip: no drift to allow for (and no clock read).
+    const admitted = decision.allowed && !decision.duplicate;
+    const call = admitted ? { at: decision.nowMs - parts.tier.offset.low(false), cost: this.cost, id: this.id } : undefined;
+    parts.local.main.observe(this.key, decision.used, decision.limit, parts.fallback.settings.instances, call);
+    if (!decision.allowed) {
       // Counted from when the call was asked (before Redis decided: the denial may end early, never
       // late), moved onto the deny cache's clock; the reply may have been read much later.
       const askedAt = parts.deny.perf.now() - (parts.now() - this.now);
       parts.deny.deny(this.key, askedAt + decision.retryAfterMs, this.cost, decision.remaining, decision.resetAtMs);
     }
-    // How the window is shared among the instances: this one's part when it answers for Redis.
-    local.observe(this.key, decision.used, decision.limit, parts.fallback.settings.instances);
     parts.recovery.schedule();
     return redisDecision(decision);
   }
