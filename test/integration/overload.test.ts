@@ -131,8 +131,9 @@ describe("the application's own overload, in a forked process", () => {
     // Of the 1,000 offered meanwhile, the rest shed (300 on a machine loaded by two busy processes besides).
     expect(after.length).toBeGreaterThan(50);
     // Every decision after the freeze is the fallback's, but for the deny cache's repeats of refusals
-    // Redis made before it.
-    expect(fallback.length / after.length).toBeGreaterThan(0.9);
+    // Redis made before it (their share follows the limit and the load: 17 % seen on a loaded machine):
+    // none was Redis's.
+    expect(after.filter((c) => c.reason === 'decided')).toEqual([]);
     expect(opened).toBeDefined();
     expect(firstFallbackAt - frozeAt).toBeLessThanOrEqual(foundBy(turnUntilFound));
     expect(over).toEqual([]);
