@@ -1,6 +1,6 @@
 import type { Breaker } from './breaker.js';
 import { combine, fixedDecision, localDecision, type LimitAllDecision, type LimiterDecision } from './decisions.js';
-import type { CallId } from './input.js';
+import { memberOf, type CallId } from './input.js';
 import { decide, inspect } from './internal.js';
 import { itemId, type CheckedItem } from './limitAll.js';
 import type { LocalTier } from './LocalTier.js';
@@ -33,7 +33,7 @@ export class Fallback {
   /** `limit()`'s answer. */
   one(key: string, cost: number, id: CallId, reason: DecisionReason): LimiterDecision {
     const now = this.now();
-    if (this.settings.mode !== 'local') return this.#fixed(reason, now, this.settings.limit);
+    if (this.settings.mode !== 'local') return this.#fixed(reason, now, this.settings.limit, id);
     const journalled = this.#journals(reason);
     // A journalled call keeps its id in the local window even if it was never sent to Redis: once
     // written back it is in Redis, so a re-seed after Redis lost its data writes it again (counted
@@ -41,7 +41,7 @@ export class Fallback {
     const kept = journalled || typeof id === 'string' ? id : undefined;
     const d = this.local.main[decide](key, cost, kept, now, this.reserved.of(key));
     if (d.allowed && journalled) this.recovery.add({ key, at: now, cost, id });
-    return localDecision(d, reason);
+    return localDecision(d, reason, d.allowed ? memberOf(id) : undefined);
   }
 
   /** `limitAll()`'s answer: in `'local'`, all or nothing on local windows of each limit's share. */
@@ -89,9 +89,10 @@ export class Fallback {
   }
 
   /** The fixed answer of mode `'fail-open'` (admit) or `'fail-closed'` (refuse until the breaker's open period has passed). */
-  #fixed(reason: DecisionReason, now: number, limit: number): LimiterDecision {
+  #fixed(reason: DecisionReason, now: number, limit: number, id?: CallId): LimiterDecision {
     const mode = this.settings.mode as 'fail-open' | 'fail-closed';
-    return fixedDecision(mode === 'fail-open', mode, reason, now, limit, this.breaker.resetTimeoutMs);
+    const open = mode === 'fail-open';
+    return fixedDecision(open, mode, reason, now, limit, this.breaker.resetTimeoutMs, open && id !== undefined ? memberOf(id) : undefined);
   }
 
   /**

@@ -2,31 +2,22 @@ import { EventEmitter } from 'node:events';
 import { AllCall } from './AllCall.js';
 import type { BreakerState } from './breaker.js';
 import { OneCall, PeekCall } from './calls.js';
-import { Coalescer } from './Coalescer.js';
 import type { LimiterEvents } from './events.js';
 import { DecisionPath, type Parts } from './DecisionPath.js';
 import { combine, denyCacheDecision, fixedDecision, type LimitAllDecision, type LimiterDecision } from './decisions.js';
-import { DenyCache } from './DenyCache.js';
 import { ErrorCode, ResilimitError } from './errors.js';
-import { Fallback } from './Fallback.js';
-import { Gate } from './gate.js';
-import { callIdOf, checkCallOptions, checkCost, checkKey } from './input.js';
-import { countInstances } from './countInstances.js';
+import { callIdOf, checkCallOptions, checkCost, checkKey, memberOf } from './input.js';
 import type { InstanceCounter } from './InstanceCounter.js';
 import { checkItems, type LimitAllItem } from './limitAll.js';
-import { LocalTier } from './LocalTier.js';
 import { resolveLimiterOptions, type Mode, type ResilientLimiterOptions, type ResolvedLimiterOptions } from './options.js';
-import { claimPrefix } from './prefixes.js';
 import { ReadyWatch } from './ReadyWatch.js';
 import { Recovery } from './Recovery.js';
-import { warnIfUnsafe } from './redisClient.js';
-import { bySlot, redisKey } from './redisKey.js';
 import { RedisTier } from './RedisTier.js';
-import { Reservations } from './Reservations.js';
 import { Settings } from './Settings.js';
 import { Stats, type DecisionMessage as Message, type LimiterStats } from './Stats.js';
 import type { LimitOptions } from './types.js';
 import { Waiters, type AcquireOptions } from './Waiters.js';
+import { wire } from './wire.js';
 import { wrap, type WrapOptions } from './wrap.js';
 
 export type { LimiterDecision } from './decisions.js';
@@ -78,61 +69,20 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
   /** @throws {ResilimitError} `ERR_RESILIMIT_INVALID_OPTION` for a missing or out-of-range option. */
   constructor(options: ResilientLimiterOptions) {
     super();
-    const resolved = resolveLimiterOptions(options);
-    const { prefix, perf } = resolved;
-    this.#options = resolved;
-    const now = (this.#now = resolved.now);
-    warnIfUnsafe(resolved.redis);
-    this.#releasePrefix = claimPrefix(resolved.redis, prefix);
-    this.#stats = new Stats(this, perf);
-    const instances = resolved.instances === 'auto' ? 1 : resolved.instances;
-    const local = new LocalTier(resolved.localLimit ?? Math.ceil(resolved.limit / instances), resolved.windowMs, resolved.maxKeys, now);
-    // Denials wait out Redis's retryAfterMs: on the monotonic clock, or on an injected one (it is Redis's then).
-    const deny = new DenyCache(resolved.maxKeys, resolved.clock === undefined ? perf : { now: resolved.clock });
-    const tier = (this.#tier = new RedisTier(
-      resolved,
-      (state, previous) => {
-        if (state === 'open') this.#stats.opened += 1;
-        // This instance lost Redis: until they say they are back, the others may answer locally too.
-        if (state === 'open' && previous === 'closed') this.#instances?.outage();
-        this.#recovery.journal.track(state !== 'open');
-        this.emit('stateChange', { state, previous });
-        // After the listeners (they may call as the state changes): write the journal before Redis decides
-        // again; half-open, its first batch is the trial, unless a PING on a sign of life is (see Breaker.trial).
-        if (state === 'closed' || (state === 'half-open' && !this.#tier.breaker.trying)) this.#recovery.catchUp();
-        if (state === 'closed') this.#instances?.beatNow();
-      },
-      (lost) => {
-        if (this.#tier.state === 'closed') this.#instances?.outage(); // a disconnection the breaker did not see
-        this.#recovery.onReconnect(lost);
-      },
-      (limit) => this.#settings.reserveOf(limit),
-    ));
-    const settings = (this.#settings = new Settings(resolved, tier.window, local, deny, () => this.#instances));
-    const recovery = (this.#recovery = new Recovery(resolved, tier, local, settings, () => this.#life.kind === 'closed', {
-      reconciled: (result) => this.emit('reconciled', result),
-      dropped: (calls, total) => this.emit('dropped', { calls, total }),
-      caughtUp: () => this.#instances?.beatNow(),
-    }));
-    const coalescer = new Coalescer(
-      (calls) => tier.send(calls),
-      tier.isCluster ? (calls) => bySlot(calls, (call) => redisKey(prefix, call.key)) : undefined,
-    );
-    const reserved = new Reservations();
-    const gate = new Gate(tier, recovery, coalescer, { ...resolved, timeoutMs: resolved.breaker.timeoutMs }, perf);
-    const fallback = new Fallback(settings, local, reserved, recovery, tier.breaker, now, resolved.reconcile);
-    this.#parts = { now, tier, gate, coalescer, coalesce: resolved.coalesce, local, deny, reserved, recovery, fallback };
-    this.#waiters = new Waiters((key, o) => this.limit(key, o), () => this.#settings.limit, resolved);
-    this.#watch = new ReadyWatch(tier, resolved, (info) => this.emit('notReady', info));
-    this.#path = new DecisionPath((error) => {
-      if (this.listenerCount('redisReplyError') > 0) this.emit('redisReplyError', error);
-    });
-    if (resolved.instances === 'auto') {
-      this.#instances = countInstances(tier, recovery, deny, resolved, (count) => {
-        this.#settings.applyLocalLimit();
-        this.emit('instances', count);
-      });
-    }
+    const resolved = (this.#options = resolveLimiterOptions(options));
+    this.#now = resolved.now;
+    ({
+      settings: this.#settings,
+      tier: this.#tier,
+      recovery: this.#recovery,
+      path: this.#path,
+      parts: this.#parts,
+      stats: this.#stats,
+      instances: this.#instances,
+      releasePrefix: this.#releasePrefix,
+      watch: this.#watch,
+      waiters: this.#waiters,
+    } = wire(this, resolved, () => this.#life.kind === 'closed'));
   }
 
   /** The breaker's state: `closed` (Redis decides), `open` (the fallback answers), `half-open` (one trial). */
@@ -167,7 +117,7 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
     const cost = checkCost(options?.cost, settings.limit);
     const id = callIdOf(options?.id);
     const now = this.#now();
-    if (!settings.enabled) return stats.publish(key, cost, fixedDecision(true, 'disabled', 'disabled', now, settings.limit, 0), started);
+    if (!settings.enabled) return stats.publish(key, cost, fixedDecision(true, 'disabled', 'disabled', now, settings.limit, 0, memberOf(id)), started);
     const parts = this.#parts;
     const denial = parts.deny.check(key, cost);
     // A retry of a call Redis admitted (the caller's id, in the warm window) is Redis's to answer: a duplicate.

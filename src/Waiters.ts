@@ -188,5 +188,6 @@ function refusalAt(d: LimiterDecision, waitMs: number): LimiterDecision {
     resetAtMs: d.resetAtMs,
     source: d.source,
     reason: d.reason,
+    id: undefined,
   };
 }

@@ -1,6 +1,6 @@
 import { redisDecision, type LimiterDecision } from './decisions.js';
 import type { Parts, PathCall } from './DecisionPath.js';
-import type { CallId } from './input.js';
+import { memberOf, type CallId } from './input.js';
 import type { BatchDecision } from './RedisWindow.js';
 import type { DecisionReason } from './types.js';
 
@@ -47,7 +47,7 @@ export class OneCall implements PathCall<BatchDecision | BatchDecision[], Limite
       parts.deny.deny(this.key, askedAt + decision.retryAfterMs, this.cost, decision.remaining, decision.resetAtMs);
     }
     parts.recovery.schedule();
-    return redisDecision(decision);
+    return redisDecision(decision, decision.allowed ? memberOf(this.id) : undefined);
   }
 
   fallback(reason: DecisionReason): LimiterDecision {

@@ -1,8 +1,12 @@
 import type { RedisDecision } from './RedisWindow.js';
 import type { Decision, DecisionReason, DecisionSource } from './types.js';
 
-/** A decision of `ResilientLimiter`: it always says why it was made where it was. */
-export type LimiterDecision = Decision & { reason: DecisionReason };
+/**
+ * A decision of `ResilientLimiter`: it always says why it was made where it was. `id`: the call's id
+ * when it was admitted (the caller's, or the one generated for it), what `refund()` takes; undefined
+ * when it was refused, and on `limitAll()`'s per-limit decisions.
+ */
+export type LimiterDecision = Decision & { reason: DecisionReason; id: string | undefined };
 
 /** The answer of `limitAll()`: all admitted and consumed, or none. */
 export type LimitAllDecision = {
@@ -40,17 +44,17 @@ export const REASONS: readonly DecisionReason[] = [
 // the same fields in the same order (one hidden class on the hot path), never a spread.
 
 /** A decision of Redis's, as the limiter answers it. */
-export function decided(allowed: boolean, limit: number, remaining: number, retryAfterMs: number, resetAtMs: number): LimiterDecision {
-  return { allowed, limit, remaining, retryAfterMs, resetAtMs, source: 'redis', reason: 'decided' };
+export function decided(allowed: boolean, limit: number, remaining: number, retryAfterMs: number, resetAtMs: number, id?: string): LimiterDecision {
+  return { allowed, limit, remaining, retryAfterMs, resetAtMs, source: 'redis', reason: 'decided', id };
 }
 
-/** Redis's decision of a call of `limit()` (or `peek()`), as the limiter answers it. */
-export function redisDecision(d: RedisDecision): LimiterDecision {
-  return decided(d.allowed, d.limit, d.remaining, d.retryAfterMs, d.resetAtMs);
+/** Redis's decision of a call of `limit()` (or `peek()`), as the limiter answers it; `id` when admitted. */
+export function redisDecision(d: RedisDecision, id?: string): LimiterDecision {
+  return decided(d.allowed, d.limit, d.remaining, d.retryAfterMs, d.resetAtMs, d.allowed ? id : undefined);
 }
 
 /** A local window's decision, as the limiter answers it with `reason`. This is the whole path while Redis is down. */
-export function localDecision(d: Decision, reason: DecisionReason): LimiterDecision {
+export function localDecision(d: Decision, reason: DecisionReason, id?: string): LimiterDecision {
   return {
     allowed: d.allowed,
     limit: d.limit,
@@ -59,6 +63,7 @@ export function localDecision(d: Decision, reason: DecisionReason): LimiterDecis
     resetAtMs: d.resetAtMs,
     source: 'local',
     reason,
+    id: d.allowed ? id : undefined,
   };
 }
 
@@ -73,9 +78,10 @@ export function fixedDecision(
   now: number,
   limit: number,
   retryAfterMs: number,
+  id?: string,
 ): LimiterDecision {
   const wait = allowed ? 0 : retryAfterMs;
-  return { allowed, limit, remaining: allowed ? limit : 0, retryAfterMs: wait, resetAtMs: now + wait, source, reason };
+  return { allowed, limit, remaining: allowed ? limit : 0, retryAfterMs: wait, resetAtMs: now + wait, source, reason, id: allowed ? id : undefined };
 }
 
 /** A refusal of the deny cache: what Redis said when it refused the key, until that wait has passed (`until` and `now` on one clock). */
@@ -92,6 +98,7 @@ export function denyCacheDecision(
     resetAtMs: denial.resetAtMs,
     source: 'local',
     reason: 'deny-cache',
+    id: undefined,
   };
 }
 

@@ -157,7 +157,7 @@ describe('on a Redis Cluster of three masters: exactness across slots', () => {
           const want = (models.get(key) as ReferenceWindow).limitAt(c.t, cost);
           reasons.set(d.reason, (reasons.get(d.reason) ?? 0) + 1);
           if (d.reason === 'decided') {
-            expect({ round, key, ...d }).toEqual({ round, key, ...want, limit, source: 'redis', reason: 'decided' });
+            expect({ round, key, ...d }).toEqual({ round, key, ...want, limit, source: 'redis', reason: 'decided', id: want.allowed ? expect.any(String) : undefined });
           } else {
             // A key Redis rejected is rejected locally until its retryAfterMs (deny cache): the model agrees.
             expect({ round, key, reason: d.reason, allowed: d.allowed }).toEqual({ round, key, reason: 'deny-cache', allowed: want.allowed });
@@ -294,7 +294,7 @@ describe('on a Redis Cluster of three masters: coalescing per hash slot', () => 
         calls.forEach(({ key, cost }, i) => {
           if (!models.has(key)) models.set(key, new ReferenceWindow(limit, windowMs));
           const want = (models.get(key) as ReferenceWindow).limitAt(t, cost);
-          expect({ i, key, ...decisions[i] }).toEqual({ i, key, ...want, limit, source: 'redis', reason: 'decided' });
+          expect({ i, key, ...decisions[i] }).toEqual({ i, key, ...want, limit, source: 'redis', reason: 'decided', id: want.allowed ? expect.any(String) : undefined });
         });
         return { calls: calls.length, slots: perSlot.size, measured: after.map((n, i) => n - (before[i] as number)), expected, decisions };
       } finally {

@@ -259,6 +259,7 @@ describe('ResilientLimiter without Redis', () => {
         retryAfterMs: 0,
         resetAtMs: 1_001_000,
         source: 'local',
+        id: expect.any(String),
         reason: 'not-ready',
       });
     }
@@ -321,6 +322,7 @@ describe('ResilientLimiter without Redis', () => {
         retryAfterMs: 0,
         resetAtMs: 1_000_000,
         source: 'fail-open',
+        id: expect.any(String),
         reason: 'not-ready',
       });
     }
@@ -406,6 +408,7 @@ describe('ResilientLimiter without Redis', () => {
         retryAfterMs: 0,
         resetAtMs: 1_000_000,
         source: 'disabled',
+        id: expect.any(String),
         reason: 'disabled',
       });
     }

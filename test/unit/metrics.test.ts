@@ -37,7 +37,7 @@ function instrument(...args: Parameters<typeof instrumentLimiter>): LimiterInstr
 
 function publish(limiter: ResilientLimiter, decision: Partial<LimiterDecision>, durationMs: number): void {
   const full: LimiterDecision = {
-    allowed: true, limit: 10, remaining: 9, retryAfterMs: 0, resetAtMs: 0, source: 'redis', reason: 'decided', ...decision,
+    allowed: true, limit: 10, remaining: 9, retryAfterMs: 0, resetAtMs: 0, source: 'redis', reason: 'decided', id: undefined, ...decision,
   };
   decisionChannel.publish({ limiter, key: 'k', cost: 1, decision: full, durationMs } satisfies DecisionMessage);
 }
