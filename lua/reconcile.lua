@@ -20,7 +20,7 @@ Reply: an array of integers
 Calls are added with their original times and ids and without a limit check: they were admitted.
 Members are named as in sliding-window.lua (the id for cost 1 when it holds no '*', else
 `<cost>*<id>`), and the "*" member's negative score keeps the sum of (cost - 1). The key's TTL is
-set, in milliseconds, to the moment its newest member leaves the window.
+set, in milliseconds, to the moment its newest member leaves the window, or its block ends if later.
 ]]
 
 local key = KEYS[1]
@@ -67,6 +67,9 @@ if added > 0 then
 end
 if written > 0 or moved > 0 then
   local newest = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
-  redis.call('PEXPIRE', key, math.max(tonumber(newest[2]) + window - now, 1))
+  -- A block of the key ("*!", see sliding-window.lua) keeps it at least until the block ends.
+  local block = redis.call('ZSCORE', key, '*!')
+  local keepUntil = math.max(tonumber(newest[2]) + window, block and -tonumber(block) or 0)
+  redis.call('PEXPIRE', key, math.max(keepUntil - now, 1))
 end
 return { written, expired, present }

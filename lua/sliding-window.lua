@@ -4,14 +4,17 @@ resilimit: exact sliding-window log, decided atomically, for one call or a batch
 KEYS[1..n]  one sorted set per call, in call order (a key may repeat: calls are decided in order).
             The caller builds each as `<prefix>{<escaped user key>}`, so every key a script touches
             for one user key shares its hash tag (Redis Cluster); a batch holds keys of one slot.
-ARGV[1]  limit       permits allowed in any window, integer >= 1
-ARGV[2]  windowMs    window length in milliseconds, integer >= 1
-ARGV[3]  nowMs       the caller's clock in milliseconds since the epoch, or "" to use Redis's TIME
-ARGV[4]  notAfterMs  staleness guard, ms since the epoch on the same clock as nowMs, or "": a batch
+ARGV[1]  windowMs    window length in milliseconds, integer >= 1
+ARGV[2]  nowMs       the caller's clock in milliseconds since the epoch, or "" to use Redis's TIME
+ARGV[3]  notAfterMs  staleness guard, ms since the epoch on the same clock as nowMs, or "": a batch
                      that runs after it (its caller gave up: the deadline passed while Redis was
                      frozen or busy) changes nothing and replies stale
-ARGV[5 + 2(i-1)]  cost of call i, integer 0..limit; 0 = peek (read only, writes nothing)
-ARGV[6 + 2(i-1)]  id of call i: its unique id (ignored for a peek). A call re-sent with an id that
+ARGV[4]  blockMs     integer >= 0: a call refused for want of permits blocks its key for that long
+                     (0: never)
+ARGV[5 + 3(i-1)]  limit of call i: permits allowed in any window of its key, integer >= 1 (calls of
+                  one key may give different limits: each is decided against its own)
+ARGV[6 + 3(i-1)]  cost of call i, integer 0..limit; 0 = peek (read only, writes nothing)
+ARGV[7 + 3(i-1)]  id of call i: its unique id (ignored for a peek). A call re-sent with an id that
                   is still in the window is not counted again.
 
 Reply: a string of integers separated by commas (one bulk string is much cheaper to build and to
@@ -21,35 +24,39 @@ parse than an array of integers, on both ends), in this order:
   then five per call, in call order:
       allowed       1 admitted (or already admitted under this id), 0 rejected
       remaining     permits left in the window after this call (>= 0)
-      retryAfterMs  0 when allowed; otherwise the exact wait until enough permits leave the window
-                    for this cost
+      retryAfterMs  0 when allowed; otherwise the exact wait until the call could be admitted: until
+                    enough permits leave the window for this cost, and the key's block has ended
       resetAtMs     when the window will hold no permits (nowMs when it holds none already)
-      duplicate     1 when the id was already in the window (nothing was added)
+      flags         1 when the id was already in the window (nothing was added); 2 when the key is
+                    blocked (refused whatever its permits; retryAfterMs counts the block)
 
 Data model (one sorted set per user key):
   - every admitted call is one member, scored with its admission time in ms;
   - the member is the id for cost 1 (unless the id holds a '*'), or `<cost>*<id>` otherwise;
-  - the member "*" (never produced by the rule above) holds, as a NEGATIVE score, the sum of
-    (cost - 1) over the members in the set, so that the permits in use are
-    ZCOUNT(window) + that sum. It exists only while the sum is positive, so cost-1 traffic
-    pays nothing for it. Timestamps are positive, so range operations over [0, cutoff] never touch it.
+  - two members start with '*' (never produced by the rule above) and are not calls; both have
+    NEGATIVE scores, so range operations over [0, cutoff] and counts above it never touch them:
+    "*" holds, as -score, the sum of (cost - 1) over the members in the set, so that the permits in
+    use are ZCOUNT(window) + that sum; it exists only while the sum is positive, so cost-1 traffic
+    pays nothing for it. "*!" holds, as -score, the time a block of the key ends (lua/block.lua,
+    or a refusal with blockMs); it is removed by the first call after that.
 A call is in the window at instant t while t < admittedAt + windowMs. Members are never rejected
-calls. The key's TTL is set, in milliseconds, to the moment its newest member leaves the window.
+calls. The key's TTL is set, in milliseconds, to the moment its newest member leaves the window, or
+its block ends if later.
 ]]
 
-local limit = tonumber(ARGV[1])
-local window = tonumber(ARGV[2])
-local now = tonumber(ARGV[3])
-local notAfter = tonumber(ARGV[4])
+local window = tonumber(ARGV[1])
+local now = tonumber(ARGV[2])
+local notAfter = tonumber(ARGV[3])
+local blockMs = tonumber(ARGV[4])
 
-if not limit or limit < 1 or limit % 1 ~= 0 then
-  return redis.error_reply('ERR resilimit: limit must be a positive integer')
-end
 if not window or window < 1 or window % 1 ~= 0 then
   return redis.error_reply('ERR resilimit: windowMs must be a positive integer')
 end
-if #ARGV ~= 4 + 2 * #KEYS then
-  return redis.error_reply('ERR resilimit: expected a cost and an id per key')
+if not blockMs or blockMs < 0 or blockMs % 1 ~= 0 then
+  return redis.error_reply('ERR resilimit: blockMs must be an integer >= 0')
+end
+if #ARGV ~= 4 + 3 * #KEYS then
+  return redis.error_reply('ERR resilimit: expected a limit, a cost and an id per key')
 end
 local redisTime = not now
 if redisTime then
@@ -75,11 +82,24 @@ local function extraOf(member)
 end
 
 -- Decides one call; appends its five reply values to `reply`.
-local function decide(key, cost, id, reply)
+local function decide(key, limit, cost, id, reply)
   local extra = 0
   local stored = redis.call('ZSCORE', key, '*')
   if stored then extra = -tonumber(stored) end
   local storedExtra = extra
+  -- The key's block: in force until blockedUntil, or over (then removed, if it was stored).
+  local blockedUntil = 0
+  local block = redis.call('ZSCORE', key, '*!')
+  if block then
+    blockedUntil = -tonumber(block)
+    if blockedUntil <= now then
+      blockedUntil = 0
+      if cost > 0 then
+        redis.call('ZREM', key, '*!')
+        block = nil
+      end
+    end
+  end
 
   -- Drop the extra of members that have left the window.
   if extra > 0 then
@@ -99,8 +119,8 @@ local function decide(key, cost, id, reply)
 
   local used
   if cost > 0 then
-    -- Only members in the window are left, and the "*" member if it exists.
-    used = redis.call('ZCARD', key) - (stored and 1 or 0) + extra
+    -- Only members in the window are left, and the "*" and "*!" members if they exist.
+    used = redis.call('ZCARD', key) - (stored and 1 or 0) - (block and 1 or 0) + extra
   else
     used = redis.call('ZCOUNT', key, lower, '+inf') + extra
   end
@@ -109,7 +129,7 @@ local function decide(key, cost, id, reply)
   local retryAfter = 0
 
   if cost > 0 then
-    if used + cost <= limit then
+    if used + cost <= limit and blockedUntil == 0 then
       allowed = 1
       if redis.call('ZADD', key, 'NX', now, member) == 1 then
         used = used + cost
@@ -120,6 +140,11 @@ local function decide(key, cost, id, reply)
     elseif redis.call('ZSCORE', key, member) then
       allowed = 1
       duplicate = 1
+    elseif blockMs > 0 and blockedUntil == 0 then
+      -- Refused for want of permits, with a penalty: the key is blocked from now on. A call refused
+      -- while it is blocked does not lengthen the block (retries must not keep a key locked for good).
+      blockedUntil = now + blockMs
+      redis.call('ZADD', key, -blockedUntil, '*!')
     end
     if extra ~= storedExtra then
       if extra > 0 then
@@ -149,7 +174,11 @@ local function decide(key, cost, id, reply)
         end
       end
     end
-    if cost == 0 and need <= 0 then allowed = 1 end
+    if blockedUntil > now then
+      retryAfter = math.max(retryAfter, blockedUntil - now)
+    elseif cost == 0 and need <= 0 then
+      allowed = 1
+    end
   end
 
   local resetAt = now
@@ -159,8 +188,9 @@ local function decide(key, cost, id, reply)
   end
 
   if cost > 0 then
-    if resetAt > now then
-      redis.call('PEXPIRE', key, resetAt - now)
+    local keepUntil = math.max(resetAt, blockedUntil)
+    if keepUntil > now then
+      redis.call('PEXPIRE', key, keepUntil - now)
     elseif redis.call('EXISTS', key) == 1 then
       -- Nothing left in the window: the key carries no information.
       redis.call('DEL', key)
@@ -172,13 +202,17 @@ local function decide(key, cost, id, reply)
   reply[n + 2] = math.max(limit - used, 0)
   reply[n + 3] = retryAfter
   reply[n + 4] = resetAt
-  reply[n + 5] = duplicate
+  reply[n + 5] = duplicate + (allowed == 0 and blockedUntil > now and 2 or 0)
 end
 
 -- Check every call before deciding any, so that a bad argument changes nothing.
 for i = 1, #KEYS do
-  local cost = tonumber(ARGV[3 + 2 * i])
-  local id = ARGV[4 + 2 * i]
+  local limit = tonumber(ARGV[2 + 3 * i])
+  local cost = tonumber(ARGV[3 + 3 * i])
+  local id = ARGV[4 + 3 * i]
+  if not limit or limit < 1 or limit % 1 ~= 0 then
+    return redis.error_reply('ERR resilimit: limit must be a positive integer')
+  end
   if not cost or cost < 0 or cost > limit or cost % 1 ~= 0 then
     return redis.error_reply('ERR resilimit: cost must be an integer between 0 and limit')
   end
@@ -189,17 +223,17 @@ end
 
 local call = redis.call
 
--- The common call, admitted: cost 1, an id without '*', on a key without a "*" member, in fewer
--- commands than decide() (each redis.call costs about a microsecond beyond its work): the lowest
--- member tells whether the key exists, holds a "*" member and needs trimming; on Redis's clock the
+-- The common call, admitted: cost 1, an id without '*', on a key without a "*" or "*!" member, in
+-- fewer commands than decide() (each redis.call costs about a microsecond beyond its work): the lowest
+-- member tells whether the key exists, holds one of them and needs trimming; on Redis's clock the
 -- TTL only ever grows (PEXPIRE GT), and when it grew this call is the newest member, so resetAt is
 -- now + window without reading the newest. Returns false, having changed nothing but the trim,
--- when decide() must answer (a "*" member, a full window, a repeated id).
-local function admitOne(key, id, reply)
+-- when decide() must answer (a "*" or "*!" member: negative scores; a full window; a repeated id).
+local function admitOne(key, limit, id, reply)
   local first = call('ZRANGE', key, 0, 0, 'WITHSCORES')
   local used = 0
   if first[1] then
-    if first[1] == '*' then return false end
+    if string.byte(first[1]) == 42 then return false end
     if tonumber(first[2]) <= cutoff then call('ZREMRANGEBYSCORE', key, 0, cutoff) end
     used = call('ZCARD', key)
   end
@@ -228,9 +262,9 @@ end
 
 local reply = { now, 0 }
 for i = 1, #KEYS do
-  local key, cost, id = KEYS[i], tonumber(ARGV[3 + 2 * i]), ARGV[4 + 2 * i]
-  if not (cost == 1 and not string.find(id, '*', 1, true) and admitOne(key, id, reply)) then
-    decide(key, cost, id, reply)
+  local key, limit, cost, id = KEYS[i], tonumber(ARGV[2 + 3 * i]), tonumber(ARGV[3 + 3 * i]), ARGV[4 + 3 * i]
+  if not (cost == 1 and not string.find(id, '*', 1, true) and admitOne(key, limit, id, reply)) then
+    decide(key, limit, cost, id, reply)
   end
 end
 return table.concat(reply, ',')

@@ -35,9 +35,9 @@ export class Coalescer {
   }
 
   /** Queues a call for the batch of this turn; the batch leaves on the next tick. */
-  enqueue(key: string, cost: number, id: CallId): Promise<BatchDecision> {
+  enqueue(key: string, cost: number, id: CallId, limit: number): Promise<BatchDecision> {
     return new Promise<BatchDecision>((resolve, reject) => {
-      this.#queued.push({ key, cost, id, resolve, reject });
+      this.#queued.push({ key, cost, id, limit, resolve, reject });
       if (this.#queued.length === 1) process.nextTick(this.#flush);
     });
   }

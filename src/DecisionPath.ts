@@ -5,7 +5,8 @@ import type { Fallback } from './Fallback.js';
 import type { Gate } from './gate.js';
 import type { LocalTier } from './LocalTier.js';
 import type { Recovery } from './Recovery.js';
-import { reasonOf, type RedisTier } from './RedisTier.js';
+import { reasonOf } from './failures.js';
+import type { RedisTier } from './RedisTier.js';
 import type { Reservations } from './Reservations.js';
 import type { DecisionReason } from './types.js';
 

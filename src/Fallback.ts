@@ -28,18 +28,20 @@ export class Fallback {
     readonly now: () => number,
     /** `reconcile` option: journal what the local tier admits. */
     readonly reconcile: boolean,
+    /** `blockMs` option: a call the local tier refuses for want of permits blocks its key for that long. */
+    readonly blockMs: number,
   ) {}
 
-  /** `limit()`'s answer. */
-  one(key: string, cost: number, id: CallId, reason: DecisionReason): LimiterDecision {
+  /** `limit()`'s answer, for a call of `limit` (`Settings.limitOf`). */
+  one(key: string, cost: number, id: CallId, reason: DecisionReason, limit: number): LimiterDecision {
     const now = this.now();
-    if (this.settings.mode !== 'local') return this.#fixed(reason, now, this.settings.limit, id);
+    if (this.settings.mode !== 'local') return this.#fixed(reason, now, limit, id);
     const journalled = this.#journals(reason);
     // A journalled call keeps its id in the local window even if it was never sent to Redis: once
     // written back it is in Redis, so a re-seed after Redis lost its data writes it again (counted
     // once). A generated id of a call not journalled was never in Redis: not kept, never re-seeded.
     const kept = journalled || typeof id === 'string' ? id : undefined;
-    const d = this.local.main[decide](key, cost, kept, now, this.reserved.of(key));
+    const d = this.local.main[decide](key, cost, kept, now, this.reserved.of(key), this.settings.shareOf(limit), this.blockMs);
     if (d.allowed && journalled) this.recovery.add({ key, at: now, cost, id });
     return localDecision(d, reason, d.allowed ? memberOf(id) : undefined);
   }
@@ -80,12 +82,11 @@ export class Fallback {
     );
   }
 
-  /** `peek()`'s answer: what a call of cost 1 would get, consuming nothing. */
-  peek(key: string, reason: DecisionReason): LimiterDecision {
+  /** `peek()`'s answer: what a call of cost 1 and `limit` would get, consuming nothing. */
+  peek(key: string, reason: DecisionReason, limit: number): LimiterDecision {
     const now = this.now();
-    if (this.settings.mode !== 'local') return this.#fixed(reason, now, this.settings.limit);
-    const window = this.local.main;
-    return localDecision(window[inspect](key, 1, undefined, now, this.reserved.of(key), window.options.limit), reason);
+    if (this.settings.mode !== 'local') return this.#fixed(reason, now, limit);
+    return localDecision(this.local.main[inspect](key, 1, undefined, now, this.reserved.of(key), this.settings.shareOf(limit)), reason);
   }
 
   /** The fixed answer of mode `'fail-open'` (admit) or `'fail-closed'` (refuse until the breaker's open period has passed). */

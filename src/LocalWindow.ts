@@ -1,6 +1,6 @@
 import { LRUCache } from 'lru-cache';
 import { checkCallOptions, checkCost, checkId, checkKey, type CallId } from './input.js';
-import { configure, decide, inspect } from './internal.js';
+import { block, configure, decide, inspect } from './internal.js';
 import {
   resolveLocalWindowOptions,
   resolveWindowOptions,
@@ -28,6 +28,8 @@ class Log {
   /** This instance's part of the key's window as last learnt from Redis, until `partUntil` (see `LocalWindow.observe`). */
   part = Number.POSITIVE_INFINITY;
   partUntil = 0;
+  /** Every call is refused before this time (a block: `block()`, a penalty, or one Redis reported). */
+  blockedUntil = 0;
 
   costAt(i: number): number {
     return this.costs === undefined ? 1 : (this.costs[i] ?? 1);
@@ -149,7 +151,7 @@ export class LocalWindow implements RateWindow {
    * it answers for Redis, admits no more than this instance's part of it: `used` permits of the
    * global `limit` were in use (every instance's calls), `instances` share it, and this window holds
    * this instance's own calls. The part is min(share, own + ⌈free / instances⌉), share being this
-   * window's limit and own at most the share: an instance that had less than its share keeps what it
+   * instance's share of that limit and own at most the share: an instance that had less than its share keeps what it
    * had plus an even part of what was free. The parts of all instances then never add up to more than
    * the limit, however unevenly Redis had admitted their calls (with the share alone, those under it
    * would admit up to it while those over it still hold their calls in the window). The part holds
@@ -157,13 +159,17 @@ export class LocalWindow implements RateWindow {
    * shares alone add up to the limit. Never more than the share in force. When Redis admitted the
    * call, `admitted` is it, recorded first as {@link record} would (one lookup of the key). @internal
    */
-  observe(key: string, used: number, limit: number, instances: number, admitted?: { at: number; cost: number; id: CallId }): void {
+  observe(key: string, used: number, limit: number, instances: number, share: number, admitted?: { at: number; cost: number; id: CallId }): void {
     const now = this.#now();
     const log = this.#logOf(key, now);
     if (admitted !== undefined) addAt(log, admitted.at, admitted.cost, admitted.id);
-    const share = this.#options.limit;
     log.part = Math.min(share, Math.min(log.used, share) + Math.ceil(Math.max(0, limit - used) / instances));
     log.partUntil = now + this.#options.windowMs;
+  }
+
+  /** Refuses every call of `key` until `until` (0 lifts a block), as long as the key is kept. @internal */
+  [block](key: string, until: number): void {
+    this.#logOf(key, this.#now()).blockedUntil = until;
   }
 
   /** True while the caller's `id` is in `key`'s window (a call admitted with it has not left yet). @internal */
@@ -194,11 +200,17 @@ export class LocalWindow implements RateWindow {
    * on Redis, which may be admitted there. `limit` replaces the window's own for this call (which is
    * less the part left to other instances, see {@link observe}). @internal
    */
-  [decide](key: string, cost: number, id: CallId | undefined, now = this.#now(), reserved = 0, given?: number): Decision {
+  [decide](key: string, cost: number, id: CallId | undefined, now = this.#now(), reserved = 0, given?: number, blockMs = 0): Decision {
     const log = this.#logOf(key, now);
-    const limit = given ?? (now < log.partUntil ? Math.min(this.#options.limit, log.part) : this.#options.limit);
+    let limit = given ?? this.#options.limit;
+    if (now < log.partUntil && log.part < limit) limit = log.part;
     if (typeof id === 'string' && log.idSet?.has(id) === true) return this.#decide(log, now, true, 1, 0, limit);
-    if (log.used + reserved + cost > limit) return this.#decide(log, now, false, cost, reserved, limit);
+    if (now < log.blockedUntil) return this.#decide(log, now, false, cost, reserved, limit);
+    if (log.used + reserved + cost > limit) {
+      // A penalty: refused for want of permits, the key is blocked for blockMs.
+      if (blockMs > 0) log.blockedUntil = now + blockMs;
+      return this.#decide(log, now, false, cost, reserved, limit);
+    }
     // Times never go backwards within a log: a clock stepping back keeps calls in the window longer, never shorter.
     const newest = log.newest();
     log.add(newest !== undefined && newest > now ? newest : now, cost, id);
@@ -218,7 +230,7 @@ export class LocalWindow implements RateWindow {
     }
     log.expire(now - this.#options.windowMs);
     if (typeof id === 'string' && log.idSet?.has(id) === true) return this.#decide(log, now, true, 1, 0, limit);
-    return this.#decide(log, now, log.used + reserved + cost <= limit, cost, reserved, limit);
+    return this.#decide(log, now, log.used + reserved + cost <= limit && now >= log.blockedUntil, cost, reserved, limit);
   }
 
   /**
@@ -231,7 +243,7 @@ export class LocalWindow implements RateWindow {
     const log = this.#logs.peek(key);
     if (log === undefined) return this.#empty(now);
     log.expire(now - this.#options.windowMs);
-    return this.#decide(log, now, log.used + 1 <= this.#options.limit, 1);
+    return this.#decide(log, now, log.used + 1 <= this.#options.limit && now >= log.blockedUntil, 1);
   }
 
   /** Forgets every permit used by `key`. @throws {ResilimitError} `ERR_RESILIMIT_INVALID_KEY`. */
@@ -275,8 +287,13 @@ export class LocalWindow implements RateWindow {
     };
   }
 
+  /** The wait before a refused call could be admitted: until it fits (see below) and the key's block has ended. */
   #retryAfter(log: Log, now: number, cost: number, limit: number): number {
     const need = log.used + cost - limit;
+    return Math.max(log.blockedUntil - now, need > 0 ? this.#fitsAfter(log, now, need) : 0);
+  }
+
+  #fitsAfter(log: Log, now: number, need: number): number {
     // A cost above this window's limit (a limiter's local share can be below the global limit it
     // was checked against), or permits reserved by calls still waiting on Redis, cannot be timed from
     // the log: answer with the time until the window is empty, at least one window.

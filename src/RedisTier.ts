@@ -3,7 +3,7 @@ import { Breaker, isOpenRejection, isTimeout, type BreakerState } from './breake
 import { listen, unlisten, withDeadline } from './clientEvents.js';
 import { ClockOffset } from './ClockOffset.js';
 import { ErrorCode, isResilimitError, ResilimitError } from './errors.js';
-import { redisCallError } from './failures.js';
+import { NOT_READY, redisCallError } from './failures.js';
 import { decideBatch } from './internal.js';
 import { readReply, scriptArgs, type CheckedItem, type GroupReply } from './limitAll.js';
 import type { ResolvedLimiterOptions } from './options.js';
@@ -11,7 +11,6 @@ import { PollWatch } from './PollWatch.js';
 import { RedisWindow, type BatchCall, type BatchDecision } from './RedisWindow.js';
 import { evalScript, loadScript, runScript, staleReplyNowMs } from './script.js';
 import type { BeatOp, BeatReply } from './InstanceCounter.js';
-import type { DecisionReason } from './types.js';
 
 const reconcileScript = loadScript('reconcile');
 const heartbeatScript = loadScript('heartbeat');
@@ -23,26 +22,6 @@ const PROBE_MS = 1_000;
 /** True when Redis itself answered with `error`: a stale reply (it ran the call after its deadline) or a reply error. */
 function repliedWith(error: unknown): boolean {
   return staleReplyNowMs(error) !== undefined || (isResilimitError(error) && error.code === ErrorCode.REDIS_REPLY);
-}
-
-/** The rejection of a call made while the client is not connected: nothing was sent. */
-const NOT_READY = new ResilimitError(ErrorCode.REDIS_UNAVAILABLE, 'The Redis client is not ready');
-
-/**
- * The reason a decision gets when its Redis call failed with `error`. A reply error (Redis answered
- * that it cannot take this call) is also handed to `onReplyError`, as a coded error.
- */
-export function reasonOf(error: unknown, onReplyError: (error: ResilimitError) => void): DecisionReason {
-  if (isOpenRejection(error)) return 'breaker-open';
-  if (isTimeout(error)) return 'timeout';
-  if (error === NOT_READY) return 'not-ready';
-  if (isResilimitError(error) && error.code === ErrorCode.REDIS_UNAVAILABLE) return 'redis-error';
-  onReplyError(
-    isResilimitError(error) && error.code === ErrorCode.REDIS_REPLY
-      ? error
-      : new ResilimitError(ErrorCode.REDIS_REPLY, `Unexpected failure of a Redis call: ${String(error)}`, { cause: error }),
-  );
-  return 'redis-reply-error';
 }
 
 /** What the Redis tier needs of the limiter's options. */
@@ -203,7 +182,7 @@ export class RedisTier {
     let sentNow = 0;
     const decisions = await this.fire(calls.length, () => {
       sentNow = this.#now();
-      return this.window[decideBatch](calls, this.#notAfter(sentNow), this.reserve(this.window.options.limit)).catch((error: unknown) => this.#learnFromStale(error, sentNow));
+      return this.window[decideBatch](calls, this.#notAfter(sentNow), this.reserve).catch((error: unknown) => this.#learnFromStale(error, sentNow));
     });
     const first = decisions[0];
     if (first !== undefined) this.#learnOffset(sentNow, first.nowMs);
@@ -235,13 +214,14 @@ export class RedisTier {
   }
 
   /**
-   * Forgets `key`'s window in Redis: a call in the ledger with no decisions.
+   * Runs a Redis call of `name` (`'reset()'`, `'block()'`) inside the breaker, in the ledger with no
+   * decisions. `otherwise`: what the caller did all the same, for the error's message.
    * @throws {ResilimitError} `ERR_RESILIMIT_REDIS_REPLY` as Redis gave it; `ERR_RESILIMIT_REDIS_UNAVAILABLE`
    *   saying why for anything else (the breaker open, the deadline, the connection).
    */
-  async reset(key: string): Promise<void> {
+  async command<T>(name: string, otherwise: string, run: () => Promise<T>): Promise<T> {
     try {
-      await this.fire(0, () => this.window.reset(key));
+      return await this.fire(0, run);
     } catch (error) {
       if (isResilimitError(error) && error.code === ErrorCode.REDIS_REPLY) throw error;
       const why = isOpenRejection(error)
@@ -251,9 +231,7 @@ export class RedisTier {
           : error instanceof Error
             ? error.message
             : String(error);
-      throw new ResilimitError(ErrorCode.REDIS_UNAVAILABLE, `reset() could not reach Redis (${why}): only the local tiers forgot the key`, {
-        cause: error,
-      });
+      throw new ResilimitError(ErrorCode.REDIS_UNAVAILABLE, `${name} could not reach Redis (${why}): ${otherwise}`, { cause: error });
     }
   }
 

@@ -2,6 +2,8 @@ import { redisCallError } from './failures.js';
 import { configure, decide, decideBatch } from './internal.js';
 import { checkCallOptions, checkCost, checkId, checkKey, memberOf, type CallId } from './input.js';
 import {
+  integer,
+  MAX_INT,
   resolveRedisWindowOptions,
   resolveWindowOptions,
   type RedisWindowOptions,
@@ -12,6 +14,7 @@ import { loadScript, replyIntegers, runScript } from './script.js';
 import type { Decision, LimitOptions, RateWindow } from './types.js';
 
 const slidingWindow = loadScript('sliding-window');
+const blockScript = loadScript('block');
 
 /** What the script tells beyond the decision: the time it decided at and whether the id was a repeat. */
 export type RedisDecision = Decision & {
@@ -19,6 +22,8 @@ export type RedisDecision = Decision & {
   nowMs: number;
   /** True when the call's id was already in the window: admitted, not counted again. */
   duplicate: boolean;
+  /** True when the call was refused because its key is blocked (`block()`, `blockMs`): `retryAfterMs` counts the block. */
+  blocked: boolean;
 };
 
 /**
@@ -72,6 +77,24 @@ export class RedisWindow implements RateWindow {
     return this[decide](key, cost, checkId(options?.id));
   }
 
+  /**
+   * Refuses every call of `key` for `ms` (0 lifts a block), on every client of this window: held in
+   * Redis, in the key's sorted set. Resolves with when the block ends (0 when lifted), ms since the
+   * epoch on the window's clock.
+   * @throws {ResilimitError} `ERR_RESILIMIT_INVALID_KEY`, `ERR_RESILIMIT_INVALID_OPTION` for a bad `ms`;
+   *   `ERR_RESILIMIT_REDIS_UNAVAILABLE` or `ERR_RESILIMIT_REDIS_REPLY` when Redis did not block it.
+   */
+  async block(key: string, ms: number): Promise<number> {
+    const redisKeyOfKey = this.keyOf(key);
+    integer('ms', ms, 0, MAX_INT);
+    const { redis, now } = this.#options;
+    try {
+      return Number(await runScript(redis, blockScript, [redisKeyOfKey], [now === undefined ? '' : Math.floor(now()), ms]));
+    } catch (error) {
+      throw redisCallError(error);
+    }
+  }
+
   /** Tells what a call of cost 1 would get now, without consuming anything (the script writes nothing). */
   async peek(key: string): Promise<RedisDecision> {
     checkKey(key);
@@ -94,30 +117,28 @@ export class RedisWindow implements RateWindow {
    * @internal
    */
   async [decide](key: string, cost: number, id: string, notAfterMs?: number): Promise<RedisDecision> {
-    const { used: _, ...decision } = (await this[decideBatch]([{ key, cost, id }], notAfterMs))[0] as BatchDecision;
+    const { used: _, ...decision } = (await this[decideBatch]([{ key, cost, id, limit: this.#options.limit }], notAfterMs))[0] as BatchDecision;
     return decision;
   }
 
   /**
-   * Decides several calls in one script call, in order (on a Cluster, their keys must share a slot).
-   * `reserve` permits of the limit are left free, but never so many that a call's cost could not fit
-   * (the script refuses a cost above its limit): the decisions still report the limit, and
-   * `remaining` / `retryAfterMs` what is usable now.
+   * Decides several calls in one script call, in order (on a Cluster, their keys must share a slot),
+   * each against its own limit. `reserveOf(limit)` permits of a call's limit are left free, but never
+   * so many that its cost could not fit (the script refuses a cost above its limit): the decisions
+   * still report the limit, and `remaining` / `retryAfterMs` what is usable now.
    * @internal
    */
-  async [decideBatch](calls: readonly BatchCall[], notAfterMs?: number, reserve = 0): Promise<BatchDecision[]> {
-    const { redis, prefix, limit, windowMs, now } = this.#options;
-    const effective = reserve > 0 ? Math.max(limit - reserve, ...calls.map((call) => call.cost), 1) : limit;
+  async [decideBatch](calls: readonly BatchCall[], notAfterMs?: number, reserveOf?: (limit: number) => number): Promise<BatchDecision[]> {
+    const { redis, prefix, windowMs, now, blockMs } = this.#options;
     const keys: string[] = [];
-    const args: (string | number)[] = [
-      effective,
-      windowMs,
-      now === undefined ? '' : Math.floor(now()),
-      notAfterMs === undefined ? '' : Math.ceil(notAfterMs),
-    ];
+    const effective: number[] = [];
+    const args: (string | number)[] = [windowMs, now === undefined ? '' : Math.floor(now()), notAfterMs === undefined ? '' : Math.ceil(notAfterMs), blockMs];
     for (const call of calls) {
+      const reserve = reserveOf === undefined ? 0 : reserveOf(call.limit);
+      const limit = reserve > 0 ? Math.max(call.limit - reserve, call.cost, 1) : call.limit;
+      effective.push(limit);
       keys.push(redisKey(prefix, call.key));
-      args.push(call.cost, memberOf(call.id));
+      args.push(limit, call.cost, memberOf(call.id));
     }
     let reply: unknown;
     try {
@@ -125,7 +146,7 @@ export class RedisWindow implements RateWindow {
     } catch (error) {
       throw redisCallError(error);
     }
-    return toDecisions(reply, calls.length, limit, effective);
+    return toDecisions(reply, calls, effective);
   }
 
   /** Changes the limit and window for the calls that follow. @internal */
@@ -134,25 +155,30 @@ export class RedisWindow implements RateWindow {
   }
 }
 
-/** One call of a batch: checked arguments (a generated id is made into its member here, as it leaves the process). */
-export type BatchCall = { readonly key: string; readonly cost: number; readonly id: CallId };
+/**
+ * One call of a batch: checked arguments (a generated id is made into its member here, as it leaves
+ * the process), and the limit it is decided against.
+ */
+export type BatchCall = { readonly key: string; readonly cost: number; readonly id: CallId; readonly limit: number };
 
-/** Reads the script's reply: "nowMs,stale" then "allowed,remaining,retryAfterMs,resetAtMs,duplicate" per call. */
-function toDecisions(reply: unknown, count: number, limit: number, effective: number): BatchDecision[] {
-  const values = replyIntegers(slidingWindow, reply, 2 + 5 * count);
+/** Reads the script's reply: "nowMs,stale" then "allowed,remaining,retryAfterMs,resetAtMs,flags" per call. */
+function toDecisions(reply: unknown, calls: readonly BatchCall[], effective: readonly number[]): BatchDecision[] {
+  const values = replyIntegers(slidingWindow, reply, 2 + 5 * calls.length);
   const nowMs = values[0] as number;
   const decisions: BatchDecision[] = [];
-  for (let i = 2; i < values.length; i += 5) {
+  for (let c = 0, i = 2; c < calls.length; c += 1, i += 5) {
+    const flags = values[i + 4] as number;
     decisions.push({
       allowed: values[i] === 1,
-      limit,
+      limit: (calls[c] as BatchCall).limit,
       remaining: values[i + 1] as number,
       retryAfterMs: values[i + 2] as number,
       resetAtMs: values[i + 3] as number,
       source: 'redis',
       nowMs,
-      duplicate: values[i + 4] === 1,
-      used: effective - (values[i + 1] as number),
+      duplicate: (flags & 1) === 1,
+      blocked: (flags & 2) === 2,
+      used: (effective[c] as number) - (values[i + 1] as number),
     });
   }
   return decisions;

@@ -8,8 +8,9 @@ import { combine, denyCacheDecision, fixedDecision, type LimitAllDecision, type 
 import { ErrorCode, ResilimitError } from './errors.js';
 import { callIdOf, checkCallOptions, checkCost, checkKey, memberOf } from './input.js';
 import type { InstanceCounter } from './InstanceCounter.js';
+import { blockHere } from './block.js';
 import { checkItems, type LimitAllItem } from './limitAll.js';
-import { resolveLimiterOptions, type Mode, type ResilientLimiterOptions, type ResolvedLimiterOptions } from './options.js';
+import { resolveLimiterOptions, type LimitFunction, type Mode, type ResilientLimiterOptions, type ResolvedLimiterOptions } from './options.js';
 import { ReadyWatch } from './ReadyWatch.js';
 import { Recovery } from './Recovery.js';
 import { RedisTier } from './RedisTier.js';
@@ -111,22 +112,22 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
     const stats = this.#stats;
     const settings = this.#settings;
     const started = stats.started();
-    settings.follow();
     checkKey(key);
     checkCallOptions('limit()', options);
-    const cost = checkCost(options?.cost, settings.limit);
+    const limit = settings.limitOf(key);
+    const cost = checkCost(options?.cost, limit);
     const id = callIdOf(options?.id);
     const now = this.#now();
-    if (!settings.enabled) return stats.publish(key, cost, fixedDecision(true, 'disabled', 'disabled', now, settings.limit, 0, memberOf(id)), started);
+    if (!settings.enabled) return stats.publish(key, cost, fixedDecision(true, 'disabled', 'disabled', now, limit, 0, memberOf(id)), started);
     const parts = this.#parts;
-    const denial = parts.deny.check(key, cost);
+    const denial = parts.deny.check(key, cost, limit);
     // A retry of a call Redis admitted (the caller's id, in the warm window) is Redis's to answer: a duplicate.
     if (denial !== undefined && (typeof id !== 'string' || !parts.local.main.holds(key, id))) {
-      return stats.publish(key, cost, denyCacheDecision(settings.limit, denial, parts.deny.perf.now()), started);
+      return stats.publish(key, cost, denyCacheDecision(limit, denial, parts.deny.perf.now()), started);
     }
     const diverted = parts.gate.divert(key);
-    if (diverted !== undefined) return stats.publish(key, cost, parts.fallback.one(key, cost, id, diverted), started);
-    return stats.publish(key, cost, await this.#path.run(new OneCall(parts, key, cost, id, now)), started);
+    if (diverted !== undefined) return stats.publish(key, cost, parts.fallback.one(key, cost, id, diverted, limit), started);
+    return stats.publish(key, cost, await this.#path.run(new OneCall(parts, key, cost, id, now, limit)), started);
   }
 
   /**
@@ -173,11 +174,11 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
    */
   async peek(key: string): Promise<LimiterDecision> {
     if (this.#life.kind === 'closed') throw new ResilimitError(ErrorCode.CLOSED, 'peek() was called after close()');
-    this.#settings.follow();
     checkKey(key);
-    if (!this.#settings.enabled) return fixedDecision(true, 'disabled', 'disabled', this.#now(), this.#settings.limit, 0);
+    const limit = this.#settings.limitOf(key);
+    if (!this.#settings.enabled) return fixedDecision(true, 'disabled', 'disabled', this.#now(), limit, 0);
     const diverted = this.#parts.gate.divert(key);
-    return diverted === undefined ? await this.#path.run(new PeekCall(this.#parts, key)) : this.#parts.fallback.peek(key, diverted);
+    return diverted === undefined ? await this.#path.run(new PeekCall(this.#parts, key, limit)) : this.#parts.fallback.peek(key, diverted, limit);
   }
 
   /**
@@ -195,7 +196,24 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
     this.#parts.local.main.reset(key);
     this.#parts.deny.delete(key);
     this.#recovery.forget(key);
-    await this.#tier.reset(key);
+    await this.#tier.command('reset()', 'only the local tiers forgot the key', () => this.#tier.window.reset(key));
+  }
+
+  /**
+   * Refuses every call of `key` for `ms` (0 lifts a block), on every instance: held in Redis (the
+   * key's window), and by this instance's deny cache and local tier at once, which also honour it
+   * while Redis cannot answer; other instances learn it at their next call of the key that reaches
+   * Redis. `retryAfterMs` counts the block. `reset(key)` lifts it too. `limit()`'s window only.
+   * @throws {ResilimitError} `ERR_RESILIMIT_INVALID_KEY`, `ERR_RESILIMIT_INVALID_OPTION` (`ms` not an
+   *   integer 0 … 2^31 - 1), `ERR_RESILIMIT_CLOSED`; `ERR_RESILIMIT_REDIS_UNAVAILABLE` (or
+   *   `ERR_RESILIMIT_REDIS_REPLY`) when Redis did not take it: this instance blocks the key all the same.
+   * @example await limiter.block(`login:${account}`, 15 * 60_000);
+   */
+  async block(key: string, ms: number): Promise<void> {
+    if (this.#life.kind === 'closed') throw new ResilimitError(ErrorCode.CLOSED, 'block() was called after close()');
+    blockHere(this.#parts, key, ms);
+    const otherwise = ms === 0 ? 'only this instance lifted the block' : 'only this instance blocks the key';
+    await this.#tier.command('block()', otherwise, () => this.#tier.window.block(key, ms));
   }
 
   /**
@@ -249,11 +267,11 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
 
   /**
    * Changes the limit and/or the window for the calls that follow, in both tiers; the calls already
-   * recorded stay. The deny cache is cleared. `limit` may be a function, as in the options (a number
-   * replaces a function given before).
+   * recorded stay. The deny cache is cleared. `limit` may be a function of the key, as in the options
+   * (a number replaces a function given before).
    * @throws {ResilimitError} `ERR_RESILIMIT_INVALID_OPTION`.
    */
-  update(changes: { limit?: number | (() => number); windowMs?: number }): void {
+  update(changes: { limit?: number | LimitFunction; windowMs?: number }): void {
     this.#settings.update(changes);
   }
 

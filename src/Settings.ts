@@ -3,19 +3,23 @@ import { knownOptions } from './checks.js';
 import { invalidOption } from './errors.js';
 import { configure } from './internal.js';
 import type { LocalTier } from './LocalTier.js';
-import { callLimit, checkLimitValue, integer, limitValue, MAX_INT, mode as checkMode, type Mode, type ResolvedLimiterOptions } from './options.js';
+import { integer, limitValue, MAX_INT, mode as checkMode, type LimitFunction, type Mode, type ResolvedLimiterOptions } from './options.js';
 import type { RedisWindow } from './RedisWindow.js';
 
 /**
- * The settings a limiter changes at run time: the limit (a number, or a function evaluated at every
- * call), the window, the mode and the kill switch. It owns them, and alone applies a change to the
- * parts that hold a copy: the Redis window, the local window's share (`local.limit`, or
+ * The settings a limiter changes at run time: the limit (a number, or a function of the key called at
+ * every call), the window, the mode and the kill switch. It owns them, and alone applies a change to
+ * the parts that hold a copy: the Redis window, the local window's share (`local.limit`, or
  * `ceil(limit / instances)`), and the deny cache (cleared, as its denials were made under the old limit).
+ *
+ * Every call carries its own limit ({@link limitOf}) to both tiers and the deny cache, so a limit
+ * function may give each key its own, and change it at any call.
  */
 export class Settings {
+  /** The limit option; with a function, the value it gave last (0 before its first call). */
   #limit: number;
-  /** The `limit` option when it is a function: evaluated at every call. */
-  #limitFn: (() => number) | undefined;
+  /** The `limit` option when it is a function: called with the key at every call. */
+  #limitFn: LimitFunction | undefined;
   #windowMs: number;
   #mode: Mode;
   #enabled = true;
@@ -28,14 +32,31 @@ export class Settings {
     /** The instance counter when `instances: 'auto'`, else undefined. */
     readonly counter: () => { readonly count: number; readonly unrecovered: number } | undefined,
   ) {
-    this.#limit = options.limit;
     this.#limitFn = options.limitFn;
+    this.#limit = options.limitFn === undefined ? options.limit : 0;
     this.#windowMs = options.windowMs;
     this.#mode = options.mode;
   }
 
+  /** The `limit` option; with a function, the value it gave for the last call (0 before the first). */
   get limit(): number {
     return this.#limit;
+  }
+
+  /**
+   * The limit of a call of `key`: the `limit` option, or its function's value for `key`.
+   * @throws {ResilimitError} `ERR_RESILIMIT_INVALID_OPTION` when the function throws or gives a bad value.
+   */
+  limitOf(key: string): number {
+    const fn = this.#limitFn;
+    if (fn === undefined) return this.#limit;
+    return (this.#limit = limitValue(fn, key));
+  }
+
+  /** This instance's local share of `limit`: `local.limit` (at most `limit`), or `ceil(limit / instances)`. */
+  shareOf(limit: number): number {
+    const local = this.options.localLimit;
+    return local === undefined ? Math.ceil(limit / this.instances) : Math.min(local, limit);
   }
 
   get windowMs(): number {
@@ -63,23 +84,12 @@ export class Settings {
   reserveOf(limit: number): number {
     const unrecovered = this.counter()?.unrecovered ?? 0;
     if (unrecovered === 0) return 0;
-    const share = limit === this.#limit ? this.localLimit : Math.ceil(limit / this.instances);
-    return Math.min(unrecovered * share, limit - 1);
+    return Math.min(unrecovered * this.shareOf(limit), limit - 1);
   }
 
-  /** The local window's limit: `local.limit`, or this instance's share of the limit. */
+  /** The local window's own limit: the share of the `limit` option (MAX_INT's with a function: every call then gives its share). */
   get localLimit(): number {
-    return this.options.localLimit ?? Math.ceil(this.#limit / this.instances);
-  }
-
-  /** Before each call: a `limit` function's value for it, which both tiers follow (checked only when it changed). */
-  follow(): void {
-    const fn = this.#limitFn;
-    if (fn === undefined) return;
-    const value = callLimit(fn);
-    if (value === this.#limit) return;
-    this.#limit = checkLimitValue(value);
-    this.#apply({ limit: this.#limit });
+    return this.shareOf(this.#limitFn === undefined ? this.#limit : MAX_INT);
   }
 
   /** The instance count changed: the local share follows. */
@@ -88,20 +98,15 @@ export class Settings {
   }
 
   /** See `ResilientLimiter.update`. @throws {ResilimitError} `ERR_RESILIMIT_INVALID_OPTION`, changing nothing. */
-  update(changes: { limit?: number | (() => number); windowMs?: number }): void {
+  update(changes: { limit?: number | LimitFunction; windowMs?: number }): void {
     knownOptions('update()', changes, ['limit', 'windowMs'], { name: 'changes' });
     const limitFn = typeof changes.limit === 'function' ? changes.limit : undefined;
-    const limit =
-      changes.limit === undefined
-        ? this.#limit
-        : limitFn !== undefined
-          ? limitValue(limitFn)
-          : integer('limit', changes.limit, 1, MAX_INT);
+    const limit = changes.limit === undefined || limitFn !== undefined ? this.#limit : integer('limit', changes.limit, 1, MAX_INT);
     const windowMs = changes.windowMs === undefined ? this.#windowMs : integer('windowMs', changes.windowMs, 1, MAX_INT);
     if (changes.limit !== undefined) this.#limitFn = limitFn;
     this.#limit = limit;
     this.#windowMs = windowMs;
-    this.#apply({ limit, windowMs });
+    this.#apply({ limit: this.#limitFn === undefined ? limit : MAX_INT, windowMs });
   }
 
   /** Sets the mode; the previous one when it changed, else undefined. @throws {ResilimitError} `ERR_RESILIMIT_INVALID_OPTION`. */
@@ -119,7 +124,7 @@ export class Settings {
     this.#enabled = enabled;
   }
 
-  #apply(changes: { limit: number; windowMs?: number }): void {
+  #apply(changes: { limit: number; windowMs: number }): void {
     this.redis[configure](changes);
     this.local.main[configure]({ ...changes, limit: this.localLimit });
     this.deny.clear();

@@ -95,7 +95,7 @@ export class Stats {
       enabled: settings.enabled,
       limit: settings.limit,
       windowMs: settings.windowMs,
-      localLimit: parts.local.main.options.limit,
+      localLimit: settings.shareOf(settings.limit),
       instances: settings.instances,
       unrecovered,
       decisions: this.decisions,

@@ -65,8 +65,8 @@ export class Waiters {
   constructor(
     /** `limit()` of the limiter. */
     readonly decide: (key: string, options: LimitOptions) => Promise<LimiterDecision>,
-    /** The limit in force, to check a cost before the call waits. */
-    readonly limit: () => number,
+    /** The limit of a key's calls, to check a cost before the call waits. */
+    readonly limit: (key: string) => number,
     readonly options: { readonly maxWaiters: number; readonly perf: { now(): number } },
   ) {}
 
@@ -83,7 +83,7 @@ export class Waiters {
     const maxWaitMs = integer('maxWaitMs', raw['maxWaitMs'], 0, MAX_INT);
     const signal = raw['signal'];
     if (signal !== undefined && !(signal instanceof AbortSignal)) throw invalidOption('signal', 'an AbortSignal', signal);
-    const cost = checkCost(raw['cost'], this.limit());
+    const cost = checkCost(raw['cost'], this.limit(key));
     const id = raw['id'] === undefined ? nextId() : checkId(raw['id']);
     signal?.throwIfAborted();
     if (this.#count >= this.options.maxWaiters) {

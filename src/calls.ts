@@ -1,6 +1,7 @@
 import { redisDecision, type LimiterDecision } from './decisions.js';
 import type { Parts, PathCall } from './DecisionPath.js';
 import { memberOf, type CallId } from './input.js';
+import { block } from './internal.js';
 import type { BatchDecision } from './RedisWindow.js';
 import type { DecisionReason } from './types.js';
 
@@ -16,6 +17,8 @@ export class OneCall implements PathCall<BatchDecision | BatchDecision[], Limite
     readonly id: CallId,
     /** The local time the call was asked at. */
     readonly now: number,
+    /** The limit the call is decided against (`Settings.limitOf`). */
+    readonly limit: number,
   ) {}
 
   reserve(sign: 1 | -1): void {
@@ -26,7 +29,7 @@ export class OneCall implements PathCall<BatchDecision | BatchDecision[], Limite
     const { parts } = this;
     // Half-open lets one Redis call through: a call alone, so that only its caller waits on the trial.
     return parts.coalesce && parts.tier.state === 'closed'
-      ? parts.coalescer.enqueue(this.key, this.cost, this.id)
+      ? parts.coalescer.enqueue(this.key, this.cost, this.id, this.limit)
       : parts.tier.send([this]);
   }
 
@@ -39,19 +42,24 @@ export class OneCall implements PathCall<BatchDecision | BatchDecision[], Limite
     // learnt from this very round trip: no drift to allow for (and no clock read).
     const admitted = decision.allowed && !decision.duplicate;
     const call = admitted ? { at: decision.nowMs - parts.tier.offset.low(false), cost: this.cost, id: this.id } : undefined;
-    parts.local.main.observe(this.key, decision.used, decision.limit, parts.fallback.settings.instances, call);
+    const { settings } = parts.fallback;
+    const local = parts.local.main;
+    local.observe(this.key, decision.used, this.limit, settings.instances, settings.shareOf(this.limit), call);
     if (!decision.allowed) {
       // Counted from when the call was asked (before Redis decided: the denial may end early, never
-      // late), moved onto the deny cache's clock; the reply may have been read much later.
+      // late), moved onto the deny cache's clock; the reply may have been read much later. A blocked
+      // key refuses every call, whatever its cost, and the local tier keeps the block for an outage.
       const askedAt = parts.deny.perf.now() - (parts.now() - this.now);
-      parts.deny.deny(this.key, askedAt + decision.retryAfterMs, this.cost, decision.remaining, decision.resetAtMs);
+      const { blocked } = decision;
+      parts.deny.deny(this.key, askedAt + decision.retryAfterMs, blocked ? 1 : this.cost, decision.remaining, decision.resetAtMs, blocked ? 0 : this.limit);
+      if (blocked) local[block](this.key, this.now + decision.retryAfterMs);
     }
     parts.recovery.schedule();
     return redisDecision(decision, decision.allowed ? memberOf(this.id) : undefined);
   }
 
   fallback(reason: DecisionReason): LimiterDecision {
-    return this.parts.fallback.one(this.key, this.cost, this.id, reason);
+    return this.parts.fallback.one(this.key, this.cost, this.id, reason, this.limit);
   }
 }
 
@@ -63,6 +71,7 @@ export class PeekCall implements PathCall<BatchDecision[], LimiterDecision> {
   constructor(
     readonly parts: Parts,
     readonly key: string,
+    readonly limit: number,
   ) {}
 
   reserve(): void {}
@@ -76,6 +85,6 @@ export class PeekCall implements PathCall<BatchDecision[], LimiterDecision> {
   }
 
   fallback(reason: DecisionReason): LimiterDecision {
-    return this.parts.fallback.peek(this.key, reason);
+    return this.parts.fallback.peek(this.key, reason, this.limit);
   }
 }

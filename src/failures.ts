@@ -1,4 +1,6 @@
-import { ErrorCode, ResilimitError } from './errors.js';
+import { isOpenRejection, isTimeout } from './breaker.js';
+import { ErrorCode, isResilimitError, ResilimitError } from './errors.js';
+import type { DecisionReason } from './types.js';
 
 /**
  * Server replies that say this server cannot serve anyone right now, whatever the request (the
@@ -46,4 +48,24 @@ export function redisCallError(error: unknown): ResilimitError {
   return isRedisUnavailable(error)
     ? new ResilimitError(ErrorCode.REDIS_UNAVAILABLE, `Redis could not answer: ${message}`, { cause: error })
     : new ResilimitError(ErrorCode.REDIS_REPLY, `Redis rejected the call: ${message}`, { cause: error });
+}
+
+/** The rejection of a call made while the client is not connected: nothing was sent. */
+export const NOT_READY = new ResilimitError(ErrorCode.REDIS_UNAVAILABLE, 'The Redis client is not ready');
+
+/**
+ * The reason a decision gets when its Redis call failed with `error`. A reply error (Redis answered
+ * that it cannot take this call) is also handed to `onReplyError`, as a coded error.
+ */
+export function reasonOf(error: unknown, onReplyError: (error: ResilimitError) => void): DecisionReason {
+  if (isOpenRejection(error)) return 'breaker-open';
+  if (isTimeout(error)) return 'timeout';
+  if (error === NOT_READY) return 'not-ready';
+  if (isResilimitError(error) && error.code === ErrorCode.REDIS_UNAVAILABLE) return 'redis-error';
+  onReplyError(
+    isResilimitError(error) && error.code === ErrorCode.REDIS_REPLY
+      ? error
+      : new ResilimitError(ErrorCode.REDIS_REPLY, `Unexpected failure of a Redis call: ${String(error)}`, { cause: error }),
+  );
+  return 'redis-reply-error';
 }

@@ -6,3 +6,4 @@ export const decide = Symbol('resilimit.decide');
 export const configure = Symbol('resilimit.configure');
 export const decideBatch = Symbol('resilimit.decideBatch');
 export const inspect = Symbol('resilimit.inspect');
+export const block = Symbol('resilimit.block');

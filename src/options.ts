@@ -53,12 +53,19 @@ export type RedisWindowOptions = WindowOptions & {
    * @default undefined (Redis `TIME`)
    */
   now?: () => number;
+  /**
+   * A call refused for want of permits blocks its key for this long, in ms: every call of the key is
+   * refused until then, whatever its window holds (a penalty, against brute force). Calls refused
+   * while the key is blocked do not lengthen the block. 0: no penalty.
+   * @default 0 (range 0 … 2^31 - 1)
+   */
+  blockMs?: number;
 };
 
 export type ResolvedWindowOptions = Readonly<{ limit: number; windowMs: number }>;
 export type ResolvedLocalWindowOptions = ResolvedWindowOptions & Readonly<{ maxKeys: number; now: () => number }>;
 export type ResolvedRedisWindowOptions = ResolvedWindowOptions &
-  Readonly<{ redis: Redis | Cluster; prefix: string; now: (() => number) | undefined }>;
+  Readonly<{ redis: Redis | Cluster; prefix: string; now: (() => number) | undefined; blockMs: number }>;
 
 /** Validates the options both tiers share. */
 export function resolveWindowOptions(options: Record<string, unknown>): ResolvedWindowOptions {
@@ -68,30 +75,26 @@ export function resolveWindowOptions(options: Record<string, unknown>): Resolved
   };
 }
 
+/** A per-key `limit`: the permits of `key`'s calls, an integer from 1 to 2^31 - 1. */
+export type LimitFunction = (key: string) => number;
+
 /**
- * Calls a `limit` function and checks what it returned.
+ * Calls a `limit` function for `key` and checks what it returned.
  * @throws {ResilimitError} `ERR_RESILIMIT_INVALID_OPTION` when it throws or returns anything but an integer from 1 to 2^31 - 1.
  */
-export function limitValue(fn: () => number): number {
-  return checkLimitValue(callLimit(fn));
-}
-
-/**
- * Calls a `limit` function, unchecked (the caller checks a value that changed).
- * @throws {ResilimitError} `ERR_RESILIMIT_INVALID_OPTION` when it throws, with its error as the `cause`.
- */
-export function callLimit(fn: () => number): unknown {
+export function limitValue(fn: LimitFunction, key: string): number {
+  const forKey = `for key ${JSON.stringify(key.length > 40 ? `${key.slice(0, 40)}…` : key)}`;
+  let value: unknown;
   try {
-    return fn();
+    value = fn(key);
   } catch (error) {
-    throw new ResilimitError(ErrorCode.INVALID_OPTION, `The \`limit\` function threw: ${String(error)}`, { cause: error });
+    throw new ResilimitError(ErrorCode.INVALID_OPTION, `The \`limit\` function threw ${forKey}: ${String(error)}`, { cause: error });
   }
-}
-
-/** Checks what a `limit` function returned. @throws {ResilimitError} `ERR_RESILIMIT_INVALID_OPTION` unless an integer from 1 to 2^31 - 1. */
-export function checkLimitValue(value: unknown): number {
   if (typeof value !== 'number' || !Number.isInteger(value) || value < 1 || value > MAX_INT) {
-    throw new ResilimitError(ErrorCode.INVALID_OPTION, `Expected the \`limit\` function to return an integer from 1 to ${MAX_INT}, got ${describe(value)}`);
+    throw new ResilimitError(
+      ErrorCode.INVALID_OPTION,
+      `Expected the \`limit\` function to return an integer from 1 to ${MAX_INT}, got ${describe(value)} ${forKey}`,
+    );
   }
   return value;
 }
@@ -108,12 +111,13 @@ export function resolveLocalWindowOptions(raw: unknown): ResolvedLocalWindowOpti
 
 /** Validates {@link RedisWindowOptions} and returns a frozen copy with defaults filled in. */
 export function resolveRedisWindowOptions(raw: unknown): ResolvedRedisWindowOptions {
-  const options = knownOptions('RedisWindow', raw, ['limit', 'windowMs', 'redis', 'prefix', 'now'] satisfies (keyof RedisWindowOptions)[]);
+  const options = knownOptions('RedisWindow', raw, ['limit', 'windowMs', 'redis', 'prefix', 'now', 'blockMs'] satisfies (keyof RedisWindowOptions)[]);
   return Object.freeze({
     ...resolveWindowOptions(options),
     redis: redisClient(options['redis']),
     prefix: prefix(options['prefix']),
     now: optionalFunction('now', options['now']),
+    blockMs: optionalInteger('blockMs', options['blockMs'], 0, MAX_INT, 0),
   });
 }
 
@@ -197,16 +201,25 @@ export type LocalTierOptions = {
 /** Options of `ResilientLimiter`. */
 export type ResilientLimiterOptions = Omit<WindowOptions, 'limit'> & {
   /**
-   * Permits allowed in any window of `windowMs`: an integer from 1 to 2^31 - 1, or a function that
-   * returns one, evaluated at every call (e.g. {@link adaptiveLimit}). Required.
+   * Permits allowed in any window of `windowMs`: an integer from 1 to 2^31 - 1, or a function of the
+   * key that returns one, called at every call (per-key limits: tiers, per-customer overrides; or a
+   * limit that changes at run time, e.g. {@link adaptiveLimit}). Required.
    */
-  limit: number | (() => number);
+  limit: number | LimitFunction;
   /** An ioredis `Redis` or `Cluster` client, ideally from `createRedisClient()`. Never closed by resilimit. */
   redis: Redis | Cluster;
   /** Prefix of every Redis key; one prefix per limiter. @default 'resilimit:' */
   prefix?: string;
   /** What answers when Redis cannot. @default 'local' */
   mode?: Mode;
+  /**
+   * A call refused for want of permits blocks its key for this long, in ms, on every instance (held
+   * in Redis; while Redis cannot answer, by the local tier of the instance that refused): every call
+   * of the key is refused until then, with `retryAfterMs` counting the block. Calls refused while it is
+   * blocked do not lengthen it. See also `block(key, ms)`. 0: no penalty.
+   * @default 0 (range 0 … 2^31 - 1)
+   */
+  blockMs?: number;
   /** The local tier. */
   local?: LocalTierOptions;
   /** The breaker. */
@@ -285,11 +298,15 @@ export type ResolvedBreakerOptions = Readonly<Required<BreakerOptions>>;
 export type ResolvedLimiterOptions = Readonly<{
   redis: Redis | Cluster;
   prefix: string;
-  /** The limit at construction (the function's first value when `limit` is a function). */
+  /**
+   * The limit when `limit` is a number; with a function, MAX_INT, a bound no call reaches (every call
+   * carries the function's value for its key: see `Settings.limitOf`).
+   */
   limit: number;
-  limitFn: (() => number) | undefined;
+  limitFn: LimitFunction | undefined;
   windowMs: number;
   mode: Mode;
+  blockMs: number;
   localLimit: number | undefined;
   instances: number | 'auto';
   maxKeys: number;
@@ -316,7 +333,7 @@ export function mode(name: string, value: unknown): Mode {
 
 /** Every option's name, checked both ways against the types: a name added to one must be added to the other. */
 const LIMITER_OPTIONS = [
-  ...['redis', 'prefix', 'limit', 'windowMs', 'mode', 'local', 'breaker', 'maxInFlight', 'slowCallMs', 'clock', 'perf'],
+  ...['redis', 'prefix', 'limit', 'windowMs', 'mode', 'blockMs', 'local', 'breaker', 'maxInFlight', 'slowCallMs', 'clock', 'perf'],
   ...['heartbeatMs', 'maxPending', 'maxPendingBytes', 'reconcile', 'coalesce', 'maxWaiters'],
 ] as const satisfies readonly (keyof ResilientLimiterOptions)[];
 const LOCAL_OPTIONS = ['limit', 'instances', 'maxKeys'] as const satisfies readonly (keyof LocalTierOptions)[];
@@ -335,8 +352,9 @@ export function resolveLimiterOptions(raw: unknown): ResolvedLimiterOptions {
   const options = knownOptions('ResilientLimiter', raw, LIMITER_OPTIONS);
   const local = knownOptions('ResilientLimiter', options['local'], LOCAL_OPTIONS, { path: 'local.', optional: true });
   const breaker = knownOptions('ResilientLimiter', options['breaker'], BREAKER_OPTIONS, { path: 'breaker.', optional: true });
-  const limitFn = typeof options['limit'] === 'function' ? (options['limit'] as () => number) : undefined;
-  const window = resolveWindowOptions(limitFn === undefined ? options : { ...options, limit: limitValue(limitFn) });
+  // A limit function is not called here: it takes a key, and none is known yet.
+  const limitFn = typeof options['limit'] === 'function' ? (options['limit'] as LimitFunction) : undefined;
+  const window = resolveWindowOptions(limitFn === undefined ? options : { ...options, limit: MAX_INT });
   const timeoutMs = optionalInteger('breaker.timeoutMs', breaker['timeoutMs'], 1, 60_000, 50);
   const resetTimeoutMs = optionalInteger('breaker.resetTimeoutMs', breaker['resetTimeoutMs'], 1, 3_600_000, 1000);
   const clock = optionalFunction('clock', options['clock']);
@@ -346,6 +364,7 @@ export function resolveLimiterOptions(raw: unknown): ResolvedLimiterOptions {
     redis: redisClient(options['redis']),
     prefix: prefix(options['prefix']),
     mode: options['mode'] === undefined ? 'local' : mode('mode', options['mode']),
+    blockMs: optionalInteger('blockMs', options['blockMs'], 0, MAX_INT, 0),
     localLimit: local['limit'] === undefined ? undefined : integer('local.limit', local['limit'], 1, MAX_INT),
     instances: integerOrAuto('local.instances', local['instances'], 1_000_000),
     maxKeys: optionalInteger('local.maxKeys', local['maxKeys'], 1, 2 ** 24, 10_000),

@@ -85,9 +85,9 @@ export function wire(front: Front, resolved: ResolvedLimiterOptions, closed: () 
   );
   const reserved = new Reservations();
   const gate = new Gate(tier, recovery, coalescer, { ...resolved, timeoutMs: resolved.breaker.timeoutMs }, perf);
-  const fallback = new Fallback(settings, local, reserved, recovery, tier.breaker, now, resolved.reconcile);
+  const fallback = new Fallback(settings, local, reserved, recovery, tier.breaker, now, resolved.reconcile, resolved.blockMs);
   const parts: Parts = { now, tier, gate, coalescer, coalesce: resolved.coalesce, local, deny, reserved, recovery, fallback };
-  const waiters = new Waiters((key, o) => front.limit(key, o), () => settings.limit, resolved);
+  const waiters = new Waiters((key, o) => front.limit(key, o), (key) => settings.limitOf(key), resolved);
   const watch = new ReadyWatch(tier, resolved, (info) => front.emit('notReady', info));
   const path = new DecisionPath((error) => {
     if (front.listenerCount('redisReplyError') > 0) front.emit('redisReplyError', error);

@@ -131,7 +131,7 @@ describe('RedisWindow', () => {
         const id = random() < 0.1 ? `id*${Math.floor(random() * 30)}` : undefined;
         const got = await w.limit('model', id === undefined ? { cost } : { cost, id });
         const want = model.limitAt(c.t, cost, id);
-        const { nowMs, duplicate, ...decision } = got;
+        const { nowMs, duplicate, blocked: _blocked, ...decision } = got;
         expect({ seed, i, ...decision }).toEqual({ seed, i, ...want, limit, source: 'redis' });
         expect(nowMs).toBe(c.t);
         expect(duplicate).toBeTypeOf('boolean');
@@ -158,7 +158,7 @@ describe('RedisWindow', () => {
         const now = c.t - c.skew;
         const cost = random() < 0.2 ? 1 + Math.floor(random() * limit) : 1;
         model.forget(now);
-        const { nowMs, duplicate, ...decision } = await w.limit('skew', { cost });
+        const { nowMs, duplicate, blocked: _blocked, ...decision } = await w.limit('skew', { cost });
         expect({ seed, i, ...decision }).toEqual({ seed, i, ...model.limitAt(now, cost), limit, source: 'redis' });
         expect(nowMs).toBe(now);
         const ttl = await redis.pttl(w.keyOf('skew'));
@@ -177,7 +177,7 @@ describe('RedisWindow', () => {
     for (let i = 0; i < 250; i++) {
       if (random() < 0.5) await sleep(Math.floor(random() * 12));
       const cost = random() < 0.1 ? 2 : 1;
-      const { nowMs, duplicate, ...decision } = await w.limit(key, { cost });
+      const { nowMs, duplicate, blocked: _blocked, ...decision } = await w.limit(key, { cost });
       model.forget(nowMs);
       expect({ i, ...decision }).toEqual({ i, ...model.limitAt(nowMs, cost), limit, source: 'redis' });
       const ttl = await redis.pttl(w.keyOf(key));

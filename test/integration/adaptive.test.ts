@@ -71,10 +71,16 @@ describe('ResilientLimiter with a limit function', () => {
     const limiter = new ResilientLimiter({ redis, limit: () => value as number, windowMs: 1000, prefix: `adaptive:${randomUUID()}:`, local: { instances: 1 } });
     try {
       value = 0;
-      await expect(limiter.limit('k')).rejects.toThrow(/Expected the `limit` function to return an integer from 1 to 2147483647, got `0` \(number\)/);
+      await expect(limiter.limit('k')).rejects.toThrow(/Expected the `limit` function to return an integer from 1 to 2147483647, got `0` \(number\) for key "k"/);
       value = 3;
       expect((await limiter.limit('k')).limit).toBe(3);
-      expect(() => new ResilientLimiter({ redis, limit: () => { throw new Error('boom'); }, windowMs: 1000 })).toThrow(/The `limit` function threw: Error: boom/);
+      // Not called at construction (it takes a key): at the first call.
+      const throwing = new ResilientLimiter({ redis, limit: () => { throw new Error('boom'); }, windowMs: 1000, prefix: `adaptive:${randomUUID()}:` });
+      try {
+        await expect(throwing.limit('k')).rejects.toThrow('The `limit` function threw for key "k": Error: boom');
+      } finally {
+        await throwing.close();
+      }
     } finally {
       await limiter.close();
     }

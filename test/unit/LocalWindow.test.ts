@@ -193,23 +193,23 @@ describe('LocalWindow.observe: the part of a shared window learnt from Redis', (
 
   it('admits only what it held when the window was full (those over their share hold the rest)', () => {
     const { w, admitted } = share(4);
-    w.observe('k', 40, 40, 4);
+    w.observe('k', 40, 40, 4, 10);
     expect(admitted()).toBe(0); // with the share alone: 6, on top of the 36 the others hold
   });
 
   it('adds an even part of what was free, never past the share', () => {
     const under = share(4);
-    under.w.observe('k', 20, 40, 4); // 20 free: 5 each
+    under.w.observe('k', 20, 40, 4, 10); // 20 free: 5 each
     expect(under.admitted()).toBe(5);
     const idle = share(0);
-    idle.w.observe('k', 0, 40, 4);
+    idle.w.observe('k', 0, 40, 4, 10);
     expect(idle.admitted()).toBe(10);
   });
 
   it('reuses the permits of its own calls as they leave the window, and keeps its part for one window', () => {
     const { w, t, admitted } = share(4); // 4 calls at 1,000
     t.now = 1_500;
-    w.observe('k', 40, 40, 4); // the window full: its part is its 4
+    w.observe('k', 40, 40, 4, 10); // the window full: its part is its 4
     expect(admitted()).toBe(0);
     t.now = 2_000; // its 4 calls left the window: it may take 4 again
     expect(admitted()).toBe(4);
@@ -219,10 +219,10 @@ describe('LocalWindow.observe: the part of a shared window learnt from Redis', (
 
   it('follows a new decision, and never goes past a share that shrank', () => {
     const { w, admitted } = share(4);
-    w.observe('k', 8, 40, 4); // 4 held, 32 free: its part is the share
+    w.observe('k', 8, 40, 4, 10); // 4 held, 32 free: its part is the share
     expect(admitted()).toBe(6);
     const small = share(0);
-    small.w.observe('k', 0, 40, 4); // part 10
+    small.w.observe('k', 0, 40, 4, 10); // part 10
     small.w[configure]({ limit: 3 }); // more instances: the share is 3 now
     expect(small.admitted()).toBe(3);
   });

@@ -149,7 +149,7 @@ describe('ResilientLimiter options', () => {
     ['windowMS', { windowMS: 1000 }, 'Expected `windowMS` to be absent: ResilientLimiter has no such option (did you mean `windowMs`?), got `1000` (number)'],
     ['prefx', { prefx: 'a:' }, 'Expected `prefx` to be absent: ResilientLimiter has no such option (did you mean `prefix`?), got `"a:"` (string of length 2)'],
     ['local.maxkeys', { local: { maxkeys: 10 } }, 'Expected `local.maxkeys` to be absent: ResilientLimiter has no such option (did you mean `local.maxKeys`?), got `10` (number)'],
-    ['an unrelated name', { trustProxy: true }, 'Expected `trustProxy` to be absent: ResilientLimiter has no such option (it has `redis`, `prefix`, `limit`, `windowMs`, `mode`, `local`, `breaker`, `maxInFlight`, `slowCallMs`, `clock`, `perf`, `heartbeatMs`, `maxPending`, `maxPendingBytes`, `reconcile`, `coalesce`, `maxWaiters`), got `true` (boolean)'],
+    ['an unrelated name', { trustProxy: true }, 'Expected `trustProxy` to be absent: ResilientLimiter has no such option (it has `redis`, `prefix`, `limit`, `windowMs`, `mode`, `blockMs`, `local`, `breaker`, `maxInFlight`, `slowCallMs`, `clock`, `perf`, `heartbeatMs`, `maxPending`, `maxPendingBytes`, `reconcile`, `coalesce`, `maxWaiters`), got `true` (boolean)'],
     ['local not an object', { local: 5 }, 'Expected `local` to be an object, got `5` (number)'],
   ])('refuses a bad option: %s', (_, bad, message) => {
     expect(() => new ResilientLimiter({ ...valid(), ...bad } as never)).toThrow(
@@ -633,10 +633,11 @@ describe('ResilientLimiter small holes', () => {
         return 10;
       },
     });
+    await l.limit('k');
     await expect(l.limit('k')).rejects.toMatchObject({
       name: 'ResilimitError',
       code: 'ERR_RESILIMIT_INVALID_OPTION',
-      message: 'The `limit` function threw: Error: config store down',
+      message: 'The `limit` function threw for key "k": Error: config store down',
     });
   });
 

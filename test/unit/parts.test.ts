@@ -13,67 +13,67 @@ async function ticks(n = 10): Promise<void> {
 describe('DenyCache', () => {
   it('rejects a call of at least the denied cost until `until`, with what Redis said', () => {
     const cache = new DenyCache(10);
-    cache.deny('k', 1000, 3, 1, 5000);
-    const denial = { until: 1000, cost: 3, remaining: 1, resetAtMs: 5000 };
-    expect(cache.check('k', 3, 0)).toEqual(denial);
-    expect(cache.check('k', 4, 500)).toEqual(denial);
-    expect(cache.check('k', 3, 999)).toEqual(denial);
+    cache.deny('k', 1000, 3, 1, 5000, 10);
+    const denial = { until: 1000, cost: 3, remaining: 1, resetAtMs: 5000, limit: 10 };
+    expect(cache.check('k', 3, 10, 0)).toEqual(denial);
+    expect(cache.check('k', 4, 10, 500)).toEqual(denial);
+    expect(cache.check('k', 3, 10, 999)).toEqual(denial);
   });
 
   it('lets a smaller cost through and keeps the denial for larger ones', () => {
     const cache = new DenyCache(10);
-    cache.deny('k', 1000, 3, 2, 5000);
-    expect(cache.check('k', 2, 500)).toBeUndefined();
-    expect(cache.check('k', 1, 500)).toBeUndefined();
-    expect(cache.check('k', 3, 500)).toMatchObject({ cost: 3 });
+    cache.deny('k', 1000, 3, 2, 5000, 10);
+    expect(cache.check('k', 2, 10, 500)).toBeUndefined();
+    expect(cache.check('k', 1, 10, 500)).toBeUndefined();
+    expect(cache.check('k', 3, 10, 500)).toMatchObject({ cost: 3 });
     expect(cache.size).toBe(1);
   });
 
   it('forgets a denial once `until` is reached', () => {
     const cache = new DenyCache(10);
-    cache.deny('k', 1000, 1, 0, 5000);
-    expect(cache.check('k', 1, 1000)).toBeUndefined();
+    cache.deny('k', 1000, 1, 0, 5000, 10);
+    expect(cache.check('k', 1, 10, 1000)).toBeUndefined();
     expect(cache.size).toBe(0);
     // Forgotten, not just skipped: an earlier clock does not bring it back.
-    expect(cache.check('k', 1, 0)).toBeUndefined();
+    expect(cache.check('k', 1, 10, 0)).toBeUndefined();
   });
 
   it('answers only for the denied key', () => {
     const cache = new DenyCache(10);
-    cache.deny('a', 1000, 1, 0, 5000);
-    expect(cache.check('b', 1, 0)).toBeUndefined();
-    expect(cache.check('A', 1, 0)).toBeUndefined();
+    cache.deny('a', 1000, 1, 0, 5000, 10);
+    expect(cache.check('b', 1, 10, 0)).toBeUndefined();
+    expect(cache.check('A', 1, 10, 0)).toBeUndefined();
   });
 
   it('replaces an earlier denial of the same key', () => {
     const cache = new DenyCache(10);
-    cache.deny('k', 1000, 5, 0, 5000);
-    cache.deny('k', 2000, 2, 1, 6000);
-    expect(cache.check('k', 2, 1500)).toEqual({ until: 2000, cost: 2, remaining: 1, resetAtMs: 6000 });
+    cache.deny('k', 1000, 5, 0, 5000, 10);
+    cache.deny('k', 2000, 2, 1, 6000, 10);
+    expect(cache.check('k', 2, 10, 1500)).toEqual({ until: 2000, cost: 2, remaining: 1, resetAtMs: 6000, limit: 10 });
     expect(cache.size).toBe(1);
   });
 
   it('keeps at most maxKeys keys, forgetting the least recently used', () => {
     const cache = new DenyCache(2);
-    cache.deny('a', 1000, 1, 0, 5000);
-    cache.deny('b', 1000, 1, 0, 5000);
-    expect(cache.check('a', 1, 0)).toBeDefined(); // a is now the most recently used
-    cache.deny('c', 1000, 1, 0, 5000);
+    cache.deny('a', 1000, 1, 0, 5000, 10);
+    cache.deny('b', 1000, 1, 0, 5000, 10);
+    expect(cache.check('a', 1, 10, 0)).toBeDefined(); // a is now the most recently used
+    cache.deny('c', 1000, 1, 0, 5000, 10);
     expect(cache.size).toBe(2);
-    expect(cache.check('b', 1, 0)).toBeUndefined();
-    expect(cache.check('a', 1, 0)).toBeDefined();
-    expect(cache.check('c', 1, 0)).toBeDefined();
-    for (let i = 0; i < 1000; i++) cache.deny(`k${i}`, 1000, 1, 0, 5000);
+    expect(cache.check('b', 1, 10, 0)).toBeUndefined();
+    expect(cache.check('a', 1, 10, 0)).toBeDefined();
+    expect(cache.check('c', 1, 10, 0)).toBeDefined();
+    for (let i = 0; i < 1000; i++) cache.deny(`k${i}`, 1000, 1, 0, 5000, 10);
     expect(cache.size).toBe(2);
   });
 
   it('forgets everything on clear', () => {
     const cache = new DenyCache(10);
-    cache.deny('a', 1000, 1, 0, 5000);
-    cache.deny('b', 1000, 1, 0, 5000);
+    cache.deny('a', 1000, 1, 0, 5000, 10);
+    cache.deny('b', 1000, 1, 0, 5000, 10);
     cache.clear();
     expect(cache.size).toBe(0);
-    expect(cache.check('a', 1, 0)).toBeUndefined();
+    expect(cache.check('a', 1, 10, 0)).toBeUndefined();
   });
 });
 
