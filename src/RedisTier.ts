@@ -25,7 +25,7 @@ function repliedWith(error: unknown): boolean {
 }
 
 /** What the Redis tier needs of the limiter's options. */
-type TierOptions = Pick<ResolvedLimiterOptions, 'redis' | 'prefix' | 'limit' | 'windowMs' | 'breaker' | 'clock' | 'now' | 'perf'>;
+type TierOptions = Pick<ResolvedLimiterOptions, 'redis' | 'prefix' | 'limit' | 'windowMs' | 'blockMs' | 'breaker' | 'clock' | 'now' | 'perf'>;
 
 /**
  * The Redis tier as the limiter uses it: every Redis call goes out through here, inside the breaker.
@@ -84,6 +84,7 @@ export class RedisTier {
       prefix: options.prefix,
       limit: options.limit,
       windowMs: options.windowMs,
+      blockMs: options.blockMs,
       ...(options.clock === undefined ? {} : { now: options.clock }),
     });
     this.#clock = options.clock;

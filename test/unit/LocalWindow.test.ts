@@ -1,7 +1,7 @@
 import { performance } from 'node:perf_hooks';
 import { describe, expect, it, vi } from 'vitest';
 import { LocalWindow, ResilimitError } from '../../src/index.js';
-import { configure } from '../../src/internal.js';
+import { block, configure, decide } from '../../src/internal.js';
 import { prng, ReferenceWindow } from '../support/model.js';
 
 function clock(start = 1_000_000) {
@@ -236,5 +236,27 @@ describe('LocalWindow options', () => {
     );
     const w = new LocalWindow({ limit: 10, windowMs: 1000, maxKeys: 10 });
     expect(() => w.limit('k', { costs: 2 } as never)).toThrow(expect.objectContaining({ code: 'ERR_RESILIMIT_INVALID_OPTION' }));
+  });
+});
+
+describe('LocalWindow blocks (internal: the local tier of block() and blockMs)', () => {
+  it('refuses every call until the block ends, retryAfterMs counting it, and a penalty blocks on a refusal', () => {
+    const t = { now: 1_000 };
+    const w = new LocalWindow({ limit: 2, windowMs: 1_000, maxKeys: 10, now: () => t.now });
+    w[block]('k', 4_000);
+    expect(w[decide]('k', 1, undefined)).toMatchObject({ allowed: false, retryAfterMs: 3_000 });
+    expect(w.peek('k')).toMatchObject({ allowed: false, retryAfterMs: 3_000 });
+    t.now = 4_000;
+    expect(w[decide]('k', 1, undefined).allowed).toBe(true);
+    expect(w[decide]('k', 1, undefined, t.now, 0, undefined, 2_500).allowed).toBe(true);
+    // Full: refused with a penalty of 2,500 ms, longer than the window's own wait (1,000 ms).
+    expect(w[decide]('k', 1, undefined, t.now, 0, undefined, 2_500)).toMatchObject({ allowed: false, retryAfterMs: 2_500 });
+    t.now = 5_500; // the window is empty again; the block holds, and a refusal meanwhile does not lengthen it
+    expect(w[decide]('k', 1, undefined, t.now, 0, undefined, 2_500)).toMatchObject({ allowed: false, retryAfterMs: 1_000 });
+    t.now = 6_500;
+    expect(w[decide]('k', 1, undefined, t.now, 0, undefined, 2_500).allowed).toBe(true);
+    w[block]('k', 60_000);
+    w[block]('k', 0);
+    expect(w[decide]('k', 1, undefined).allowed).toBe(true);
   });
 });

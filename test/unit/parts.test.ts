@@ -75,6 +75,17 @@ describe('DenyCache', () => {
     expect(cache.size).toBe(0);
     expect(cache.check('a', 1, 10, 0)).toBeUndefined();
   });
+
+  it('lets a call under another limit through (a limit function changed the key\'s), but a block (limit 0) holds under any', () => {
+    const cache = new DenyCache(10);
+    cache.deny('k', 1000, 1, 0, 5000, 10);
+    expect(cache.check('k', 1, 10, 0)).toBeDefined();
+    expect(cache.check('k', 1, 20, 0)).toBeUndefined();
+    expect(cache.check('k', 1, 10, 0)).toBeUndefined(); // forgotten: it was made under another limit
+    cache.deny('b', 1000, 1, 0, 5000, 0);
+    expect(cache.check('b', 1, 20, 0)).toBeDefined();
+    expect(cache.check('b', 7, 3, 999)).toBeDefined();
+  });
 });
 
 setFlagsFromString('--expose-gc');
