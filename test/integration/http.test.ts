@@ -317,6 +317,16 @@ describe.each(frameworks)('$name', (framework) => {
     return app;
   }
 
+  it('reports each key\'s own limit in RateLimit and RateLimit-Policy with a per-key limit', async () => {
+    const app = await start({ key: byHeader('x-api-key') }, limiter({ limit: (key) => (key.includes('gold') ? 5 : 2) }));
+    const gold = await sequence(app, 3, '/', { 'x-api-key': 'gold-1' });
+    const basic = await sequence(app, 3, '/', { 'x-api-key': 'basic-1' });
+    expect(gold.map((r) => item(r.headers.get('ratelimit-policy'))['q'])).toEqual([5, 5, 5]);
+    expect(gold.map((r) => item(r.headers.get('ratelimit'))['r'])).toEqual([4, 3, 2]);
+    expect(basic.map((r) => r.status)).toEqual([200, 200, 429]);
+    expect(basic.map((r) => item(r.headers.get('ratelimit-policy'))['q'])).toEqual([2, 2, 2]);
+  });
+
   it('admits requests under the limit with the RateLimit fields counting down, then answers 429 without running the handler', async () => {
     const app = await start();
     const replies = await sequence(app, 4);
