@@ -21,9 +21,10 @@ Reply: a string of integers separated by commas (one bulk string is much cheaper
 parse than an array of integers, on both ends), in this order:
   [1] nowMs   the time the calls were decided at
   [2] stale   1 when notAfterMs had passed: nothing was read or written, and no call follows
-  then five per call, in call order:
+  then five per call, in call order (`remaining` is the caller's: its limit minus `used`):
       allowed       1 admitted (or already admitted under this id), 0 rejected
-      remaining     permits left in the window after this call (>= 0)
+      used          permits in use in the window after this call (every client's; it may exceed
+                    the limit given, when the limit was lowered or a caller leaves some free)
       retryAfterMs  0 when allowed; otherwise the exact wait until the call could be admitted: until
                     enough permits leave the window for this cost, and the key's block has ended
       resetAtMs     when the window will hold no permits (nowMs when it holds none already)
@@ -199,7 +200,7 @@ local function decide(key, limit, cost, id, reply)
 
   local n = #reply
   reply[n + 1] = allowed
-  reply[n + 2] = math.max(limit - used, 0)
+  reply[n + 2] = used
   reply[n + 3] = retryAfter
   reply[n + 4] = resetAt
   reply[n + 5] = duplicate + (allowed == 0 and blockedUntil > now and 2 or 0)
@@ -253,7 +254,7 @@ local function admitOne(key, limit, id, reply)
   end
   local n = #reply
   reply[n + 1] = 1
-  reply[n + 2] = limit - used
+  reply[n + 2] = used
   reply[n + 3] = 0
   reply[n + 4] = resetAt
   reply[n + 5] = 0

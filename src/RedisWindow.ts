@@ -28,7 +28,7 @@ export type RedisDecision = Decision & {
 
 /**
  * A decision of a batch, as the limiter reads it: also the permits in use in the key's window after
- * the call, every instance's (exact unless the limit was lowered below them). @internal
+ * the call, every instance's (exact, also when the call was decided with permits left free). @internal
  */
 export type BatchDecision = RedisDecision & { readonly used: number };
 
@@ -161,24 +161,25 @@ export class RedisWindow implements RateWindow {
  */
 export type BatchCall = { readonly key: string; readonly cost: number; readonly id: CallId; readonly limit: number };
 
-/** Reads the script's reply: "nowMs,stale" then "allowed,remaining,retryAfterMs,resetAtMs,flags" per call. */
+/** Reads the script's reply: "nowMs,stale" then "allowed,used,retryAfterMs,resetAtMs,flags" per call. */
 function toDecisions(reply: unknown, calls: readonly BatchCall[], effective: readonly number[]): BatchDecision[] {
   const values = replyIntegers(slidingWindow, reply, 2 + 5 * calls.length);
   const nowMs = values[0] as number;
   const decisions: BatchDecision[] = [];
   for (let c = 0, i = 2; c < calls.length; c += 1, i += 5) {
     const flags = values[i + 4] as number;
+    const used = values[i + 1] as number;
     decisions.push({
       allowed: values[i] === 1,
       limit: (calls[c] as BatchCall).limit,
-      remaining: values[i + 1] as number,
+      remaining: Math.max((effective[c] as number) - used, 0),
       retryAfterMs: values[i + 2] as number,
       resetAtMs: values[i + 3] as number,
       source: 'redis',
       nowMs,
       duplicate: (flags & 1) === 1,
       blocked: (flags & 2) === 2,
-      used: (effective[c] as number) - (values[i + 1] as number),
+      used,
     });
   }
   return decisions;

@@ -3,6 +3,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { RedisWindow, type RedisDecision } from '../../src/index.js';
+import { decideBatch } from '../../src/internal.js';
 import { prng, ReferenceWindow } from '../support/model.js';
 import { useRedis, waitReady, type RedisHandle } from '../support/redis.js';
 
@@ -87,6 +88,27 @@ describe('RedisWindow', () => {
     // About 8 full windows passed: the limit was also reached, not just respected.
     expect(admitted).toBeGreaterThanOrEqual(limit * 6);
     expect(admitted).toBeLessThanOrEqual(limit * 10);
+  });
+
+  it('decides each call of a batch against its own limit less what it leaves free, and tells the permits in use exactly', async () => {
+    const w = window({ limit: 10, windowMs: 60_000 });
+    for (let i = 0; i < 8; i += 1) await w.limit('shared');
+    // Limit 10 with 5 left free: a call of cost 1 sees 5 usable, all in use; a call of cost 6 is
+    // decided against 6 (never less than its cost); a call of another key and limit against its own.
+    const decisions = await w[decideBatch](
+      [
+        { key: 'shared', cost: 1, id: 'a', limit: 10 },
+        { key: 'shared', cost: 6, id: 'b', limit: 10 },
+        { key: 'other', cost: 1, id: 'c', limit: 3 },
+      ],
+      undefined,
+      (limit) => (limit === 10 ? 5 : 0),
+    );
+    expect(decisions.map((d) => [d.allowed, d.limit, d.remaining, d.used])).toEqual([
+      [false, 10, 0, 8],
+      [false, 10, 0, 8],
+      [true, 3, 2, 1],
+    ]);
   });
 
   it('counts every call made in the same millisecond', async () => {
