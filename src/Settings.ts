@@ -8,7 +8,7 @@ import type { RedisWindow } from './RedisWindow.js';
 
 /**
  * The settings a limiter changes at run time: the limit (a number, or a function evaluated at every
- * call), the window, the mode and the kill switch. It owns them, and alone applies a change to the
+ * call), the window, the mode, shadow mode and the kill switch. It owns them, and alone applies a change to the
  * parts that hold a copy: the Redis window, the local window's share (`local.limit`, or
  * `ceil(limit / instances)`), and the deny cache (cleared, as its denials were made under the old limit).
  */
@@ -18,10 +18,11 @@ export class Settings {
   #limitFn: (() => number) | undefined;
   #windowMs: number;
   #mode: Mode;
+  #shadow: boolean;
   #enabled = true;
 
   constructor(
-    readonly options: Pick<ResolvedLimiterOptions, 'limit' | 'limitFn' | 'windowMs' | 'mode' | 'localLimit' | 'instances'>,
+    readonly options: Pick<ResolvedLimiterOptions, 'limit' | 'limitFn' | 'windowMs' | 'mode' | 'shadow' | 'localLimit' | 'instances'>,
     readonly redis: RedisWindow,
     readonly local: LocalTier,
     readonly deny: DenyCache,
@@ -32,6 +33,7 @@ export class Settings {
     this.#limitFn = options.limitFn;
     this.#windowMs = options.windowMs;
     this.#mode = options.mode;
+    this.#shadow = options.shadow;
   }
 
   get limit(): number {
@@ -48,6 +50,11 @@ export class Settings {
 
   get enabled(): boolean {
     return this.#enabled;
+  }
+
+  /** Shadow mode: a call the limit would refuse is admitted, marked `shadowRejected` (see `Stats.publish`). */
+  get shadow(): boolean {
+    return this.#shadow;
   }
 
   /** Instances sharing the limit: counted (`'auto'`, 1 until a heartbeat answers) or set. */
@@ -117,6 +124,12 @@ export class Settings {
   setEnabled(enabled: boolean): void {
     if (typeof enabled !== 'boolean') throw invalidOption('enabled', 'a boolean', enabled);
     this.#enabled = enabled;
+  }
+
+  /** @throws {ResilimitError} `ERR_RESILIMIT_INVALID_OPTION` for anything but a boolean. */
+  setShadow(shadow: boolean): void {
+    if (typeof shadow !== 'boolean') throw invalidOption('shadow', 'a boolean', shadow);
+    this.#shadow = shadow;
   }
 
   #apply(changes: { limit: number; windowMs?: number }): void {

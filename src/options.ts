@@ -207,6 +207,16 @@ export type ResilientLimiterOptions = Omit<WindowOptions, 'limit'> & {
   prefix?: string;
   /** What answers when Redis cannot. @default 'local' */
   mode?: Mode;
+  /**
+   * Shadow mode, to roll out a new limit safely (as Envoy's `shadow_mode`): every call is decided and
+   * counted as usual, but never refused. A call the limit would refuse (Redis's refusal, the deny
+   * cache's, the local window's, or `'fail-closed'`'s) is admitted with `shadowRejected: true` and the
+   * refusal's other fields, and consumes no permit: the windows hold what the limit would admit if it
+   * were enforced. Counted in `stats().shadowRejected`, the `shadowRejected` event and the metrics.
+   * `setShadow()` switches it at run time.
+   * @default false
+   */
+  shadow?: boolean;
   /** The local tier. */
   local?: LocalTierOptions;
   /** The breaker. */
@@ -290,6 +300,7 @@ export type ResolvedLimiterOptions = Readonly<{
   limitFn: (() => number) | undefined;
   windowMs: number;
   mode: Mode;
+  shadow: boolean;
   localLimit: number | undefined;
   instances: number | 'auto';
   maxKeys: number;
@@ -317,7 +328,7 @@ export function mode(name: string, value: unknown): Mode {
 /** Every option's name, checked both ways against the types: a name added to one must be added to the other. */
 const LIMITER_OPTIONS = [
   ...['redis', 'prefix', 'limit', 'windowMs', 'mode', 'local', 'breaker', 'maxInFlight', 'slowCallMs', 'clock', 'perf'],
-  ...['heartbeatMs', 'maxPending', 'maxPendingBytes', 'reconcile', 'coalesce', 'maxWaiters'],
+  ...['heartbeatMs', 'maxPending', 'maxPendingBytes', 'reconcile', 'coalesce', 'maxWaiters', 'shadow'],
 ] as const satisfies readonly (keyof ResilientLimiterOptions)[];
 const LOCAL_OPTIONS = ['limit', 'instances', 'maxKeys'] as const satisfies readonly (keyof LocalTierOptions)[];
 const BREAKER_OPTIONS = [
@@ -346,6 +357,7 @@ export function resolveLimiterOptions(raw: unknown): ResolvedLimiterOptions {
     redis: redisClient(options['redis']),
     prefix: prefix(options['prefix']),
     mode: options['mode'] === undefined ? 'local' : mode('mode', options['mode']),
+    shadow: optionalBoolean('shadow', options['shadow'], false),
     localLimit: local['limit'] === undefined ? undefined : integer('local.limit', local['limit'], 1, MAX_INT),
     instances: integerOrAuto('local.instances', local['instances'], 1_000_000),
     maxKeys: optionalInteger('local.maxKeys', local['maxKeys'], 1, 2 ** 24, 10_000),
