@@ -74,6 +74,9 @@ describe('shadow mode options', () => {
     const invalid = (message: string) => expect.objectContaining({ name: 'ResilimitError', code: 'ERR_RESILIMIT_INVALID_OPTION', message });
     expect(() => limiter({ shadow: 'yes' as never })).toThrow(invalid('Expected `shadow` to be a boolean, got `"yes"` (string of length 3)'));
     expect(() => limiter({ shadow: 1 as never })).toThrow(invalid('Expected `shadow` to be a boolean, got `1` (number)'));
+    expect(() => limiter({ shadowMode: true } as never)).toThrow(
+      invalid('Expected `shadowMode` to be absent: ResilientLimiter has no such option (did you mean `shadow`?), got `true` (boolean)'),
+    );
     const l = limiter();
     expect(() => l.setShadow('yes' as never)).toThrow(invalid('Expected `shadow` to be a boolean, got `"yes"` (string of length 3)'));
     expect(() => l.setShadow(undefined as never)).toThrow(invalid('Expected `shadow` to be a boolean, got `undefined` (undefined)'));
