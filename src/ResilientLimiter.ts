@@ -4,7 +4,7 @@ import type { BreakerState } from './breaker.js';
 import { OneCall, PeekCall } from './calls.js';
 import type { LimiterEvents } from './events.js';
 import { DecisionPath, type Parts } from './DecisionPath.js';
-import { combine, denyCacheDecision, fixedDecision, type LimitAllDecision, type LimiterDecision } from './decisions.js';
+import { combine, denyCacheDecision, fixedDecision, shadowed, type LimitAllDecision, type LimiterDecision } from './decisions.js';
 import { ErrorCode, ResilimitError } from './errors.js';
 import { callIdOf, checkCallOptions, checkCost, checkKey, memberOf } from './input.js';
 import type { InstanceCounter } from './InstanceCounter.js';
@@ -101,9 +101,15 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
     return this.#settings.enabled;
   }
 
+  /** True in shadow mode (the `shadow` option, `setShadow(true)`): a call the limit would refuse is admitted, `shadowRejected`. */
+  get shadow(): boolean {
+    return this.#settings.shadow;
+  }
+
   /**
    * Decides one call of `key` and consumes its cost when admitted. Resolves with a decision whatever
-   * Redis does; see `source` and `reason` for who decided and why.
+   * Redis does; see `source` and `reason` for who decided and why. In shadow mode a refusal resolves
+   * `allowed: true` with `shadowRejected: true`, consuming nothing.
    * @throws {ResilimitError} `ERR_RESILIMIT_INVALID_KEY`, `ERR_RESILIMIT_INVALID_COST`,
    *   `ERR_RESILIMIT_INVALID_ID` (rejections of the returned promise), `ERR_RESILIMIT_CLOSED` after `close()`.
    */
@@ -136,7 +142,8 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
    * `limit()`). One script call decides them atomically on a single Redis or when the keys share a slot;
    * on a Cluster, slot after slot, the earlier permits given back if one refuses (under contention it
    * can refuse more than an atomic decision would, never admit more). When Redis cannot answer, the mode
-   * decides (in `'local'`, all or nothing on local windows of each limit's share, journalled).
+   * decides (in `'local'`, all or nothing on local windows of each limit's share, journalled). In shadow
+   * mode a refusal resolves `allowed: true`, `shadowRejected: true`, consuming nothing.
    * @throws {ResilimitError} `ERR_RESILIMIT_INVALID_OPTION` for bad limits (naming the item and the
    *   field), `ERR_RESILIMIT_INVALID_KEY`, `ERR_RESILIMIT_INVALID_ID`, `ERR_RESILIMIT_CLOSED`.
    * @example
@@ -161,14 +168,13 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
       const diverted = this.#parts.gate.divertAll(items);
       result = diverted === undefined ? await this.#path.run(new AllCall(this.#parts, items, id, now)) : this.#parts.fallback.all(items, id, diverted);
     }
-    items.forEach((item, i) => stats.publish(item.key, item.cost, result.decisions[i] as LimiterDecision, started));
-    return result;
+    return stats.publishAll(items, result, started);
   }
 
   /**
    * Tells what a call of cost 1 to `key` would get now, consuming nothing: Redis's answer when it can,
-   * else the mode's, as `limit()` would give it. The deny cache is not consulted; no decision is
-   * published; a Redis call that fails counts for the breaker like any other.
+   * else the mode's, as `limit()` would give it (a refusal shadowed in shadow mode). The deny cache is
+   * not consulted; no decision is published; a Redis call that fails counts for the breaker like any other.
    * @throws {ResilimitError} `ERR_RESILIMIT_INVALID_KEY`, `ERR_RESILIMIT_CLOSED` after `close()`
    *   (rejections of the returned promise).
    */
@@ -178,7 +184,8 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
     const limit = this.#settings.limitOf(key);
     if (!this.#settings.enabled) return fixedDecision(true, 'disabled', 'disabled', this.#now(), limit, 0);
     const diverted = this.#parts.gate.divert(key);
-    return diverted === undefined ? await this.#path.run(new PeekCall(this.#parts, key, limit)) : this.#parts.fallback.peek(key, diverted, limit);
+    const d = diverted === undefined ? await this.#path.run(new PeekCall(this.#parts, key, limit)) : this.#parts.fallback.peek(key, diverted, limit);
+    return d.allowed || !this.#settings.shadow ? d : shadowed(d);
   }
 
   /**
@@ -220,6 +227,7 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
    * Waits for a permit of `key` (to call a third-party API, say): resolves with the admitted decision as soon
    * as the window allows, or at once with the refusal when the permit would come after `maxWaitMs`. Each
    * attempt is a `limit()` call retried after its `retryAfterMs` (Redis down: the mode's answers), FIFO per key.
+   * In shadow mode a refusal is admitted (`shadowRejected`): the call resolves at once.
    * @throws {ResilimitError} as `limit()`; `ERR_RESILIMIT_INVALID_OPTION`; `ERR_RESILIMIT_TOO_MANY_WAITERS`
    *   past `maxWaiters`; `ERR_RESILIMIT_CLOSED` (also to the waiters of `close()`). On abort, `signal.reason`.
    * @example const d = await limiter.acquire('api.example.com', { maxWaitMs: 5_000, signal });
@@ -263,6 +271,16 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
   /** The kill switch: `false` admits every call at once (source `'disabled'`) without touching Redis. */
   setEnabled(enabled: boolean): void {
     this.#settings.setEnabled(enabled);
+  }
+
+  /**
+   * Shadow mode on or off, from the next decision on (see the `shadow` option). On, the `acquire()`
+   * calls waiting out a refusal ask again at once.
+   * @throws {ResilimitError} `ERR_RESILIMIT_INVALID_OPTION` for anything but a boolean.
+   */
+  setShadow(on: boolean): void {
+    this.#settings.setShadow(on);
+    if (on) this.#waiters.wake();
   }
 
   /**

@@ -3,13 +3,14 @@ import { knownOptions } from './checks.js';
 import { invalidOption } from './errors.js';
 import { configure } from './internal.js';
 import type { LocalTier } from './LocalTier.js';
-import { integer, limitValue, MAX_INT, mode as checkMode, type LimitFunction, type Mode, type ResolvedLimiterOptions } from './options.js';
+import { limitValue } from './limitFunction.js';
+import { integer, MAX_INT, mode as checkMode, type LimitFunction, type Mode, type ResolvedLimiterOptions } from './options.js';
 import type { RedisWindow } from './RedisWindow.js';
 
 /**
  * The settings a limiter changes at run time: the limit (a number, or a function of the key called at
- * every call), the window, the mode and the kill switch. It owns them, and alone applies a change to
- * the parts that hold a copy: the Redis window, the local window's share (`local.limit`, or
+ * every call), the window, the mode, shadow mode and the kill switch. It owns them, and alone applies a
+ * change to the parts that hold a copy: the Redis window, the local window's share (`local.limit`, or
  * `ceil(limit / instances)`), and the deny cache (cleared, as its denials were made under the old limit).
  *
  * Every call carries its own limit ({@link limitOf}) to both tiers and the deny cache, so a limit
@@ -22,10 +23,11 @@ export class Settings {
   #limitFn: LimitFunction | undefined;
   #windowMs: number;
   #mode: Mode;
+  #shadow: boolean;
   #enabled = true;
 
   constructor(
-    readonly options: Pick<ResolvedLimiterOptions, 'limit' | 'limitFn' | 'windowMs' | 'mode' | 'localLimit' | 'instances'>,
+    readonly options: Pick<ResolvedLimiterOptions, 'limit' | 'limitFn' | 'windowMs' | 'mode' | 'shadow' | 'localLimit' | 'instances'>,
     readonly redis: RedisWindow,
     readonly local: LocalTier,
     readonly deny: DenyCache,
@@ -36,6 +38,7 @@ export class Settings {
     this.#limit = options.limitFn === undefined ? options.limit : 0;
     this.#windowMs = options.windowMs;
     this.#mode = options.mode;
+    this.#shadow = options.shadow;
   }
 
   /** The `limit` option; with a function, the value it gave for the last call (0 before the first). */
@@ -69,6 +72,11 @@ export class Settings {
 
   get enabled(): boolean {
     return this.#enabled;
+  }
+
+  /** Shadow mode: a call the limit would refuse is admitted, marked `shadowRejected` (see `Stats.publish`). */
+  get shadow(): boolean {
+    return this.#shadow;
   }
 
   /** Instances sharing the limit: counted (`'auto'`, 1 until a heartbeat answers) or set. */
@@ -122,6 +130,12 @@ export class Settings {
   setEnabled(enabled: boolean): void {
     if (typeof enabled !== 'boolean') throw invalidOption('enabled', 'a boolean', enabled);
     this.#enabled = enabled;
+  }
+
+  /** @throws {ResilimitError} `ERR_RESILIMIT_INVALID_OPTION` for anything but a boolean. */
+  setShadow(shadow: boolean): void {
+    if (typeof shadow !== 'boolean') throw invalidOption('shadow', 'a boolean', shadow);
+    this.#shadow = shadow;
   }
 
   #apply(changes: { limit: number; windowMs: number }): void {

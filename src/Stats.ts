@@ -1,7 +1,9 @@
 import { channel } from 'node:diagnostics_channel';
+import type { EventEmitter } from 'node:events';
 import type { BreakerState } from './breaker.js';
-import { REASONS, type LimiterDecision } from './decisions.js';
+import { REASONS, shadowed, shadowedAll, type LimitAllDecision, type LimiterDecision } from './decisions.js';
 import type { Parts } from './DecisionPath.js';
+import type { LimiterEvents } from './events.js';
 import type { Mode } from './options.js';
 import type { Settings } from './Settings.js';
 import type { DecisionReason, DecisionSource } from './types.js';
@@ -11,6 +13,8 @@ export type LimiterStats = {
   state: BreakerState;
   mode: Mode;
   enabled: boolean;
+  /** Shadow mode is on (the `shadow` option, `setShadow()`). */
+  shadow: boolean;
   limit: number;
   windowMs: number;
   /** The local window's limit: `local.limit`, or `ceil(limit / instances)`. */
@@ -23,7 +27,10 @@ export type LimiterStats = {
    */
   unrecovered: number;
   decisions: number;
+  /** Decisions that admitted the call, shadowed ones included: `allowed - shadowRejected` is what enforcing the limit would have admitted. */
   allowed: number;
+  /** Decisions shadow mode admitted though the limit refused them (`shadowRejected: true`), counted in `allowed` too. */
+  shadowRejected: number;
   bySource: Record<DecisionSource, number>;
   byReason: Record<DecisionReason, number>;
   /** Decisions waiting on Redis now: sent (timed-out calls still running included) or queued to be. */
@@ -56,17 +63,22 @@ const decisionChannel = channel('resilimit:decision');
 /**
  * The decision counters of one limiter, and the one place a decision is published. Every decision
  * passes through {@link publish} once; the counters are kept by it alone (and `opened` by the breaker's
- * state changes).
+ * state changes). So it is also where shadow mode turns a refusal into a shadowed admission: after
+ * every tier has decided (a refusal recorded nothing anywhere), before anything counts or sees it.
  */
 export class Stats {
   readonly byReason = Object.fromEntries(REASONS.map((r) => [r, 0])) as Record<DecisionReason, number>;
   readonly bySource: Record<DecisionSource, number> = { redis: 0, local: 0, 'fail-open': 0, 'fail-closed': 0, disabled: 0 };
   allowed = 0;
+  shadowRejected = 0;
   opened = 0;
 
   constructor(
-    readonly limiter: unknown,
+    /** The limiter: the channel's `limiter`, and where the `shadowRejected` event is emitted. */
+    readonly limiter: EventEmitter<LimiterEvents>,
     readonly perf: { now(): number },
+    /** Owns the `shadow` flag, read for refusals only. */
+    readonly settings: { readonly shadow: boolean },
   ) {}
 
   /** The start of a call, for its `durationMs`: read only when the channel has subscribers. */
@@ -74,15 +86,43 @@ export class Stats {
     return decisionChannel.hasSubscribers ? this.perf.now() : 0;
   }
 
-  /** Counts a decision and publishes it; returns it. */
+  /**
+   * Counts a decision and publishes it; returns it, or, for a refusal in shadow mode, its shadowed
+   * admission (counted, published and returned in its place). Shadow mode adds nothing to an
+   * admission's path, and one flag read to a refusal's.
+   */
   publish(key: string, cost: number, decision: LimiterDecision, started: number): LimiterDecision {
-    this.byReason[decision.reason] += 1;
-    this.bySource[decision.source] += 1;
+    let d = decision;
     if (decision.allowed) this.allowed += 1;
+    else if (this.settings.shadow) d = this.#shadow(key, cost, decision);
+    this.byReason[d.reason] += 1;
+    this.bySource[d.source] += 1;
     if (decisionChannel.hasSubscribers) {
       const durationMs = started === 0 ? 0 : this.perf.now() - started;
-      decisionChannel.publish({ limiter: this.limiter, key, cost, decision, durationMs } satisfies DecisionMessage);
+      decisionChannel.publish({ limiter: this.limiter, key, cost, decision: d, durationMs } satisfies DecisionMessage);
     }
+    return d;
+  }
+
+  /**
+   * Publishes the per-limit decisions of a `limitAll()` answer (each through {@link publish}, in place)
+   * and returns the answer: shadowed when a limit refused in shadow mode.
+   */
+  publishAll(items: readonly { readonly key: string; readonly cost: number }[], result: LimitAllDecision, started: number): LimitAllDecision {
+    const { decisions } = result;
+    for (let i = 0; i < items.length; i += 1) {
+      const item = items[i] as { key: string; cost: number };
+      decisions[i] = this.publish(item.key, item.cost, decisions[i] as LimiterDecision, started);
+    }
+    return result.allowed || !this.settings.shadow ? result : shadowedAll(result, decisions);
+  }
+
+  /** A refusal admitted in shadow mode: counted, and told to the `shadowRejected` listeners (if any: it is on the call's path). */
+  #shadow(key: string, cost: number, refusal: LimiterDecision): LimiterDecision {
+    const decision = shadowed(refusal);
+    this.allowed += 1;
+    this.shadowRejected += 1;
+    if (this.limiter.listenerCount('shadowRejected') > 0) this.limiter.emit('shadowRejected', { key, cost, decision });
     return decision;
   }
 
@@ -93,6 +133,7 @@ export class Stats {
       state: tier.state,
       mode: settings.mode,
       enabled: settings.enabled,
+      shadow: settings.shadow,
       limit: settings.limit,
       windowMs: settings.windowMs,
       localLimit: settings.shareOf(settings.limit),
@@ -100,6 +141,7 @@ export class Stats {
       unrecovered,
       decisions: this.decisions,
       allowed: this.allowed,
+      shadowRejected: this.shadowRejected,
       bySource: { ...this.bySource },
       byReason: { ...this.byReason },
       inFlight: tier.outstandingDecisions + parts.coalescer.size,

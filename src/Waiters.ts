@@ -107,6 +107,18 @@ export class Waiters {
     return promise;
   }
 
+  /**
+   * Every sleeping queue asks again now rather than at the end of its refusal's wait: shadow mode went
+   * on, and its head's next `limit()` call is admitted (shadowed, if still refused).
+   */
+  wake(): void {
+    for (const queue of this.#queues.values()) {
+      if (queue.turn.kind !== 'sleeping') continue;
+      clearTimeout(queue.turn.timer);
+      this.#ask(queue);
+    }
+  }
+
   /** Settles every waiter with `ERR_RESILIMIT_CLOSED` and clears every timer; later calls are refused. */
   close(): void {
     this.#closed = true;

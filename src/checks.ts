@@ -78,7 +78,8 @@ export function unknownOption(owner: string, name: string, value: unknown, known
 
 /**
  * The known name a misspelt one most likely meant: the same but for case, one that holds the other
- * (`failMode` for `mode`, `timeout` for `timeoutMs`), or one at most a third of its length of edits away.
+ * (`failMode` for `mode`, `timeout` for `timeoutMs`; of two, the one that covers more of it:
+ * `shadowMode` for `shadow`, not `mode`), or one at most a third of its length of edits away.
  */
 export function nearest(name: string, known: readonly string[]): string | undefined {
   const lower = name.toLowerCase().replace(/^.*\./, '');
@@ -86,7 +87,8 @@ export function nearest(name: string, known: readonly string[]): string | undefi
   let bestDistance = Number.POSITIVE_INFINITY;
   for (const candidate of known) {
     const other = candidate.toLowerCase().replace(/^.*\./, '');
-    const distance = other === lower ? 0 : other.includes(lower) || lower.includes(other) ? 1 : editDistance(lower, other);
+    const distance =
+      other === lower ? 0 : other.includes(lower) || lower.includes(other) ? 2 - Math.min(lower.length, other.length) / Math.max(lower.length, other.length) : editDistance(lower, other);
     if (distance < bestDistance) {
       best = candidate;
       bestDistance = distance;

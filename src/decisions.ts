@@ -4,15 +4,28 @@ import type { Decision, DecisionReason, DecisionSource } from './types.js';
 /**
  * A decision of `ResilientLimiter`: it always says why it was made where it was. `id`: the call's id
  * when it was admitted (the caller's, or the one generated for it), what `refund()` takes; undefined
- * when it was refused, and on `limitAll()`'s per-limit decisions.
+ * when it was refused or shadowed, and on `limitAll()`'s per-limit decisions.
  */
-export type LimiterDecision = Decision & { reason: DecisionReason; id: string | undefined };
+export type LimiterDecision = Decision & {
+  reason: DecisionReason;
+  id: string | undefined;
+  /**
+   * Present, and true, only in shadow mode (the `shadow` option, `setShadow(true)`) on a call the limit
+   * would have refused: it was admitted all the same (`allowed: true`) but consumed no permit, no window
+   * recorded it (so `id` is undefined), and `remaining`, `retryAfterMs`, `resetAtMs`, `source` and
+   * `reason` are the refusal's: what enforcing the limit would have answered. Absent on every other decision.
+   */
+  shadowRejected?: true;
+};
 
 /** The answer of `limitAll()`: all admitted and consumed, or none. */
 export type LimitAllDecision = {
-  /** True when every limit admitted the call and all were consumed; false when none was consumed. */
+  /**
+   * True when every limit admitted the call and all were consumed; false when none was consumed. True
+   * too, with `shadowRejected`, when a limit refused in shadow mode: then none was consumed.
+   */
   allowed: boolean;
-  /** 0 when allowed; otherwise the longest wait among the limits that refused (the wait until all fit, other traffic aside). */
+  /** 0 when every limit admitted the call; otherwise the longest wait among the limits that refused (the wait until all fit, other traffic aside). */
   retryAfterMs: number;
   /** Which tier decided (the tier of the last limit decided, when they differ). */
   source: DecisionSource;
@@ -23,6 +36,12 @@ export type LimitAllDecision = {
    * `remaining` counts after this call when it was admitted, before it otherwise.
    */
   decisions: LimiterDecision[];
+  /**
+   * Present, and true, only in shadow mode when a limit refused: the call was admitted all the same,
+   * no limit was consumed, `retryAfterMs` is the refusal's, and each refusing limit's decision is
+   * shadowed (see {@link LimiterDecision.shadowRejected}).
+   */
+  shadowRejected?: true;
 };
 
 /** Every reason, in the order the stats list them. */
@@ -100,6 +119,31 @@ export function denyCacheDecision(
     reason: 'deny-cache',
     id: undefined,
   };
+}
+
+/**
+ * The refusal `refusal` admitted in shadow mode: `allowed: true`, `shadowRejected: true`, and the
+ * refusal's other fields. A refusal recorded nothing in any window, so the call consumes no permit,
+ * and its `id` is undefined. One field more than the other builders: a second hidden class, made
+ * only in shadow mode, so that with shadow mode off every decision keeps the one it has.
+ */
+export function shadowed(refusal: LimiterDecision): LimiterDecision {
+  return {
+    allowed: true,
+    limit: refusal.limit,
+    remaining: refusal.remaining,
+    retryAfterMs: refusal.retryAfterMs,
+    resetAtMs: refusal.resetAtMs,
+    source: refusal.source,
+    reason: refusal.reason,
+    id: undefined,
+    shadowRejected: true,
+  };
+}
+
+/** A refused `limitAll()` answer admitted in shadow mode, with its per-limit decisions as published (the refusing ones shadowed). */
+export function shadowedAll(refusal: LimitAllDecision, decisions: LimiterDecision[]): LimitAllDecision {
+  return { allowed: true, retryAfterMs: refusal.retryAfterMs, source: refusal.source, reason: refusal.reason, decisions, shadowRejected: true };
 }
 
 /** Puts the per-limit decisions of `limitAll()` together. */

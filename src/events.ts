@@ -1,4 +1,5 @@
 import type { BreakerState } from './breaker.js';
+import type { LimiterDecision } from './decisions.js';
 import type { ResilimitError } from './errors.js';
 import type { Mode } from './options.js';
 import type { NotReady } from './ReadyWatch.js';
@@ -31,4 +32,10 @@ export type LimiterEvents = {
    * limiter was made, `status` the client's.
    */
   notReady: [info: NotReady];
+  /**
+   * Shadow mode admitted a call the limit would have refused: `decision` has `shadowRejected: true`
+   * and the refusal's fields. Emitted inside the call (of `limit()`, or once per refusing limit of
+   * `limitAll()`), only when there are listeners.
+   */
+  shadowRejected: [info: { key: string; cost: number; decision: LimiterDecision }];
 };

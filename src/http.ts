@@ -93,9 +93,14 @@ function guard<Req, Res>(
   const fields = headers ? new RateLimitFields(l, policyName) : undefined;
   const body = problemBody(policyName);
 
-  /** Writes the answer; true when the request goes on. `pk`: the `pk` parameter, or `''`. */
+  /**
+   * Writes the answer; true when the request goes on. `pk`: the `pk` parameter, or `''`. A refusal
+   * admitted in shadow mode goes on, without 429 or `Retry-After`, but its RateLimit fields are the
+   * refusal's: what the limit says of the quota left.
+   */
   const answer = (req: Req, res: Res, proceed: (error?: unknown) => void, decision: Decision, pk: string): boolean => {
-    const retryAfterS = decision.allowed ? 0 : retryAfterSeconds(decision.retryAfterMs);
+    const refused = !decision.allowed || (decision as { shadowRejected?: true }).shadowRejected === true;
+    const retryAfterS = refused ? retryAfterSeconds(decision.retryAfterMs) : 0;
     if (fields !== undefined) {
       r.setHeader(res, 'RateLimit-Policy', joined(r.getHeader(res, 'RateLimit-Policy'), fields.policy(decision, Date.now())));
       r.setHeader(res, 'RateLimit', joined(r.getHeader(res, 'RateLimit'), fields.state(decision, retryAfterS, pk)));

@@ -1,6 +1,7 @@
 export type { Decision, DecisionReason, DecisionSource, LimitOptions, RateWindow } from './types.js';
 export type {
   BreakerOptions,
+  LimitFunction,
   LocalTierOptions,
   LocalWindowOptions,
   Mode,

@@ -54,7 +54,10 @@ export type LimiterInstrumentation = {
 
 /** The instruments' names, as OpenTelemetry spells them (a Prometheus exporter writes `.` as `_`). */
 export const MetricName = {
-  /** Counter of decisions, `{decision}`: attributes `resilimit.limiter`, `.source`, `.reason`, `.allowed`. */
+  /**
+   * Counter of decisions, `{decision}`: attributes `resilimit.limiter`, `.source`, `.reason`, `.allowed`,
+   * and `.shadow_rejected` (`true`) on the decisions shadow mode admitted though the limit refused them.
+   */
   DECISIONS: 'resilimit.decisions',
   /** Histogram of the time `limit()` took, in seconds: attributes `resilimit.limiter`, `.source`, `.reason`. */
   DECISION_DURATION: 'resilimit.decision.duration',
@@ -155,7 +158,7 @@ function checkMeter(value: unknown): Meter {
 }
 
 /** The attribute sets of one (source, reason), built on its first decision: recording then allocates none. */
-type AttributeSets = { timed: Attributes; rejected: Attributes; allowed: Attributes };
+type AttributeSets = { timed: Attributes; rejected: Attributes; allowed: Attributes; shadowRejected: Attributes };
 
 /**
  * Records the decisions, decision latency and breaker state of `limiter` through the OpenTelemetry
@@ -163,7 +166,7 @@ type AttributeSets = { timed: Attributes; rejected: Attributes; allowed: Attribu
  *
  * | instrument | kind | unit | attributes |
  * |---|---|---|---|
- * | `resilimit.decisions` | counter | `{decision}` | `resilimit.limiter`, `resilimit.source`, `resilimit.reason`, `resilimit.allowed` |
+ * | `resilimit.decisions` | counter | `{decision}` | `resilimit.limiter`, `resilimit.source`, `resilimit.reason`, `resilimit.allowed`; `resilimit.shadow_rejected` (`true`) on a shadowed refusal |
  * | `resilimit.decision.duration` | histogram | `s` | `resilimit.limiter`, `resilimit.source`, `resilimit.reason` |
  * | `resilimit.breaker.state` | observable gauge | `1` | `resilimit.limiter`, `resilimit.state`: 1 for the current state, 0 for the others |
  * | `resilimit.breaker.opens` | observable counter | `{open}` | `resilimit.limiter` |
@@ -218,7 +221,9 @@ export function instrumentLimiter(limiter: ResilientLimiter, options?: Instrumen
     let sets = attributeSets.get(id);
     if (sets === undefined) {
       const timed = { ...base, 'resilimit.source': source, 'resilimit.reason': reason };
-      sets = { timed, rejected: { ...timed, 'resilimit.allowed': false }, allowed: { ...timed, 'resilimit.allowed': true } };
+      const allowed = { ...timed, 'resilimit.allowed': true };
+      // Shadow mode's admissions of refusals: admitted, and a series of their own (the attribute is absent on the others).
+      sets = { timed, rejected: { ...timed, 'resilimit.allowed': false }, allowed, shadowRejected: { ...allowed, 'resilimit.shadow_rejected': true } };
       attributeSets.set(id, sets);
     }
     return sets;
@@ -230,7 +235,7 @@ export function instrumentLimiter(limiter: ResilientLimiter, options?: Instrumen
     // diagnostics_channel as an uncaught exception, so a failing meter is reported, never thrown.
     try {
       const sets = attributesOf(decision.source, decision.reason);
-      decisions.add(1, decision.allowed ? sets.allowed : sets.rejected);
+      decisions.add(1, decision.allowed ? (decision.shadowRejected === true ? sets.shadowRejected : sets.allowed) : sets.rejected);
       duration.record(durationMs / 1000, sets.timed);
     } catch (error) {
       if (warned) return;

@@ -1,7 +1,7 @@
 import type { Cluster, Redis } from 'ioredis';
 import { integer, integerOrAuto, isObject, knownOptions, optionalBoolean, optionalFunction, optionalInteger, optionalPerf } from './checks.js';
 import { steadyClock } from './clock.js';
-import { describe, ErrorCode, invalidOption, ResilimitError } from './errors.js';
+import { invalidOption } from './errors.js';
 
 export { integer } from './checks.js';
 
@@ -75,29 +75,8 @@ export function resolveWindowOptions(options: Record<string, unknown>): Resolved
   };
 }
 
-/** A per-key `limit`: the permits of `key`'s calls, an integer from 1 to 2^31 - 1. */
+/** A per-key `limit`: the permits of `key`'s calls, an integer from 1 to 2^31 - 1 (see `limitValue`). */
 export type LimitFunction = (key: string) => number;
-
-/**
- * Calls a `limit` function for `key` and checks what it returned.
- * @throws {ResilimitError} `ERR_RESILIMIT_INVALID_OPTION` when it throws or returns anything but an integer from 1 to 2^31 - 1.
- */
-export function limitValue(fn: LimitFunction, key: string): number {
-  const forKey = `for key ${JSON.stringify(key.length > 40 ? `${key.slice(0, 40)}…` : key)}`;
-  let value: unknown;
-  try {
-    value = fn(key);
-  } catch (error) {
-    throw new ResilimitError(ErrorCode.INVALID_OPTION, `The \`limit\` function threw ${forKey}: ${String(error)}`, { cause: error });
-  }
-  if (typeof value !== 'number' || !Number.isInteger(value) || value < 1 || value > MAX_INT) {
-    throw new ResilimitError(
-      ErrorCode.INVALID_OPTION,
-      `Expected the \`limit\` function to return an integer from 1 to ${MAX_INT}, got ${describe(value)} ${forKey}`,
-    );
-  }
-  return value;
-}
 
 /** Validates {@link LocalWindowOptions} and returns a frozen copy with defaults filled in. */
 export function resolveLocalWindowOptions(raw: unknown): ResolvedLocalWindowOptions {
@@ -220,6 +199,16 @@ export type ResilientLimiterOptions = Omit<WindowOptions, 'limit'> & {
    * @default 0 (range 0 … 2^31 - 1)
    */
   blockMs?: number;
+  /**
+   * Shadow mode, to roll out a new limit safely (as Envoy's `shadow_mode`): every call is decided and
+   * counted as usual, but never refused. A call the limit would refuse (Redis's refusal, the deny
+   * cache's, the local window's, or `'fail-closed'`'s) is admitted with `shadowRejected: true` and the
+   * refusal's other fields, and consumes no permit: the windows hold what the limit would admit if it
+   * were enforced. Counted in `stats().shadowRejected`, the `shadowRejected` event and the metrics.
+   * `setShadow()` switches it at run time.
+   * @default false
+   */
+  shadow?: boolean;
   /** The local tier. */
   local?: LocalTierOptions;
   /** The breaker. */
@@ -307,6 +296,7 @@ export type ResolvedLimiterOptions = Readonly<{
   windowMs: number;
   mode: Mode;
   blockMs: number;
+  shadow: boolean;
   localLimit: number | undefined;
   instances: number | 'auto';
   maxKeys: number;
@@ -334,7 +324,7 @@ export function mode(name: string, value: unknown): Mode {
 /** Every option's name, checked both ways against the types: a name added to one must be added to the other. */
 const LIMITER_OPTIONS = [
   ...['redis', 'prefix', 'limit', 'windowMs', 'mode', 'blockMs', 'local', 'breaker', 'maxInFlight', 'slowCallMs', 'clock', 'perf'],
-  ...['heartbeatMs', 'maxPending', 'maxPendingBytes', 'reconcile', 'coalesce', 'maxWaiters'],
+  ...['heartbeatMs', 'maxPending', 'maxPendingBytes', 'reconcile', 'coalesce', 'maxWaiters', 'shadow'],
 ] as const satisfies readonly (keyof ResilientLimiterOptions)[];
 const LOCAL_OPTIONS = ['limit', 'instances', 'maxKeys'] as const satisfies readonly (keyof LocalTierOptions)[];
 const BREAKER_OPTIONS = [
@@ -365,6 +355,7 @@ export function resolveLimiterOptions(raw: unknown): ResolvedLimiterOptions {
     prefix: prefix(options['prefix']),
     mode: options['mode'] === undefined ? 'local' : mode('mode', options['mode']),
     blockMs: optionalInteger('blockMs', options['blockMs'], 0, MAX_INT, 0),
+    shadow: optionalBoolean('shadow', options['shadow'], false),
     localLimit: local['limit'] === undefined ? undefined : integer('local.limit', local['limit'], 1, MAX_INT),
     instances: integerOrAuto('local.instances', local['instances'], 1_000_000),
     maxKeys: optionalInteger('local.maxKeys', local['maxKeys'], 1, 2 ** 24, 10_000),

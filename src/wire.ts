@@ -48,7 +48,6 @@ export function wire(front: Front, resolved: ResolvedLimiterOptions, closed: () 
   const { prefix, perf, now } = resolved;
   warnIfUnsafe(resolved.redis);
   const releasePrefix = claimPrefix(resolved.redis, prefix);
-  const stats = new Stats(front, perf);
   const count = resolved.instances === 'auto' ? 1 : resolved.instances;
   const local = new LocalTier(resolved.localLimit ?? Math.ceil(resolved.limit / count), resolved.windowMs, resolved.maxKeys, now);
   // Denials wait out Redis's retryAfterMs: on the monotonic clock, or on an injected one (it is Redis's then).
@@ -74,6 +73,7 @@ export function wire(front: Front, resolved: ResolvedLimiterOptions, closed: () 
     (limit) => settings.reserveOf(limit),
   );
   const settings = new Settings(resolved, tier.window, local, deny, () => instances);
+  const stats = new Stats(front, perf, settings);
   const recovery: Recovery = new Recovery(resolved, tier, local, settings, closed, {
     reconciled: (result) => front.emit('reconciled', result),
     dropped: (calls, total) => front.emit('dropped', { calls, total }),

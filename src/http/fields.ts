@@ -84,15 +84,16 @@ export class RateLimitFields {
   /**
    * `RateLimit`. Admitted: `t` is the window, `w`. In a sliding window an admitted request's permit
    * is the newest and leaves last, a full window later, so "no more than `r` within `t` seconds" is
-   * the pace that is never refused (permits of older requests come back sooner). Rejected: `t` is the
-   * `Retry-After` value, as the draft asks that `Retry-After` not end before the effective window.
+   * the pace that is never refused (permits of older requests come back sooner). Rejected (or a
+   * refusal shadow mode admitted, whose fields tell what the limit says): `t` is the `Retry-After`
+   * value, as the draft asks that `Retry-After` not end before the effective window.
    * Not computed from `resetAtMs`: a `'fail-open'` or `'disabled'` decision has it at now, and a `t`
    * of 0 beside `r` = the limit would read as an unbounded rate (the draft's section 8.5).
-   * `pk` is the request's {@link partitionKeyParameter}, or `''`. Call after {@link policy}, which
-   * refreshes the window.
+   * `retryAfterS`: that `Retry-After` value (at least 1), 0 for an admission. `pk` is the request's
+   * {@link partitionKeyParameter}, or `''`. Call after {@link policy}, which refreshes the window.
    */
   state(decision: Decision, retryAfterS: number, pk = ''): string {
-    return `${this.#name};r=${decision.remaining};t=${decision.allowed ? this.#windowS : retryAfterS}${pk}`;
+    return `${this.#name};r=${decision.remaining};t=${retryAfterS === 0 ? this.#windowS : retryAfterS}${pk}`;
   }
 }
 

@@ -358,6 +358,24 @@ describe.each(frameworks)('$name', (framework) => {
     expect(Math.ceil(body.retryAfterMs / 1000)).toBe(retryAfter);
   });
 
+  it('lets a request the limit refuses in shadow mode through to the handler: no 429, no Retry-After, the RateLimit fields of the refusal', async () => {
+    const c = { t: Date.now(), now: () => c.t }; // the limiter's clock (it replaces Redis TIME): an exact wait
+    const l = limiter({ shadow: true, clock: c.now });
+    const app = await start({}, l);
+    const replies = await sequence(app, 3);
+    c.t += 30_000;
+    replies.push(await get(app));
+    expect(replies.map((r) => r.status)).toEqual([200, 200, 200, 200]);
+    expect(app.handled).toBe(4);
+    const shadowed = replies[3] as Reply;
+    expect(shadowed.body).toBe('ok');
+    expect(shadowed.headers.get('retry-after')).toBeNull();
+    expect(item(shadowed.headers.get('ratelimit-policy'))).toEqual({ q: 3, w: 60 });
+    // What the limit says: no quota left for 30 s (the first permits leave the window then).
+    expect(item(shadowed.headers.get('ratelimit'))).toEqual({ r: 0, t: 30 });
+    expect(l.stats()).toMatchObject({ decisions: 4, allowed: 4, shadowRejected: 1 });
+  });
+
   it('keys by the TCP peer by default: another source address has its own limit, X-Forwarded-For is ignored', async () => {
     const app = await start();
     // Four addresses claimed in X-Forwarded-For, one peer: one limit.

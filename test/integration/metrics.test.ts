@@ -84,12 +84,13 @@ function metric(all: MetricData[], name: string): MetricData | undefined {
   return all.find((m) => m.descriptor.name === name);
 }
 
-/** `"<limiter> <source> <reason> <allowed>"` → count, for the decisions counter. */
+/** `"<limiter> <source> <reason> <allowed>"` (then ` shadow_rejected` on a shadowed refusal's series) → count, for the decisions counter. */
 function decisionCounts(all: MetricData[]): Record<string, number> {
   const out: Record<string, number> = {};
   for (const p of metric(all, MetricName.DECISIONS)?.dataPoints ?? []) {
     const a = p.attributes;
-    out[`${a['resilimit.limiter']} ${a['resilimit.source']} ${a['resilimit.reason']} ${a['resilimit.allowed']}`] = p.value as number;
+    const shadow = a['resilimit.shadow_rejected'] === true ? ' shadow_rejected' : '';
+    out[`${a['resilimit.limiter']} ${a['resilimit.source']} ${a['resilimit.reason']} ${a['resilimit.allowed']}${shadow}`] = p.value as number;
   }
   return out;
 }
@@ -151,10 +152,24 @@ const SEQUENCE_COUNTS = {
   'disabled disabled true': 1,
 };
 
+/**
+ * What the known sequence must produce in shadow mode: every refusal admitted, in a series of its own.
+ * (The deny cache still answers the 5th call: Redis refused the 4th.)
+ */
+const SHADOW_SEQUENCE_COUNTS = {
+  'redis decided true': 3,
+  'redis decided true shadow_rejected': 1,
+  'local deny-cache true shadow_rejected': 1,
+  'local breaker-open true': 3,
+  'local breaker-open true shadow_rejected': 1,
+  'fail-closed breaker-open true shadow_rejected': 1,
+  'disabled disabled true': 1,
+};
+
 function tally(decisions: LimiterDecision[], name: string): Record<string, number> {
   const out: Record<string, number> = {};
   for (const d of decisions) {
-    const key = `${name} ${d.source} ${d.reason} ${d.allowed}`;
+    const key = `${name} ${d.source} ${d.reason} ${d.allowed}${d.shadowRejected === true ? ' shadow_rejected' : ''}`;
     out[key] = (out[key] ?? 0) + 1;
   }
   return out;
@@ -177,6 +192,20 @@ describe('instrumentLimiter with the OpenTelemetry SDK', () => {
     const attributeNames = new Set(metric(all, MetricName.DECISIONS)?.dataPoints.flatMap((p) => Object.keys(p.attributes)));
     expect([...attributeNames].sort()).toEqual(['resilimit.allowed', 'resilimit.limiter', 'resilimit.reason', 'resilimit.source']);
     expect(metric(all, MetricName.DECISIONS)?.descriptor).toMatchObject({ unit: '{decision}' });
+  });
+
+  it('counts a refusal admitted in shadow mode as allowed, in a series of its own: resilimit.shadow_rejected', async () => {
+    const l = await limiter({ shadow: true });
+    const { reader, meter } = sdk();
+    instrument(l, { name: 'api', meter });
+    const decisions = await knownSequence(l);
+
+    const all = await collect(reader);
+    expect(tally(decisions, 'api')).toEqual(named('api', SHADOW_SEQUENCE_COUNTS));
+    expect(decisionCounts(all)).toEqual(named('api', SHADOW_SEQUENCE_COUNTS));
+    const shadowed = metric(all, MetricName.DECISIONS)?.dataPoints.filter((p) => 'resilimit.shadow_rejected' in p.attributes) ?? [];
+    expect(shadowed.map((p) => p.attributes['resilimit.shadow_rejected'])).toEqual([true, true, true, true]);
+    expect(l.stats()).toMatchObject({ decisions: 11, allowed: 11, shadowRejected: 4 });
   });
 
   it('times every decision in seconds, per source and reason, in the advised buckets', async () => {
@@ -376,11 +405,12 @@ async function scrape(register: Registry): Promise<Sample[]> {
   return parse(await register.metrics());
 }
 
-/** `"<limiter> <source> <reason> <allowed>"` → count, from a scrape. */
+/** `"<limiter> <source> <reason> <allowed>"` (then ` shadow_rejected` on a shadowed refusal's series) → count, from a scrape. */
 function scrapedDecisions(samples: Sample[]): Record<string, number> {
   const out: Record<string, number> = {};
   for (const { name, labels: l, value } of samples) {
-    if (name === 'resilimit_decisions_total') out[`${l['resilimit_limiter']} ${l['resilimit_source']} ${l['resilimit_reason']} ${l['resilimit_allowed']}`] = value;
+    const shadow = l['resilimit_shadow_rejected'] === 'true' ? ' shadow_rejected' : '';
+    if (name === 'resilimit_decisions_total') out[`${l['resilimit_limiter']} ${l['resilimit_source']} ${l['resilimit_reason']} ${l['resilimit_allowed']}${shadow}`] = value;
   }
   return out;
 }
@@ -464,8 +494,11 @@ describe("docs/metrics.md's Prometheus example (prom-client, from the diagnostic
     expect(scrapedDecisions(await scrape(register))).toEqual({ 'api redis decided true': 1 });
   });
 
-  it('writes the series of resilimit/metrics as OpenTelemetry\'s Prometheus exporters name them, with the same values', async () => {
-    const l = await limiter();
+  it.each([
+    ['', {}, SEQUENCE_COUNTS],
+    [', in shadow mode too', { shadow: true }, SHADOW_SEQUENCE_COUNTS],
+  ])('writes the series of resilimit/metrics as OpenTelemetry\'s Prometheus exporters name them, with the same values%s', async (_, options, counts) => {
+    const l = await limiter(options);
     const register = new Registry();
     prometheus(register, { api: l });
     const { reader, meter } = sdk();
@@ -486,7 +519,8 @@ describe("docs/metrics.md's Prometheus example (prom-client, from the diagnostic
       }));
     const sortSamples = (list: Sample[]) => list.map((s) => JSON.stringify(s)).sort();
     const pick = (name: string) => samples.filter((s) => s.name === name);
-    expect(fromOtel(MetricName.DECISIONS, '_total').length).toBe(Object.keys(SEQUENCE_COUNTS).length);
+    expect(fromOtel(MetricName.DECISIONS, '_total').length).toBe(Object.keys(counts).length);
+    expect(scrapedDecisions(samples)).toEqual(named('api', counts));
     expect(sortSamples(fromOtel(MetricName.DECISIONS, '_total'))).toEqual(sortSamples(pick('resilimit_decisions_total')));
     expect(sortSamples(fromOtel(MetricName.DECISION_DURATION, '_seconds_count'))).toEqual(
       sortSamples(pick('resilimit_decision_duration_seconds_count')),
@@ -514,7 +548,7 @@ function prometheusMetrics(register: Registry, limiters: Record<string, Resilien
   const decisions = new Counter({
     name: 'resilimit_decisions_total',
     help: 'Rate-limit decisions, by source, reason and outcome.',
-    labelNames: ['resilimit_limiter', 'resilimit_source', 'resilimit_reason', 'resilimit_allowed'],
+    labelNames: ['resilimit_limiter', 'resilimit_source', 'resilimit_reason', 'resilimit_allowed', 'resilimit_shadow_rejected'],
     registers: [register],
   });
   const duration = new Histogram({
@@ -542,7 +576,9 @@ function prometheusMetrics(register: Registry, limiters: Record<string, Resilien
     const name = names.get(limiter);
     if (name === undefined) return;
     const labels = { resilimit_limiter: name, resilimit_source: decision.source, resilimit_reason: decision.reason };
-    decisions.inc({ ...labels, resilimit_allowed: String(decision.allowed) });
+    const outcome = { ...labels, resilimit_allowed: String(decision.allowed) };
+    // Shadow mode's admissions of refusals get a label of their own; the other series have none.
+    decisions.inc(decision.shadowRejected ? { ...outcome, resilimit_shadow_rejected: 'true' } : outcome);
     duration.observe(labels, durationMs / 1000);
   };
   subscribe('resilimit:decision', onDecision);

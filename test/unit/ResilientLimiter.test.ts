@@ -149,7 +149,7 @@ describe('ResilientLimiter options', () => {
     ['windowMS', { windowMS: 1000 }, 'Expected `windowMS` to be absent: ResilientLimiter has no such option (did you mean `windowMs`?), got `1000` (number)'],
     ['prefx', { prefx: 'a:' }, 'Expected `prefx` to be absent: ResilientLimiter has no such option (did you mean `prefix`?), got `"a:"` (string of length 2)'],
     ['local.maxkeys', { local: { maxkeys: 10 } }, 'Expected `local.maxkeys` to be absent: ResilientLimiter has no such option (did you mean `local.maxKeys`?), got `10` (number)'],
-    ['an unrelated name', { trustProxy: true }, 'Expected `trustProxy` to be absent: ResilientLimiter has no such option (it has `redis`, `prefix`, `limit`, `windowMs`, `mode`, `blockMs`, `local`, `breaker`, `maxInFlight`, `slowCallMs`, `clock`, `perf`, `heartbeatMs`, `maxPending`, `maxPendingBytes`, `reconcile`, `coalesce`, `maxWaiters`), got `true` (boolean)'],
+    ['an unrelated name', { trustProxy: true }, 'Expected `trustProxy` to be absent: ResilientLimiter has no such option (it has `redis`, `prefix`, `limit`, `windowMs`, `mode`, `blockMs`, `local`, `breaker`, `maxInFlight`, `slowCallMs`, `clock`, `perf`, `heartbeatMs`, `maxPending`, `maxPendingBytes`, `reconcile`, `coalesce`, `maxWaiters`, `shadow`), got `true` (boolean)'],
     ['local not an object', { local: 5 }, 'Expected `local` to be an object, got `5` (number)'],
   ])('refuses a bad option: %s', (_, bad, message) => {
     expect(() => new ResilientLimiter({ ...valid(), ...bad } as never)).toThrow(
@@ -550,6 +550,7 @@ describe('ResilientLimiter without Redis', () => {
       state: 'closed',
       mode: 'fail-open',
       enabled: false,
+      shadow: false,
       limit: 3,
       windowMs: 1000,
       localLimit: 3,
@@ -557,6 +558,7 @@ describe('ResilientLimiter without Redis', () => {
       unrecovered: 0,
       decisions: 11,
       allowed: 7,
+      shadowRejected: 0,
       bySource: { redis: 0, local: 4, 'fail-open': 2, 'fail-closed': 3, disabled: 2 },
       byReason: {
         decided: 0,
