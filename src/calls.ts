@@ -6,20 +6,26 @@ import type { BatchDecision } from './RedisWindow.js';
 import type { DecisionReason } from './types.js';
 
 /**
- * A call of `limit()` on the decision path. It is also the batch call Redis decides (key, cost, id),
- * so that going to Redis allocates nothing more.
+ * A call of `limit()` on the decision path. It is also the batch call Redis decides (key, cost, id,
+ * limit), so that going to Redis allocates nothing more: `id` is the member string, made once, which
+ * the script takes and the admitted decision carries; `callId` what the local window keeps (a
+ * generated id stays a number there, see `CallId`).
  */
 export class OneCall implements PathCall<BatchDecision | BatchDecision[], LimiterDecision> {
   constructor(
     readonly parts: Parts,
     readonly key: string,
     readonly cost: number,
-    readonly id: CallId,
+    readonly callId: CallId,
     /** The local time the call was asked at. */
     readonly now: number,
     /** The limit the call is decided against (`Settings.limitOf`). */
     readonly limit: number,
-  ) {}
+  ) {
+    this.id = memberOf(callId);
+  }
+
+  readonly id: string;
 
   reserve(sign: 1 | -1): void {
     this.parts.reserved.add(this.key, sign * this.cost);
@@ -41,7 +47,7 @@ export class OneCall implements PathCall<BatchDecision | BatchDecision[], Limite
     // the time Redis admitted it (on the local clock), with its id for re-seeding. The offset was
     // learnt from this very round trip: no drift to allow for (and no clock read).
     const admitted = decision.allowed && !decision.duplicate;
-    const call = admitted ? { at: decision.nowMs - parts.tier.offset.low(false), cost: this.cost, id: this.id } : undefined;
+    const call = admitted ? { at: decision.nowMs - parts.tier.offset.low(false), cost: this.cost, id: this.callId } : undefined;
     const { settings } = parts.fallback;
     const local = parts.local.main;
     local.observe(this.key, decision.used, this.limit, settings.instances, settings.shareOf(this.limit), call);
@@ -55,11 +61,11 @@ export class OneCall implements PathCall<BatchDecision | BatchDecision[], Limite
       if (blocked) local[block](this.key, this.now + decision.retryAfterMs);
     }
     parts.recovery.schedule();
-    return redisDecision(decision, decision.allowed ? memberOf(this.id) : undefined);
+    return redisDecision(decision, this.id);
   }
 
   fallback(reason: DecisionReason): LimiterDecision {
-    return this.parts.fallback.one(this.key, this.cost, this.id, reason, this.limit);
+    return this.parts.fallback.one(this.key, this.cost, this.callId, reason, this.limit);
   }
 }
 
