@@ -13,6 +13,7 @@ import { resolveLimiterOptions, type Mode, type ResilientLimiterOptions, type Re
 import { ReadyWatch } from './ReadyWatch.js';
 import { Recovery } from './Recovery.js';
 import { RedisTier } from './RedisTier.js';
+import { refund, type RefundResult } from './Refunds.js';
 import { Settings } from './Settings.js';
 import { Stats, type DecisionMessage as Message, type LimiterStats } from './Stats.js';
 import type { LimitOptions } from './types.js';
@@ -23,6 +24,7 @@ import { wrap, type WrapOptions } from './wrap.js';
 export type { LimiterDecision } from './decisions.js';
 export type { LimiterStats } from './Stats.js';
 export type { LimiterEvents } from './events.js';
+export type { RefundResult } from './Refunds.js';
 
 /**
  * Published on the `resilimit:decision` diagnostics channel for every decision (free without subscribers).
@@ -199,6 +201,23 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
   }
 
   /**
+   * Gives back the permits of the call of `key` that `limit()` admitted under `id` (its decision's
+   * `id`): removed from Redis's window by its id, and from the local window and the journal. Twice,
+   * or for an id not in the window, gives nothing back (`refunded: false`). While Redis cannot answer,
+   * the local side gives the call back at once and Redis's removal is written once it answers (`pending`).
+   * `limit()`'s window, not `limitAll()`'s. See docs/api.md, "Giving permits back".
+   * @throws {ResilimitError} `ERR_RESILIMIT_INVALID_KEY`, `ERR_RESILIMIT_INVALID_ID`, `ERR_RESILIMIT_CLOSED`
+   *   after `close()`, `ERR_RESILIMIT_REDIS_REPLY` when Redis refused the call (rejections of the returned promise).
+   * @example
+   * const d = await limiter.limit(`user:${userId}`);
+   * if (d.allowed && (await send()).failed) await limiter.refund(`user:${userId}`, d.id!);
+   */
+  async refund(key: string, id: string): Promise<RefundResult> {
+    if (this.#life.kind === 'closed') throw new ResilimitError(ErrorCode.CLOSED, 'refund() was called after close()');
+    return refund(this.#parts, key, id);
+  }
+
+  /**
    * Waits for a permit of `key` (to call a third-party API, say): resolves with the admitted decision as soon
    * as the window allows, or at once with the refusal when the permit would come after `maxWaitMs`. Each
    * attempt is a `limit()` call retried after its `retryAfterMs` (Redis down: the mode's answers), FIFO per key.
@@ -284,7 +303,7 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
   async #close(done: Promise<void>): Promise<void> {
     this.#waiters.close();
     this.#watch.stop();
-    if (this.#recovery.journal.size > 0) await this.#recovery.reconcile();
+    if (this.#recovery.journal.size > 0 || this.#recovery.refunds.size > 0) await this.#recovery.reconcile();
     this.#life = { kind: 'closed', done };
     this.#releasePrefix();
     await this.#instances?.stop();

@@ -42,6 +42,11 @@ export type LimiterStats = {
    */
   notReadyForMs: number;
   reconcile: { pending: number; written: number; expired: number; present: number; dropped: number };
+  /**
+   * Refunds Redis could not make when asked (see `refund()`): waiting for it now, written since, and
+   * dropped (past `maxPending` or `maxPendingBytes`, the oldest first, or refused by Redis).
+   */
+  refunds: { pending: number; written: number; dropped: number };
 };
 
 /**
@@ -109,6 +114,7 @@ export class Stats {
       redisReady: tier.ready,
       notReadyForMs,
       reconcile: { pending: recovery.journal.pending, ...recovery.totals, dropped: recovery.journal.dropped },
+      refunds: { pending: recovery.refunds.size, written: recovery.refunds.written, dropped: recovery.refunds.dropped },
     };
   }
 
