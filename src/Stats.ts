@@ -43,8 +43,9 @@ export type LimiterStats = {
   notReadyForMs: number;
   reconcile: { pending: number; written: number; expired: number; present: number; dropped: number };
   /**
-   * Refunds Redis could not make when asked (see `refund()`): waiting for it now, written since, and
-   * dropped (past `maxPending` or `maxPendingBytes`, the oldest first, or refused by Redis).
+   * Refunds kept for Redis (see `refund()`): those it could not make when asked, and those asked while
+   * a write-back pass ran (made again after it). Waiting now, written since, and dropped (past
+   * `maxPending` or `maxPendingBytes`, the oldest first, or refused by Redis).
    */
   refunds: { pending: number; written: number; dropped: number };
 };
