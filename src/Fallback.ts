@@ -39,8 +39,9 @@ export class Fallback {
     const journalled = this.#journals(reason);
     // A journalled call keeps its id in the local window even if it was never sent to Redis: once
     // written back it is in Redis, so a re-seed after Redis lost its data writes it again (counted
-    // once). A generated id of a call not journalled was never in Redis: not kept, never re-seeded.
-    const kept = journalled || typeof id === 'string' ? id : undefined;
+    // once). A generated id of a call not journalled was never in Redis: kept negated, for refund()
+    // alone, never re-seeded (see `CallId`).
+    const kept = journalled || typeof id === 'string' ? id : -id;
     const d = this.local.main[decide](key, cost, kept, now, this.reserved.of(key), this.settings.shareOf(limit), this.blockMs);
     if (d.allowed && journalled) this.recovery.add({ key, at: now, cost, id });
     return localDecision(d, reason, d.allowed ? memberOf(id) : undefined);

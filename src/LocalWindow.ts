@@ -69,6 +69,25 @@ class Log {
     this.used += cost;
   }
 
+  /** Removes the first call whose id `matches`; returns its cost and id, undefined when none does. */
+  remove(matches: (id: CallId) => boolean): { cost: number; id: CallId } | undefined {
+    const { ids } = this;
+    if (ids === undefined) return undefined;
+    for (let i = this.head; i < this.times.length; i += 1) {
+      const id = ids[i];
+      if (id === undefined || !matches(id)) continue;
+      const cost = this.costAt(i);
+      this.times.splice(i, 1);
+      this.costs?.splice(i, 1);
+      ids.splice(i, 1);
+      this.used -= cost;
+      // Redis may have admitted one id twice, under two costs (two members): the set keeps it while one is left.
+      if (typeof id === 'string' && !ids.includes(id, this.head)) this.idSet?.delete(id);
+      return { cost, id };
+    }
+    return undefined;
+  }
+
   /** Time at which the permits in use drop by `need` or more (the log holds at least `need`). */
   freedAt(need: number): number {
     if (this.costs === undefined) return this.times[this.head + need - 1] as number;
@@ -179,8 +198,20 @@ export class LocalWindow implements RateWindow {
   }
 
   /**
+   * Gives back the call of `key` whose id `matches` (a refund): removed from the window if it is
+   * still in it. Returns its cost and its id as kept (see `CallId`), undefined when the window does not
+   * hold it; recency is not touched. @internal
+   */
+  forgetCall(key: string, matches: (id: CallId) => boolean): { cost: number; id: CallId } | undefined {
+    const log = this.#logs.peek(key);
+    if (log?.ids === undefined) return undefined;
+    log.expire(this.#now() - this.#options.windowMs);
+    return log.remove(matches);
+  }
+
+  /**
    * Every call still in its window that carries an id, oldest first per key (keys in no particular
-   * order); recency is not touched. @internal
+   * order), but for those never to reach Redis (a negative id, see `CallId`); recency is not touched. @internal
    */
   *calls(now = this.#now()): Generator<{ key: string; at: number; cost: number; id: CallId }> {
     const cutoff = now - this.#options.windowMs;
@@ -189,7 +220,7 @@ export class LocalWindow implements RateWindow {
       for (let i = log.head; i < log.times.length; i += 1) {
         const at = log.times[i] as number;
         const id = log.ids[i];
-        if (at > cutoff && id !== undefined) yield { key, at, cost: log.costAt(i), id };
+        if (at > cutoff && id !== undefined && (typeof id === 'string' || id > 0)) yield { key, at, cost: log.costAt(i), id };
       }
     }
   }

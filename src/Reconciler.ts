@@ -1,3 +1,5 @@
+import type { CallId } from './input.js';
+
 /**
  * A call admitted by the local window while Redis could not answer, or one of the warm window's
  * calls to re-seed a Redis that lost its data. Every call has an id, the same in the local window
@@ -85,6 +87,9 @@ export class Reconciler {
   #tracking = true;
   /** Batches a pass has taken but not sent yet. */
   readonly #taken = new Set<PendingCall[]>();
+  /** Every call the running pass took (sent or not), and those of them refunded meanwhile (see {@link forgetCall}). */
+  #inPass: readonly PendingCall[] = [];
+  readonly #recalled = new Set<PendingCall>();
   dropped = 0;
 
   constructor(
@@ -179,6 +184,40 @@ export class Reconciler {
   }
 
   /**
+   * Drops the call of `group` whose id `matches` (a refund): it will not be written. Returns its
+   * cost, and whether a pass had sent it already (its batch is on the connection: a removal sent now
+   * runs after it in Redis; should that batch fail, the call does not come back to the journal), or
+   * undefined when the journal does not hold it.
+   */
+  forgetCall(group: string, matches: (id: CallId) => boolean): { cost: number; sent: boolean } | undefined {
+    const recalled = this.#recalled;
+    const own = (call: PendingCall | undefined): call is PendingCall =>
+      call !== undefined && !recalled.has(call) && groupOf(call) === group && matches(call.id);
+    const calls = this.#calls;
+    for (let i = this.#head; i < calls.length; i += 1) {
+      const call = calls[i];
+      if (!own(call)) continue;
+      calls.splice(i, 1);
+      this.#bytes -= pendingBytes(call);
+      this.#count(call, -1);
+      return { cost: call.cost, sent: false };
+    }
+    for (const batch of this.#taken) {
+      const i = batch.findIndex(own);
+      if (i < 0) continue;
+      const call = batch[i] as PendingCall;
+      batch.splice(i, 1);
+      recalled.add(call);
+      this.#count(call, -1);
+      return { cost: call.cost, sent: false };
+    }
+    const sent = this.#inPass.find(own);
+    if (sent === undefined) return undefined;
+    recalled.add(sent);
+    return { cost: sent.cost, sent: true };
+  }
+
+  /**
    * Writes every pending call admitted after `cutoff` (local clock), grouped by key (and window),
    * in batches of 200, `concurrency` at a time. A call with its own `windowMs` is still in its window
    * after `now - windowMs` instead. A failed batch does not stop the others (on a Cluster, a master
@@ -191,10 +230,13 @@ export class Reconciler {
     this.#head = 0;
     this.#bytes = 0;
     this.#writing = taken.length;
+    this.#inPass = taken;
     try {
       return await this.#write(taken, cutoff, concurrency, write, now);
     } finally {
       this.#writing = 0;
+      this.#inPass = [];
+      this.#recalled.clear();
     }
   }
 
@@ -232,6 +274,7 @@ export class Reconciler {
         // `write` sends the batch before it returns (its command is on the connection): from here
         // on, a decision of these keys is sent after it.
         this.#taken.delete(batch);
+        if (batch.length === 0) continue; // every call of it was refunded
         for (const call of batch) this.#count(call, -1);
         try {
           const [written, expired, present] = await write((batch[0] as PendingCall).key, batch);
@@ -241,14 +284,14 @@ export class Reconciler {
         } catch (error) {
           failure ??= { error };
           unwritten.push(batch);
-          for (const call of batch) this.#count(call, 1);
+          for (const call of batch) if (!this.#recalled.has(call)) this.#count(call, 1);
         }
       }
     };
     await Promise.all(Array.from({ length: Math.min(concurrency, batches.length) }, worker));
     if (failure !== undefined) {
       // A failed batch may have been written before its reply was lost: its ids make a re-send harmless.
-      const back = unwritten.flat();
+      const back = unwritten.flat().filter((call) => !this.#recalled.has(call));
       this.#calls = (back as (PendingCall | undefined)[]).concat(this.#calls.slice(this.#head));
       this.#head = 0;
       for (const call of back) this.#bytes += pendingBytes(call);

@@ -1,7 +1,8 @@
-import { memberOf } from './input.js';
+import { memberOf, type CallId } from './input.js';
 import { allKey } from './limitAll.js';
 import type { LocalTier } from './LocalTier.js';
 import type { ResolvedLimiterOptions } from './options.js';
+import type { PendingRefunds } from './PendingRefunds.js';
 import { groupOf, Reconciler, reseed, type PendingCall, type ReconcileResult, type WriteBatch } from './Reconciler.js';
 import { redisKey } from './redisKey.js';
 import type { RedisTier } from './RedisTier.js';
@@ -23,7 +24,9 @@ type RecoveryOptions = Pick<ResolvedLimiterOptions, 'prefix' | 'clock' | 'now' |
  *   answer, and of the warm windows' calls to re-seed a Redis that may have lost its data;
  * - the write-back passes (one at a time) and the catch-up after an outage or a reconnect: until one
  *   pass is done, every call is answered locally (reason `'reconciling'`), so that a Redis that
- *   missed those calls cannot grant a fresh limit on top of them;
+ *   missed those calls cannot grant a fresh limit on top of them. A pass writes the journal, then any
+ *   re-seed, then the refunds Redis could not make when asked ({@link PendingRefunds}, whose calls
+ *   the journal and the re-seed then cannot write back after them);
  * - the totals of what was written back.
  *
  * Invariant: a journalled call holds its key (see {@link holds}) until its write-back is sent; Redis
@@ -65,6 +68,8 @@ export class Recovery {
       /** A catch-up ended. */
       caughtUp(): void;
     },
+    /** Refunds Redis could not make when asked: written by every pass, last. */
+    readonly refunds: PendingRefunds,
   ) {
     this.#options = options;
     this.#now = options.now;
@@ -86,7 +91,13 @@ export class Recovery {
   /** True when nothing of this instance's is missing from Redis: nothing journalled, no re-seed or loss check waiting, no pass or catch-up running. */
   get clean(): boolean {
     // A running pass may hold batches it has not sent yet (the journal hands them over at once).
-    return !this.#hasWork() && this.#catchingUp === undefined && this.#passes.kind === 'idle';
+    // Pending refunds do not count: Redis has more than this instance's calls, never less.
+    return !this.#owes() && this.#catchingUp === undefined && this.#passes.kind === 'idle';
+  }
+
+  /** True while a pass or a catch-up runs. */
+  get writing(): boolean {
+    return this.#passes.kind === 'running' || this.#catchingUp !== undefined;
   }
 
   /** True from the start of a catch-up until its last pass ended. */
@@ -111,6 +122,14 @@ export class Recovery {
   forget(group: string): void {
     this.journal.forget(group);
     this.#reseed.delete(group);
+  }
+
+  /**
+   * Forgets one journalled call of `limit()`'s window (a refund): see `Reconciler.forgetCall`. Its
+   * key's pending re-seed stays: the warm window no longer holds the call.
+   */
+  forgetCall(key: string, matches: (id: CallId) => boolean): { cost: number; sent: boolean } | undefined {
+    return this.journal.forgetCall(key, matches);
   }
 
   /** Journals a call the local tier admitted, to be written into Redis. */
@@ -141,6 +160,11 @@ export class Recovery {
   }
 
   #hasWork(): boolean {
+    return this.#owes() || this.refunds.size !== 0;
+  }
+
+  /** Calls of this instance's that Redis may be missing: journalled, to re-seed, or a loss not yet checked. */
+  #owes(): boolean {
     return this.journal.size !== 0 || this.#reseed.size !== 0 || this.#lossCheck !== undefined;
   }
 
@@ -180,8 +204,8 @@ export class Recovery {
   }
 
   /**
-   * The pass running now, or a new one. Calls journalled while a pass ran are taken by another pass
-   * right after it, unless it failed (they wait for a trigger: a Redis decision, a call of a held key
+   * The pass running now, or a new one. Calls journalled (and refunds kept) while a pass ran are
+   * taken by another pass right after it, unless it failed (they wait for a trigger: a Redis decision, a call of a held key
    * at most every `HELD_RETRY_MS`, the breaker closing).
    */
   #pass(): Promise<void> {
@@ -189,7 +213,7 @@ export class Recovery {
     const done = this.#write().then(
       (outcome) => {
         this.#passes = outcome === 'failed' ? { kind: 'idle', failedAt: this.#options.perf.now() } : IDLE;
-        if (outcome === 'written' && this.journal.size > 0 && this.tier.state === 'closed') this.schedule();
+        if (outcome === 'written' && this.#hasWork() && this.tier.state === 'closed') this.schedule();
       },
       (error: unknown) => {
         this.#passes = IDLE;
@@ -250,6 +274,9 @@ export class Recovery {
       result.written += seeded.written;
       result.expired += seeded.expired;
       result.present += seeded.present;
+    }
+    if (this.refunds.size !== 0 && !failed && this.tier.state !== 'open') {
+      failed = !(await this.refunds.write(this.tier.state === 'half-open' ? 1 : 8));
     }
     this.totals.written += result.written;
     this.totals.expired += result.expired;

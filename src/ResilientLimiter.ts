@@ -8,12 +8,13 @@ import { combine, denyCacheDecision, fixedDecision, shadowed, type LimitAllDecis
 import { ErrorCode, ResilimitError } from './errors.js';
 import { callIdOf, checkCallOptions, checkCost, checkKey, memberOf } from './input.js';
 import type { InstanceCounter } from './InstanceCounter.js';
-import { blockHere } from './block.js';
+import { blockKey } from './block.js';
 import { checkItems, type LimitAllItem } from './limitAll.js';
 import { resolveLimiterOptions, type LimitFunction, type Mode, type ResilientLimiterOptions, type ResolvedLimiterOptions } from './options.js';
 import { ReadyWatch } from './ReadyWatch.js';
 import { Recovery } from './Recovery.js';
 import { RedisTier } from './RedisTier.js';
+import { refund, type RefundResult } from './Refunds.js';
 import { Settings } from './Settings.js';
 import { Stats, type DecisionMessage as Message, type LimiterStats } from './Stats.js';
 import type { LimitOptions } from './types.js';
@@ -24,6 +25,7 @@ import { wrap, type WrapOptions } from './wrap.js';
 export type { LimiterDecision } from './decisions.js';
 export type { LimiterStats } from './Stats.js';
 export type { LimiterEvents } from './events.js';
+export type { RefundResult } from './Refunds.js';
 
 /**
  * Published on the `resilimit:decision` diagnostics channel for every decision (free without subscribers).
@@ -189,13 +191,11 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
   }
 
   /**
-   * Forgets every permit `key` used, in both tiers (a login's failed attempts, say): the local window,
-   * the deny cache and the key's journalled calls at once, then Redis's window (one call through the
-   * breaker); calls on their way to Redis meanwhile may still count. `limit()`'s window, not `limitAll()`'s.
-   * @throws {ResilimitError} `ERR_RESILIMIT_INVALID_KEY`, `ERR_RESILIMIT_CLOSED` after `close()`; and
-   *   `ERR_RESILIMIT_REDIS_UNAVAILABLE` (or `ERR_RESILIMIT_REDIS_REPLY`) when Redis did not forget the key:
-   *   the local tiers are reset all the same, and Redis keeps counting the key's calls until they leave
-   *   its window (rejections of the returned promise).
+   * Forgets every permit `key` used, in both tiers (a login's failed attempts, say): the local window, the
+   * deny cache and the key's journalled calls at once, then Redis's window (one call through the breaker);
+   * calls on their way to Redis meanwhile may still count. `limit()`'s window, not `limitAll()`'s.
+   * @throws {ResilimitError} `ERR_RESILIMIT_INVALID_KEY`, `ERR_RESILIMIT_CLOSED`; `ERR_RESILIMIT_REDIS_UNAVAILABLE`
+   *   (or `…_REDIS_REPLY`) when Redis did not forget the key: the local tiers are reset all the same.
    */
   async reset(key: string): Promise<void> {
     if (this.#life.kind === 'closed') throw new ResilimitError(ErrorCode.CLOSED, 'reset() was called after close()');
@@ -207,20 +207,33 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
   }
 
   /**
-   * Refuses every call of `key` for `ms` (0 lifts a block), on every instance: held in Redis (the
-   * key's window), and by this instance's deny cache and local tier at once, which also honour it
-   * while Redis cannot answer; other instances learn it at their next call of the key that reaches
-   * Redis. `retryAfterMs` counts the block. `reset(key)` lifts it too. `limit()`'s window only.
-   * @throws {ResilimitError} `ERR_RESILIMIT_INVALID_KEY`, `ERR_RESILIMIT_INVALID_OPTION` (`ms` not an
-   *   integer 0 … 2^31 - 1), `ERR_RESILIMIT_CLOSED`; `ERR_RESILIMIT_REDIS_UNAVAILABLE` (or
-   *   `ERR_RESILIMIT_REDIS_REPLY`) when Redis did not take it: this instance blocks the key all the same.
+   * Refuses every call of `key` for `ms` (0 lifts a block; so does `reset(key)`) on every instance: held in
+   * Redis, and by this instance's deny cache and local tier at once, through an outage too; other instances
+   * learn it at their next Redis decision of the key. `retryAfterMs` counts it. `limit()`'s window only.
+   * @throws {ResilimitError} `ERR_RESILIMIT_INVALID_KEY`, `ERR_RESILIMIT_INVALID_OPTION` (`ms`), `ERR_RESILIMIT_CLOSED`;
+   *   `ERR_RESILIMIT_REDIS_UNAVAILABLE` or `…_REDIS_REPLY` when Redis did not take it (this instance blocks it all the same).
    * @example await limiter.block(`login:${account}`, 15 * 60_000);
    */
   async block(key: string, ms: number): Promise<void> {
     if (this.#life.kind === 'closed') throw new ResilimitError(ErrorCode.CLOSED, 'block() was called after close()');
-    blockHere(this.#parts, key, ms);
-    const otherwise = ms === 0 ? 'only this instance lifted the block' : 'only this instance blocks the key';
-    await this.#tier.command('block()', otherwise, () => this.#tier.window.block(key, ms));
+    await blockKey(this.#parts, key, ms);
+  }
+
+  /**
+   * Gives back the permits of the call of `key` that `limit()` admitted under `id` (its decision's
+   * `id`): removed from Redis's window by its id, and from the local window and the journal. Twice,
+   * or for an id not in the window, gives nothing back (`refunded: false`). While Redis cannot answer,
+   * the local side gives the call back at once and Redis's removal is written once it answers (`pending`).
+   * `limit()`'s window, not `limitAll()`'s. See docs/api.md, "Giving permits back".
+   * @throws {ResilimitError} `ERR_RESILIMIT_INVALID_KEY`, `ERR_RESILIMIT_INVALID_ID`, `ERR_RESILIMIT_CLOSED`
+   *   after `close()`, `ERR_RESILIMIT_REDIS_REPLY` when Redis refused the call (rejections of the returned promise).
+   * @example
+   * const d = await limiter.limit(`user:${userId}`);
+   * if (d.allowed && (await send()).failed) await limiter.refund(`user:${userId}`, d.id!);
+   */
+  async refund(key: string, id: string): Promise<RefundResult> {
+    if (this.#life.kind === 'closed') throw new ResilimitError(ErrorCode.CLOSED, 'refund() was called after close()');
+    return refund(this.#parts, key, id);
   }
 
   /**
@@ -320,7 +333,7 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
   async #close(done: Promise<void>): Promise<void> {
     this.#waiters.close();
     this.#watch.stop();
-    if (this.#recovery.journal.size > 0) await this.#recovery.reconcile();
+    if (this.#recovery.journal.size > 0 || this.#recovery.refunds.size > 0) await this.#recovery.reconcile();
     this.#life = { kind: 'closed', done };
     this.#releasePrefix();
     await this.#instances?.stop();

@@ -49,6 +49,12 @@ export type LimiterStats = {
    */
   notReadyForMs: number;
   reconcile: { pending: number; written: number; expired: number; present: number; dropped: number };
+  /**
+   * Refunds kept for Redis (see `refund()`): those it could not make when asked, and those asked while
+   * a write-back pass ran (made again after it). Waiting now, written since, and dropped (past
+   * `maxPending` or `maxPendingBytes`, the oldest first, or refused by Redis).
+   */
+  refunds: { pending: number; written: number; dropped: number };
 };
 
 /**
@@ -151,6 +157,7 @@ export class Stats {
       redisReady: tier.ready,
       notReadyForMs,
       reconcile: { pending: recovery.journal.pending, ...recovery.totals, dropped: recovery.journal.dropped },
+      refunds: { pending: recovery.refunds.size, written: recovery.refunds.written, dropped: recovery.refunds.dropped },
     };
   }
 

@@ -80,18 +80,22 @@ export function unknownOption(owner: string, name: string, value: unknown, known
  * The known name a misspelt one most likely meant: the same but for case, one that holds the other
  * (`failMode` for `mode`, `timeout` for `timeoutMs`; of two, the one that covers more of it:
  * `shadowMode` for `shadow`, not `mode`), or one at most a third of its length of edits away.
+ * Among equals, the fewest edits (`skipFailedRequest` means `skipFailedRequests`, not `skip`).
  */
 export function nearest(name: string, known: readonly string[]): string | undefined {
   const lower = name.toLowerCase().replace(/^.*\./, '');
   let best: string | undefined;
   let bestDistance = Number.POSITIVE_INFINITY;
+  let bestEdits = Number.POSITIVE_INFINITY;
   for (const candidate of known) {
     const other = candidate.toLowerCase().replace(/^.*\./, '');
-    const distance =
-      other === lower ? 0 : other.includes(lower) || lower.includes(other) ? 2 - Math.min(lower.length, other.length) / Math.max(lower.length, other.length) : editDistance(lower, other);
-    if (distance < bestDistance) {
+    const edits = editDistance(lower, other);
+    const contains = other.includes(lower) || lower.includes(other);
+    const distance = other === lower ? 0 : contains ? 2 - Math.min(lower.length, other.length) / Math.max(lower.length, other.length) : edits;
+    if (distance < bestDistance || (distance === bestDistance && edits < bestEdits)) {
       best = candidate;
       bestDistance = distance;
+      bestEdits = edits;
     }
   }
   return bestDistance <= Math.max(2, Math.floor(lower.length / 3)) ? best : undefined;

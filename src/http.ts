@@ -10,14 +10,14 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { describe, ErrorCode, ResilimitError } from './errors.js';
 import { joined, partitionKeyParameter, problemBody, PROBLEM_TYPE, RateLimitFields, retryAfterSeconds } from './http/fields.js';
 import type { RequestLike } from './http/keys.js';
-import { checkLimiter, resolveHttpOptions, type CommonHttpOptions, type HttpLimiter } from './http/options.js';
+import { checkLimiter, resolveHttpOptions, type ClosingResponse, type CommonHttpOptions, type HttpLimiter } from './http/options.js';
 import type { Decision } from './types.js';
 
 export { byHeader, byIp, byRoute, combine, type KeyFunction, type RequestLike } from './http/keys.js';
-export type { CommonHttpOptions, HttpLimiter } from './http/options.js';
+export type { ClosingResponse, CommonHttpOptions, HttpLimiter } from './http/options.js';
 
 /** Options of {@link rateLimit}. */
-export type RateLimitOptions<Req = IncomingMessage, Res = ServerResponse> = CommonHttpOptions<Req> & {
+export type RateLimitOptions<Req = IncomingMessage, Res = ServerResponse> = CommonHttpOptions<Req, Res> & {
   /**
    * Writes the response to a rejected request in place of the default problem details body. When it
    * is called, the status is 429 and `Retry-After` and the RateLimit fields are set; it must end the
@@ -29,16 +29,18 @@ export type RateLimitOptions<Req = IncomingMessage, Res = ServerResponse> = Comm
   onLimited?: (req: Req, res: Res, decision: Decision) => void | Promise<void>;
 };
 
-/** The members of Fastify's reply that {@link rateLimitHook} uses. */
+/** The members of Fastify's reply that {@link rateLimitHook} uses (`raw` only with the skip options). */
 export interface FastifyReplyLike {
   code(statusCode: number): unknown;
   header(key: string, value: string): unknown;
   getHeader(key: string): unknown;
   send(payload?: unknown): unknown;
+  /** Node's response: read only with `skipFailedRequests` or `skipSuccessfulRequests`. */
+  readonly raw?: ClosingResponse;
 }
 
 /** Options of {@link rateLimitHook}. */
-export type RateLimitHookOptions<Req = RequestLike, Reply = FastifyReplyLike> = CommonHttpOptions<Req> & {
+export type RateLimitHookOptions<Req = RequestLike, Reply = FastifyReplyLike> = CommonHttpOptions<Req, Reply> & {
   /**
    * Sends the reply to a rejected request in place of the default problem details body. When it is
    * called, the status is 429 and `Retry-After` and the RateLimit fields are set; it must call
@@ -72,24 +74,54 @@ type Response<Res> = {
   limited(res: Res): void;
   /** Sends the default body of a 429, `application/problem+json` (ASCII). */
   sendProblem(res: Res, body: string): void;
+  /** Node's response under the framework's (for the skip options). */
+  raw(res: Res): ClosingResponse | undefined;
 };
+
+/** A refund that failed: the request counts, and the application never hears of it. */
+function ignore(): void {}
 
 /**
  * The flow of both: `skip`, decide, write the fields, and either go on (`proceed()`) or answer 429
  * (`onLimited`, or the default problem details body). Every error goes to `proceed(error)`, and the
- * request does not go on.
+ * request does not go on. With the skip options, an admitted request is refunded as its response
+ * closes, when `refundIf` says so.
  */
 function guard<Req, Res>(
   who: string,
   limiter: HttpLimiter,
-  options: CommonHttpOptions<Req> & { onLimited?: (req: Req, res: Res, decision: Decision) => void | Promise<void> } | undefined,
+  options: CommonHttpOptions<Req, Res> & { onLimited?: (req: Req, res: Res, decision: Decision) => void | Promise<void> } | undefined,
   r: Response<Res>,
 ): (req: Req, res: Res, proceed: (error?: unknown) => void) => void {
   const l = checkLimiter(who, limiter);
-  const { key, cost, skip, onLimited, headers, policyName, partitionKey } = resolveHttpOptions<
+  const { key, cost, skip, onLimited, headers, policyName, partitionKey, refundIf } = resolveHttpOptions<
     Req,
-    (req: Req, res: Res, decision: Decision) => void | Promise<void>
+    (req: Req, res: Res, decision: Decision) => void | Promise<void>,
+    Res
   >(who, options);
+  /** With the skip options: refunds the admitted request `id` of `k` as its response closes, if `refundIf` says so then. */
+  let refundOnClose: ((req: Req, res: Res, raw: ClosingResponse, k: string, id: string) => void) | undefined;
+  if (refundIf !== undefined) {
+    const refund = l.refund?.bind(l);
+    if (refund === undefined) {
+      throw new ResilimitError(
+        ErrorCode.INVALID_OPTION,
+        `Expected the limiter of ${who}() to have refund() (a ResilientLimiter) for skipFailedRequests or skipSuccessfulRequests, got ${describe(limiter)}`,
+      );
+    }
+    refundOnClose = (req, res, raw, k, id) => {
+      const closed = (): void => {
+        if (!refundIf(req, res, raw)) return;
+        try {
+          Promise.resolve(refund(k, id)).then(undefined, ignore);
+        } catch {
+          // A limiter of your own whose refund() throws: the request counts, as when it rejects.
+        }
+      };
+      if (raw.closed === true) closed();
+      else raw.once('close', closed);
+    };
+  }
   const fields = headers ? new RateLimitFields(l, policyName) : undefined;
   const body = problemBody(policyName);
 
@@ -118,13 +150,18 @@ function guard<Req, Res>(
   };
 
   return (req, res, proceed) => {
-    let decided: Promise<Decision> | undefined;
+    let decided: Promise<Decision & { readonly id?: string | undefined }> | undefined;
     let pk = '';
+    let k = '';
+    let raw: ClosingResponse | undefined;
     try {
       if (skip === undefined || !skips(skip(req))) {
-        const k = key(req);
+        k = key(req);
         // Before the limiter: a partition key that fails leaves the request uncounted.
         if (partitionKey !== undefined) pk = partitionKeyParameter(partitionKey(req, k));
+        if (refundOnClose !== undefined && (raw = r.raw(res)) === undefined) {
+          throw new ResilimitError(ErrorCode.INVALID_OPTION, `${who}(): skipFailedRequests and skipSuccessfulRequests need the reply's \`raw\` response`);
+        }
         decided = l.limit(k, cost === undefined ? undefined : { cost: cost(req) });
       }
     } catch (error) {
@@ -143,6 +180,7 @@ function guard<Req, Res>(
         proceed(error);
         return;
       }
+      if (goOn && refundOnClose !== undefined && raw !== undefined && decision.id !== undefined) refundOnClose(req, res, raw, k, decision.id);
       // Outside the try: an error thrown by what proceed() runs is not ours to report a second time.
       if (goOn) proceed();
     }, proceed);
@@ -155,6 +193,9 @@ function guard<Req, Res>(
  * seconds, at least 1), the RateLimit fields and an RFC 9457 problem details body of the draft's
  * `quota-exceeded` type (or `onLimited`'s response), and `next` is not called. A decision made
  * without Redis (`source` `'local'`, `'fail-open'`, …) is a decision like any other.
+ *
+ * With `skipFailedRequests` (or `skipSuccessfulRequests`), an admitted request whose response fails
+ * (or succeeds) is refunded with `limiter.refund()` as the response closes: only the others count.
  *
  * Errors go to `next(error)`, the way Express and Connect hand them to their error handlers: a `key`,
  * `cost`, `skip`, `partitionKey` or `onLimited` that throws, and the limiter's misuse errors (a key that is not 1 …
@@ -183,6 +224,7 @@ export function rateLimit<Req extends IncomingMessage = IncomingMessage, Res ext
       res.setHeader('Content-Length', body.length); // ASCII only
       res.end(body);
     },
+    raw: (res) => res,
   });
   return function rateLimitMiddleware(req, res, next): void {
     flow(req, res, next);
@@ -220,6 +262,7 @@ export function rateLimitHook<Req extends RequestLike = RequestLike, Reply exten
       // As bytes: Fastify adds `; charset=utf-8` to a JSON type sent as a string, and JSON has no charset.
       reply.send(Buffer.from(body, 'latin1'));
     },
+    raw: (reply) => reply.raw,
   });
   return function rateLimitHook(request, reply, done): void {
     flow(request, reply, (error?: unknown) => (error === undefined ? done() : done(error as Error)));

@@ -18,6 +18,7 @@ export {
   type LimiterDecision,
   type LimiterEvents,
   type LimiterStats,
+  type RefundResult,
 } from './ResilientLimiter.js';
 export type { AcquireOptions } from './Waiters.js';
 export type { BreakerState } from './breaker.js';

@@ -41,7 +41,11 @@ export function checkCost(cost: unknown, limit: number): number {
 
 /** Returns the call's id, generating one when absent; throws `ERR_RESILIMIT_INVALID_ID` for a bad one. */
 export function checkId(id: unknown): string {
-  if (id === undefined) return nextId();
+  return id === undefined ? nextId() : checkGivenId(id);
+}
+
+/** Returns `id`, which must be given; throws `ERR_RESILIMIT_INVALID_ID` unless it is a well-formed string of 1 to 128 characters. */
+export function checkGivenId(id: unknown): string {
   if (typeof id !== 'string' || id.length === 0 || id.length > MAX_ID_LENGTH || !id.isWellFormed()) {
     throw new ResilimitError(
       ErrorCode.INVALID_ID,
@@ -79,7 +83,10 @@ export function idOf(seq: number): string {
  * A call's identity, one value for every part that keeps it:
  * - a string is the caller's own id: a call re-sent with it counts once, so the windows check it;
  * - a number is a generated one (from {@link nextSeq}): unique by construction, never checked, and
- *   made into its string ({@link idOf}) only where it leaves the process (Redis members).
+ *   made into its string ({@link idOf}) only where it leaves the process (Redis members);
+ * - a negative number is a generated one, negated, of a call the local window admitted that is never
+ *   to reach Redis (not journalled: `reconcile: false`, a reply error): kept so that `refund()` finds
+ *   it, never re-seeded.
  * A number costs no string while a call is only kept in memory (the warm window, the journal).
  */
 export type CallId = string | number;
@@ -87,6 +94,23 @@ export type CallId = string | number;
 /** The member a call is known by in Redis. */
 export function memberOf(id: CallId): string {
   return typeof id === 'number' ? idOf(id) : id;
+}
+
+/**
+ * Tells whether a kept call id (see {@link CallId}) is the call `id` names, as a decision gave it:
+ * the caller's string, or, for an id this process generated, its number (negative as the local
+ * window keeps a call never to be written to Redis: see `Fallback.one`).
+ */
+export function sameCall(id: string): (kept: CallId) => boolean {
+  const seq = seqOf(id);
+  return seq === undefined ? (kept) => kept === id : (kept) => kept === seq || kept === -seq || kept === id;
+}
+
+/** The number a generated id of this process was made from ({@link idOf}), or undefined for any other id. */
+function seqOf(id: string): number | undefined {
+  if (!id.endsWith(processTag) || id.length === processTag.length) return undefined;
+  const seq = Number.parseInt(id.slice(0, -processTag.length), 36);
+  return Number.isSafeInteger(seq) && seq > 0 && idOf(seq) === id ? seq : undefined;
 }
 
 /** The identity of a call: the caller's checked id, or a new generated one. @throws {ResilimitError} `ERR_RESILIMIT_INVALID_ID` */

@@ -256,7 +256,11 @@ export type ResilientLimiterOptions = Omit<WindowOptions, 'limit'> & {
    * @default 1000 (range 100 … 60,000)
    */
   heartbeatMs?: number;
-  /** The most locally admitted calls kept for reconciliation; the oldest are dropped past it. @default 100000 */
+  /**
+   * The most locally admitted calls kept for reconciliation; the oldest are dropped past it. Refunds
+   * kept for Redis while it cannot answer have a bound of their own of the same size (and of
+   * `maxPendingBytes`). @default 100000
+   */
   maxPending?: number;
   /**
    * The most bytes of heap the calls kept for reconciliation may take, as estimated per call (128,

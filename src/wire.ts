@@ -10,6 +10,7 @@ import { Gate } from './gate.js';
 import type { InstanceCounter } from './InstanceCounter.js';
 import { LocalTier } from './LocalTier.js';
 import type { ResolvedLimiterOptions } from './options.js';
+import { PendingRefunds } from './PendingRefunds.js';
 import { claimPrefix } from './prefixes.js';
 import { ReadyWatch } from './ReadyWatch.js';
 import { Recovery } from './Recovery.js';
@@ -74,11 +75,20 @@ export function wire(front: Front, resolved: ResolvedLimiterOptions, closed: () 
   );
   const settings = new Settings(resolved, tier.window, local, deny, () => instances);
   const stats = new Stats(front, perf, settings);
-  const recovery: Recovery = new Recovery(resolved, tier, local, settings, closed, {
-    reconciled: (result) => front.emit('reconciled', result),
-    dropped: (calls, total) => front.emit('dropped', { calls, total }),
-    caughtUp: () => instances?.beatNow(),
-  });
+  const refunds = new PendingRefunds(tier, resolved.maxPending, resolved.maxPendingBytes);
+  const recovery: Recovery = new Recovery(
+    resolved,
+    tier,
+    local,
+    settings,
+    closed,
+    {
+      reconciled: (result) => front.emit('reconciled', result),
+      dropped: (calls, total) => front.emit('dropped', { calls, total }),
+      caughtUp: () => instances?.beatNow(),
+    },
+    refunds,
+  );
   const coalescer = new Coalescer(
     (calls) => tier.send(calls),
     tier.isCluster ? (calls) => bySlot(calls, (call) => redisKey(prefix, call.key)) : undefined,

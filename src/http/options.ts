@@ -6,15 +6,30 @@ import { byIp, type KeyFunction } from './keys.js';
 
 /**
  * What the middleware needs of a limiter; a `ResilientLimiter` fits. `stats().windowMs` is read at
- * most once a second, for the `w` of `RateLimit-Policy`.
+ * most once a second, for the `w` of `RateLimit-Policy`. `refund()`, and the admitted decision's `id`,
+ * only with `skipFailedRequests` or `skipSuccessfulRequests`.
  */
 export interface HttpLimiter {
-  limit(key: string, options?: LimitOptions): Promise<Decision>;
+  limit(key: string, options?: LimitOptions): Promise<Decision & { readonly id?: string | undefined }>;
   stats(): { readonly windowMs: number };
+  refund?(key: string, id: string): Promise<unknown>;
 }
 
-/** The options both {@link rateLimit} and {@link rateLimitHook} take. */
-export type CommonHttpOptions<R> = {
+/**
+ * What `skipFailedRequests` and `skipSuccessfulRequests` read of Node's response as it closes (Node's
+ * `ServerResponse`, Fastify's `reply.raw`).
+ */
+export interface ClosingResponse {
+  readonly statusCode: number;
+  /** The whole response was handed to the operating system. */
+  readonly writableFinished: boolean;
+  /** The response has closed (`'close'` was emitted). */
+  readonly closed?: boolean;
+  once(event: 'close', listener: () => void): unknown;
+}
+
+/** The options both {@link rateLimit} and {@link rateLimitHook} take (`S`: the response, or Fastify's reply). */
+export type CommonHttpOptions<R, S = unknown> = {
   /**
    * The key a request counts against. The helpers {@link byIp}, {@link byHeader}, {@link byRoute}
    * and {@link combine} make the usual ones. A key function that throws, or returns something that is
@@ -58,10 +73,33 @@ export type CommonHttpOptions<R> = {
    * @default false (no `pk`)
    */
   partitionKey?: boolean | ((request: R) => string);
+  /**
+   * Gives an admitted request's permit back once its response has failed: a status of 400 or more, or
+   * a connection closed before the whole response was sent (what `requestWasSuccessful` says
+   * otherwise). Only successes count then, as with express-rate-limit's option of this name. The
+   * request counts while it runs (concurrent requests are limited as usual) and is refunded
+   * (`limiter.refund()`) as its response closes; a refund that fails is ignored (the request counts).
+   * @default false
+   */
+  skipFailedRequests?: boolean;
+  /**
+   * Gives an admitted request's permit back once its response has succeeded: a status below 400, the
+   * whole response sent (what `requestWasSuccessful` says otherwise). Only failures count then: a
+   * lock-out of failed attempts, say. As `skipFailedRequests`, at the response's close.
+   * @default false
+   */
+  skipSuccessfulRequests?: boolean;
+  /**
+   * Whether a request whose whole response was sent succeeded, asked as its response closes (a
+   * response cut short never did). It must return a boolean; if it throws or returns anything else,
+   * the request counts (no refund). Only with `skipFailedRequests` or `skipSuccessfulRequests`.
+   * @default status < 400
+   */
+  requestWasSuccessful?: (request: R, response: S) => boolean;
 };
 
 /** Options both middleware take, resolved. */
-export type ResolvedHttpOptions<R, L> = Readonly<{
+export type ResolvedHttpOptions<R, L, S = unknown> = Readonly<{
   key: KeyFunction<R>;
   cost: ((request: R) => number) | undefined;
   skip: ((request: R) => boolean) | undefined;
@@ -70,9 +108,22 @@ export type ResolvedHttpOptions<R, L> = Readonly<{
   policyName: string;
   /** The partition key of a request whose limiter key is `key`; undefined: no `pk`. */
   partitionKey: ((request: R, key: string) => string) | undefined;
+  /** Whether an admitted request is refunded as its response closes; undefined: never. */
+  refundIf: ((request: R, response: S, raw: ClosingResponse) => boolean) | undefined;
 }>;
 
-const KNOWN = ['key', 'cost', 'skip', 'onLimited', 'headers', 'policyName', 'partitionKey'];
+const KNOWN = [
+  'key',
+  'cost',
+  'skip',
+  'onLimited',
+  'headers',
+  'policyName',
+  'partitionKey',
+  'skipFailedRequests',
+  'skipSuccessfulRequests',
+  'requestWasSuccessful',
+];
 const POLICY_NAME = /^[\x20\x21\x23-\x5b\x5d-\x7e]{1,64}$/;
 
 function optionalFunction<F>(name: string, value: unknown): F | undefined {
@@ -100,6 +151,35 @@ function resolvePartitionKey<R>(value: unknown, headers: boolean): ((request: R,
   return (request) => checkedPartitionKey(f(request));
 }
 
+function optionalBoolean(name: string, value: unknown): boolean {
+  if (value === undefined) return false;
+  if (typeof value !== 'boolean') throw invalidOption(name, 'a boolean', value);
+  return value;
+}
+
+/** The rule of `skipFailedRequests` / `skipSuccessfulRequests`, or undefined when neither is on. */
+function resolveRefunds<R, S>(options: Record<string, unknown>): ResolvedHttpOptions<R, unknown, S>['refundIf'] {
+  const failed = optionalBoolean('skipFailedRequests', options['skipFailedRequests']);
+  const successful = optionalBoolean('skipSuccessfulRequests', options['skipSuccessfulRequests']);
+  const predicate = optionalFunction<(request: R, response: S) => unknown>('requestWasSuccessful', options['requestWasSuccessful']);
+  if (!failed && !successful) {
+    // It would be ignored: the author meant one of them.
+    if (predicate !== undefined) throw invalidOption('requestWasSuccessful', 'absent unless `skipFailedRequests` or `skipSuccessfulRequests` is true', predicate);
+    return undefined;
+  }
+  return (request, response, raw) => {
+    if (!raw.writableFinished) return failed;
+    if (predicate === undefined) return raw.statusCode < 400 ? successful : failed;
+    let answer: unknown;
+    try {
+      answer = predicate(request, response);
+    } catch {
+      return false;
+    }
+    return answer === true ? successful : answer === false && failed;
+  };
+}
+
 /** Checks the limiter given to `caller` (`rateLimit` or `rateLimitHook`). */
 export function checkLimiter(caller: string, limiter: unknown): HttpLimiter {
   const l = limiter as Partial<Record<keyof HttpLimiter, unknown>> | null | undefined;
@@ -113,7 +193,7 @@ export function checkLimiter(caller: string, limiter: unknown): HttpLimiter {
 }
 
 /** Validates the options of `caller` once, when the middleware is made, and returns a frozen copy. */
-export function resolveHttpOptions<R, L>(caller: string, raw: unknown): ResolvedHttpOptions<R, L> {
+export function resolveHttpOptions<R, L, S = unknown>(caller: string, raw: unknown): ResolvedHttpOptions<R, L, S> {
   if (raw !== undefined && (typeof raw !== 'object' || raw === null || Array.isArray(raw))) {
     throw invalidOption('options', 'an object', raw);
   }
@@ -139,5 +219,6 @@ export function resolveHttpOptions<R, L>(caller: string, raw: unknown): Resolved
     headers: headers !== false,
     policyName: policyName ?? 'default',
     partitionKey: resolvePartitionKey<R>(options['partitionKey'], headers !== false),
+    refundIf: resolveRefunds<R, S>(options),
   });
 }

@@ -87,6 +87,16 @@ type Framework = { name: string; start(stack: Stack): Promise<App> };
 
 const LIMITED_TEXT = 'slow down';
 
+/**
+ * What the route handler of every app answers for a path: `/status/<code>` that status, `/hang`
+ * nothing (the client gives up), anything else 200.
+ */
+function outcomeOf(url: string | undefined): number | 'hang' {
+  if (url?.startsWith('/hang') === true) return 'hang';
+  const code = /^\/status\/(\d{3})/.exec(url ?? '')?.[1];
+  return code === undefined ? 200 : Number(code);
+}
+
 function errorBody(error: unknown): string {
   const e = error as { code?: string; message?: string };
   return JSON.stringify({ code: e.code ?? null, message: e.message ?? String(error) });
@@ -134,6 +144,9 @@ const frameworks: Framework[] = [
           const m = middleware[i];
           if (m === undefined) {
             app.handled += 1;
+            const outcome = outcomeOf(req.url);
+            if (outcome === 'hang') return;
+            res.statusCode = outcome;
             res.end('ok');
             return;
           }
@@ -163,9 +176,10 @@ const frameworks: Framework[] = [
             }),
           );
       }
-      e.get('/{*path}', (_req, res) => {
+      e.get('/{*path}', (req, res) => {
         app.handled += 1;
-        res.send('ok');
+        const outcome = outcomeOf(req.originalUrl);
+        if (outcome !== 'hang') res.status(outcome).send('ok');
       });
       e.use((error: unknown, _req: Request, res: Response, _next: NextFunction) => {
         res.status(500).send(errorBody(error));
@@ -179,8 +193,11 @@ const frameworks: Framework[] = [
       const app = { handled: 0 };
       const c = connect();
       for (const [l, { limited, ...o }] of stack) c.use(rateLimit(l, { ...o, ...nodeOnLimited(limited) }));
-      c.use((_req: IncomingMessage, res: ServerResponse) => {
+      c.use((req: IncomingMessage, res: ServerResponse) => {
         app.handled += 1;
+        const outcome = outcomeOf(req.url);
+        if (outcome === 'hang') return;
+        res.statusCode = outcome;
         res.end('ok');
       });
       c.use((error: unknown, _req: IncomingMessage, res: ServerResponse, _next: connect.NextFunction) => {
@@ -217,9 +234,15 @@ const frameworks: Framework[] = [
         await tick();
         return payload;
       });
-      f.get('/*', async () => {
+      f.get('/*', async (request, reply) => {
         app.handled += 1;
-        return 'ok';
+        const outcome = outcomeOf(request.url);
+        if (outcome === 'hang') {
+          // Until the client gives up (Fastify's close() waits for the handlers that run), then no reply.
+          await once(request.raw, 'close');
+          return reply;
+        }
+        return reply.code(outcome).send('ok');
       });
       f.setErrorHandler((error, _request, reply) => {
         void reply.code(500).send(errorBody(error));
@@ -551,6 +574,64 @@ describe.each(frameworks)('$name', (framework) => {
     expect(JSON.parse(replies[3]?.body as string)).toMatchObject({ ...QUOTA_EXCEEDED, 'violated-policies': ['default'] });
   });
 
+  /** Polls (bounded) until `key`'s window has `remaining` permits: a refund runs as the response closes, after the client has it. */
+  async function remainingBecomes(l: ResilientLimiter, remaining: number, key = 'client'): Promise<void> {
+    for (let i = 0; (await l.peek(key)).remaining !== remaining; i += 1) {
+      if (i > 200) throw new Error(`remaining ${(await l.peek(key)).remaining}, not ${remaining}`);
+      await sleep(10);
+    }
+  }
+
+  it('with skipFailedRequests, counts only the requests that succeed: an error status or a cut connection is refunded', async () => {
+    const l = limiter();
+    const app = await start({ key: () => 'client', skipFailedRequests: true }, l);
+    for (const status of [500, 404, 400, 503]) {
+      expect((await get(app, `/status/${status}`)).status).toBe(status);
+      await remainingBecomes(l, 3);
+    }
+    // The client gives up while the handler still runs: the response never finished.
+    const aborted = new AbortController();
+    const hung = fetch(`${app.url}/hang`, { signal: aborted.signal }).catch((error: unknown) => error);
+    while (app.handled < 5) await sleep(5);
+    expect((await l.peek('client')).remaining).toBe(2); // counted while it runs
+    aborted.abort();
+    await hung;
+    await remainingBecomes(l, 3);
+    const replies = await sequence(app, 4, '/status/201');
+    expect(replies.map((r) => r.status)).toEqual([201, 201, 201, 429]);
+    await sleep(50);
+    expect((await l.peek('client')).remaining).toBe(0); // neither the successes nor the 429 came back
+  });
+
+  it('with skipSuccessfulRequests, counts only the failures: a lock-out of failed attempts', async () => {
+    const l = limiter();
+    const app = await start({ key: () => 'client', skipSuccessfulRequests: true }, l);
+    for (let i = 0; i < 4; i += 1) {
+      expect((await get(app)).status).toBe(200);
+      await remainingBecomes(l, 3);
+    }
+    const replies = await sequence(app, 4, '/status/401');
+    expect(replies.map((r) => r.status)).toEqual([401, 401, 401, 429]);
+    expect((await get(app)).status).toBe(429); // locked out of successes too, until failures leave the window
+    expect(app.handled).toBe(7);
+  });
+
+  it('asks requestWasSuccessful, when given, whether a finished response succeeded', async () => {
+    const l = limiter();
+    // A 404 of a probe is a success here: it does not count against the client.
+    const app = await start({
+      key: () => 'client',
+      skipSuccessfulRequests: true,
+      requestWasSuccessful: (request) => request.headers['x-probe'] === '1',
+    }, l);
+    for (let i = 0; i < 4; i += 1) {
+      expect((await get(app, '/status/404', { 'x-probe': '1' })).status).toBe(404);
+      await remainingBecomes(l, 3);
+    }
+    const replies = await sequence(app, 4); // 200s, but not probes: they count
+    expect(replies.map((r) => r.status)).toEqual([200, 200, 200, 429]);
+  });
+
   it('lists the items of two limiters on one route side by side, and stops at the first that rejects', async () => {
     const burst = limiter({ limit: 2, windowMs: 1_000 });
     const hourly = limiter({ limit: 5, windowMs: 3_600_000 });
@@ -619,6 +700,47 @@ describe('decisions made without Redis', () => {
       retryAfterMs: 2200,
     });
     expect(app.handled).toBe(0);
+  });
+});
+
+describe('skipFailedRequests and skipSuccessfulRequests', () => {
+  async function settles(l: ResilientLimiter, remaining: number): Promise<void> {
+    for (let i = 0; (await l.peek('client')).remaining !== remaining; i += 1) {
+      if (i > 200) throw new Error(`remaining ${(await l.peek('client')).remaining}, not ${remaining}`);
+      await sleep(10);
+    }
+  }
+
+  it('refund failures while the breaker is open from the local window at once: only successes count', async () => {
+    const l = limiter();
+    l.forceOpen();
+    const app = await frameworks[0]!.start([[l, { key: () => 'client', skipFailedRequests: true }]]);
+    apps.push(app);
+    for (let i = 0; i < 5; i += 1) {
+      expect((await get(app, '/status/502')).status).toBe(502);
+      await settles(l, 3);
+    }
+    expect((await sequence(app, 4)).map((r) => r.status)).toEqual([200, 200, 200, 429]);
+    expect(l.stats().bySource.local).toBe(9);
+    expect(l.stats().refunds.pending).toBe(0); // admitted locally, never sent: nothing for Redis to remove
+  });
+
+  it('never lets a refund that fails reach the application: the request counts', async () => {
+    const l = limiter({ limit: 2 });
+    let calls = 0;
+    const throwing = {
+      limit: (key: string) => l.limit(key),
+      stats: () => l.stats(),
+      refund: (): Promise<unknown> => {
+        calls += 1;
+        if (calls === 1) throw new Error('refund threw');
+        return Promise.reject(new Error('refund rejected'));
+      },
+    };
+    const app = await frameworks[2]!.start([[throwing as unknown as ResilientLimiter, { key: () => 'client', skipFailedRequests: true }]]);
+    apps.push(app);
+    expect((await sequence(app, 3, '/status/500')).map((r) => r.status)).toEqual([500, 500, 429]);
+    expect(calls).toBe(2);
   });
 });
 
@@ -703,10 +825,14 @@ describe('option validation', () => {
     ['an onLimited that is not a function', () => rateLimitHook(limiter(), { onLimited: {} as never }), 'Expected `onLimited` to be a function, got an object'],
     ['an unknown headers format', () => rateLimit(limiter(), { headers: 'draft-7' as never }), "Expected `headers` to be 'draft-8' or false, got `\"draft-7\"` (string of length 7)"],
     ['a policy name with a quote', () => rateLimit(limiter(), { policyName: 'a"b' }), 'Expected `policyName` to be 1 to 64 printable ASCII characters without `"` or `\\`, got `"a\\"b"` (string of length 3)'],
-    ['an option of another library', () => rateLimit(limiter(), { trustProxy: true } as never), 'Expected `trustProxy` to be absent: rateLimit() has no such option (it has `key`, `cost`, `skip`, `onLimited`, `headers`, `policyName`, `partitionKey`), got `true` (boolean)'],
+    ['an option of another library', () => rateLimit(limiter(), { trustProxy: true } as never), 'Expected `trustProxy` to be absent: rateLimit() has no such option (it has `key`, `cost`, `skip`, `onLimited`, `headers`, `policyName`, `partitionKey`, `skipFailedRequests`, `skipSuccessfulRequests`, `requestWasSuccessful`), got `true` (boolean)'],
     ['a partitionKey that is neither a boolean nor a function', () => rateLimit(limiter(), { partitionKey: 'ip' as never }), 'Expected `partitionKey` to be a boolean or a function, got `"ip"` (string of length 2)'],
     ['a partitionKey without the fields', () => rateLimitHook(limiter(), { headers: false, partitionKey: true }), 'Expected `partitionKey` to be false or absent with `headers: false`, got `true` (boolean)'],
     ['a misspelt option', () => rateLimit(limiter(), { policyname: 'x' } as never), 'Expected `policyname` to be absent: rateLimit() has no such option (did you mean `policyName`?), got `"x"` (string of length 1)'],
+    ['skipFailedRequests that is not a boolean', () => rateLimit(limiter(), { skipFailedRequests: 'yes' as never }), 'Expected `skipFailedRequests` to be a boolean, got `"yes"` (string of length 3)'],
+    ['a misspelt skipFailedRequests', () => rateLimit(limiter(), { skipFailedRequest: true } as never), 'Expected `skipFailedRequest` to be absent: rateLimit() has no such option (did you mean `skipFailedRequests`?), got `true` (boolean)'],
+    ['requestWasSuccessful without a skip option', () => rateLimitHook(limiter(), { requestWasSuccessful: () => true }), 'Expected `requestWasSuccessful` to be absent unless `skipFailedRequests` or `skipSuccessfulRequests` is true, got a function'],
+    ['the skip options with a limiter that cannot refund', () => rateLimit({ limit: async () => ({}), stats: () => ({ windowMs: 1 }) } as never, { skipSuccessfulRequests: true }), 'Expected the limiter of rateLimit() to have refund() (a ResilientLimiter) for skipFailedRequests or skipSuccessfulRequests, got an object'],
     ['a header name with a space', () => byHeader('x user'), 'Expected `name` to be a header field name'],
     ['combine() of nothing', () => combine(), 'Expected `parts` to be one key function or more'],
     ['combine() of a string', () => combine(byIp, 'x' as never), 'Expected `parts[1]` to be a key function'],

@@ -177,6 +177,41 @@ describe('LocalWindow', () => {
   });
 });
 
+describe('LocalWindow.forgetCall: a refund', () => {
+  const is = (id: string | number) => (kept: string | number) => kept === id;
+
+  it('gives back one call by id, its whole cost, only while it is in the window', () => {
+    const c = clock();
+    const w = new LocalWindow({ limit: 5, windowMs: 1000, maxKeys: 10, now: c.now });
+    w.limit('k', { id: 'a', cost: 3 });
+    c.t += 10;
+    w.record('k', c.t, 2, 7); // a generated id: a number
+    expect(w.limit('k').allowed).toBe(false);
+    expect(w.forgetCall('k', is('a'))).toEqual({ cost: 3, id: 'a' });
+    expect(w.forgetCall('k', is('a'))).toBeUndefined();
+    expect(w.holds('k', 'a')).toBe(false);
+    expect(w.peek('k')).toMatchObject({ remaining: 3, resetAtMs: c.t + 1000 });
+    expect(w.limit('k', { id: 'a' })).toMatchObject({ allowed: true, remaining: 2 }); // a new call: not a repeat
+    c.t += 1000; // the generated one left the window
+    expect(w.forgetCall('k', is(7))).toBeUndefined();
+    expect(w.forgetCall('other', is(7))).toBeUndefined();
+  });
+
+  it('keeps the times in order and the retry time exact after a call in the middle is given back', () => {
+    const c = clock();
+    const w = new LocalWindow({ limit: 3, windowMs: 1000, maxKeys: 10, now: c.now });
+    for (const id of ['a', 'b', 'c']) {
+      w.limit('k', { id });
+      c.t += 100;
+    }
+    expect(w.forgetCall('k', is('b'))?.cost).toBe(1);
+    w.limit('k', { id: 'd' });
+    expect(w.limit('k')).toMatchObject({ allowed: false, retryAfterMs: 700 }); // a, admitted 300 ms ago, leaves first
+    c.t += 700;
+    expect(w.limit('k')).toMatchObject({ allowed: true, remaining: 0 });
+  });
+});
+
 describe('LocalWindow.observe: the part of a shared window learnt from Redis', () => {
   /** This instance's window, a share of 10 of a limit of 40 shared by 4, holding `own` calls Redis admitted. */
   function share(own: number) {

@@ -580,6 +580,7 @@ describe('ResilientLimiter without Redis', () => {
       redisReady: false,
       notReadyForMs: expect.any(Number), // on the real monotonic clock: this client never connects
       reconcile: { pending: 3, written: 0, expired: 0, present: 0, dropped: 0 },
+      refunds: { pending: 0, written: 0, dropped: 0 },
     });
   });
 

@@ -440,6 +440,68 @@ describe('Reconciler', () => {
   });
 });
 
+describe('Reconciler.forgetCall (a refund)', () => {
+  const is = (id: string) => (kept: string | number) => kept === id;
+
+  it('drops one waiting call of its group, by id: never written, its bytes and its hold released', async () => {
+    const r = new Reconciler(100);
+    r.add(call('a', 10, 0, 3));
+    r.add(call('a', 11, 1));
+    r.add({ key: 'a', at: 12, cost: 1, id: 'a-0', windowMs: 1000 }); // limitAll()'s window of a: another group
+    const bytes = r.bytes;
+    expect(r.forgetCall('a', is('a-0'))).toEqual({ cost: 3, sent: false });
+    expect(r.forgetCall('a', is('a-0'))).toBeUndefined();
+    expect(r.forgetCall('b', is('a-1'))).toBeUndefined();
+    expect([r.size, r.bytes]).toEqual([2, bytes - pendingBytes(call('a', 10, 0, 3))]);
+    expect(r.forgetCall('a', is('a-1'))).toEqual({ cost: 1, sent: false });
+    expect(r.holds('a')).toBe(false);
+    const { batches, write } = recorder();
+    await r.flush(0, 8, write, 0);
+    expect(batches.map((b) => b.ids)).toEqual([['a-0']]); // the limitAll() call only
+  });
+
+  it('recalls a call from a batch a pass has taken but not sent, and says when the pass sent it already', async () => {
+    const r = new Reconciler(100);
+    r.add(call('a', 10, 0));
+    r.add(call('b', 10, 0));
+    r.add(call('b', 10, 1));
+    const sent: string[][] = [];
+    const gates: ((fail: boolean) => void)[] = [];
+    // One batch at a time: a's is sent (and waits on Redis), b's is taken but not sent.
+    const flushing = r.flush(0, 1, (_key, calls) => {
+      sent.push(calls.map((c) => String(c.id)));
+      return new Promise((resolve, reject) => gates.push((fail) => (fail ? reject(new Error('down')) : resolve([calls.length, 0, 0]))));
+    });
+    expect(r.forgetCall('a', is('a-0'))).toEqual({ cost: 1, sent: true });
+    expect(r.forgetCall('a', is('a-0'))).toBeUndefined();
+    expect(r.forgetCall('b', is('b-1'))).toEqual({ cost: 1, sent: false });
+    expect(r.holds('b')).toBe(true);
+    gates.shift()?.(true); // a's batch fails: its refunded call does not come back
+    await ticks();
+    expect(sent).toEqual([['a-0'], ['b-0']]);
+    gates.shift()?.(false);
+    await expect(flushing).rejects.toThrow('down');
+    expect([r.size, r.holds('a'), r.holds('b')]).toEqual([0, false, false]);
+  });
+
+  it('sends no empty batch when every call of a taken batch was refunded', async () => {
+    const r = new Reconciler(100);
+    r.add(call('a', 10, 0));
+    r.add(call('b', 10, 0));
+    const sent: string[] = [];
+    let release: () => void = () => undefined;
+    const flushing = r.flush(0, 1, async (key) => {
+      sent.push(key);
+      await new Promise<void>((resolve) => (release = resolve));
+      return [1, 0, 0];
+    });
+    expect(r.forgetCall('b', is('b-0'))).toEqual({ cost: 1, sent: false });
+    release();
+    expect(await flushing).toEqual({ written: 1, expired: 0, present: 0, remaining: 0 });
+    expect(sent).toEqual(['a']);
+  });
+});
+
 describe('reseed', () => {
   const call = (key: string, i: number): PendingCall => ({ key, at: 1_000 + i, cost: 1, id: i });
 

@@ -1,0 +1,135 @@
+--[[
+resilimit: give back the permits of admitted calls (a refund), each found by its id.
+
+KEYS[1]  the window's sorted set (as in sliding-window.lua)
+ARGV[1]  windowMs  window length in milliseconds, integer >= 1
+ARGV[2]  nowMs     the caller's clock in milliseconds since the epoch, or "" to use Redis's TIME
+ARGV[3], ARGV[4], ...  pairs: id (the call's id, as it was admitted), cost hint (the call's cost
+         when the caller knows it, integer >= 1, or "" when it does not)
+
+Reply: a string of integers separated by commas, one per pair, in order: the permits given back
+(the cost of the call removed), 0 when no call of that id is in the window.
+
+A call is found by its member (named as in sliding-window.lua: the id for cost 1 when it holds no
+'*', else `<cost>*<id>`): first the member the hint names, then the id itself (cost 1), then any
+`<cost>*<id>` (ZSCAN with the id escaped, every name checked). Only a call still in the window
+counts (scored above nowMs - windowMs): one that has left gives nothing back and is left for the
+next decision to trim. A name starting with '*' is never a call (special members, scored below 0:
+"*" holds the sum of (cost - 1), and others may hold more, a block say). Removing a call of cost > 1
+takes its (cost - 1) off the "*" sum. The key's TTL is set, in milliseconds, to the moment its newest
+call leaves the window, and the key is deleted when no call is left in the window; a key holding a
+special member other than "*" keeps it and its TTL: that TTL is only ever lengthened here.
+]]
+
+local key = KEYS[1]
+local window = tonumber(ARGV[1])
+local now = tonumber(ARGV[2])
+if not window or window < 1 or window % 1 ~= 0 then
+  return redis.error_reply('ERR resilimit: windowMs must be a positive integer')
+end
+if #ARGV < 4 or #ARGV % 2 ~= 0 then
+  return redis.error_reply('ERR resilimit: expected pairs of id, cost hint')
+end
+if not now then
+  local t = redis.call('TIME')
+  now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+elseif now < 1 or now % 1 ~= 0 then
+  return redis.error_reply('ERR resilimit: nowMs must be a positive integer')
+end
+-- Calls are scored >= 1, special members below 0: above `floor` are calls in the window only.
+local floor = math.max(now - window, 0)
+
+-- Check every pair before removing anything, so that a bad argument changes nothing.
+for i = 3, #ARGV, 2 do
+  local hint = ARGV[i + 1]
+  if ARGV[i] == '' then return redis.error_reply('ERR resilimit: id must not be empty') end
+  if hint ~= '' then
+    local cost = tonumber(hint)
+    if not cost or cost < 1 or cost % 1 ~= 0 then
+      return redis.error_reply('ERR resilimit: cost hint must be a positive integer or ""')
+    end
+  end
+end
+
+local function inWindow(member)
+  local score = redis.call('ZSCORE', key, member)
+  return score and tonumber(score) > floor
+end
+
+-- The member of a call of `id` and `cost` (the rule of sliding-window.lua).
+local function memberOf(id, cost)
+  if cost == 1 and not string.find(id, '*', 1, true) then return id end
+  return cost .. '*' .. id
+end
+
+-- The member of a call of `id` in the window and its cost, or nil.
+local function find(id, hint)
+  if hint and inWindow(memberOf(id, hint)) then return memberOf(id, hint), hint end
+  local starred = string.find(id, '*', 1, true)
+  if hint ~= 1 and not starred and inWindow(id) then return id, 1 end
+  -- Any `<cost>*<id>`: MATCH with every glob character of the id escaped, then each name checked
+  -- (`3*x*y` matches the pattern of id `y` too, but is the call `x*y` of cost 3).
+  local pattern = '*\\*' .. string.gsub(id, '[%*%?%[%]\\]', '\\%0')
+  local cursor = '0'
+  repeat
+    local page = redis.call('ZSCAN', key, cursor, 'MATCH', pattern, 'COUNT', 1000)
+    cursor = page[1]
+    local found = page[2]
+    for j = 1, #found, 2 do
+      local member = found[j]
+      local digits = string.sub(member, 1, #member - #id - 1)
+      if string.match(digits, '^[1-9]%d*$') and string.sub(member, #digits + 1) == '*' .. id
+        and tonumber(found[j + 1]) > floor then
+        return member, tonumber(digits)
+      end
+    end
+  until cursor == '0'
+  return nil
+end
+
+local reply = {}
+local extra = 0
+local removed = false
+for i = 3, #ARGV, 2 do
+  local member, cost = find(ARGV[i], tonumber(ARGV[i + 1]))
+  if member then
+    redis.call('ZREM', key, member)
+    extra = extra + cost - 1
+    removed = true
+    reply[#reply + 1] = cost
+  else
+    reply[#reply + 1] = 0
+  end
+end
+
+if extra > 0 then
+  local stored = redis.call('ZSCORE', key, '*')
+  local left = (stored and -tonumber(stored) or 0) - extra
+  if left > 0 then
+    redis.call('ZADD', key, -left, '*')
+  else
+    redis.call('ZREM', key, '*')
+  end
+end
+
+if removed then
+  local kept = false
+  local special = redis.call('ZRANGEBYSCORE', key, '-inf', '(0')
+  for j = 1, #special do
+    if special[j] ~= '*' then kept = true end
+  end
+  local newest = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
+  if newest[2] and tonumber(newest[2]) > floor then
+    local ttl = tonumber(newest[2]) + window - now
+    if kept then
+      redis.call('PEXPIRE', key, ttl, 'GT')
+    else
+      redis.call('PEXPIRE', key, ttl)
+    end
+  elseif not kept then
+    -- No call left in the window: the key carries no information.
+    redis.call('DEL', key)
+  end
+end
+
+return table.concat(reply, ',')

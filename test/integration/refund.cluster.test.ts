@@ -1,0 +1,64 @@
+import { randomUUID } from 'node:crypto';
+import { once } from 'node:events';
+import type { Cluster } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ResilientLimiter } from '../../src/index.js';
+import { redisKey } from '../../src/redisKey.js';
+import { startRedisCluster, type RedisCluster } from '../support/cluster.js';
+
+// refund() on a Redis Cluster: the refund script touches one key (one slot), on each key's own master,
+// also when written later, after the breaker was held open.
+
+let cluster: RedisCluster;
+let redis: Cluster;
+let other: Cluster;
+
+beforeAll(async () => {
+  cluster = await startRedisCluster();
+  const options = { enableOfflineQueue: false, redisOptions: { maxRetriesPerRequest: 0 } };
+  redis = cluster.client(options);
+  other = cluster.client(options);
+  await Promise.all([once(redis, 'ready'), once(other, 'ready')]);
+});
+afterAll(async () => {
+  redis?.disconnect();
+  other?.disconnect();
+  await cluster?.close();
+});
+
+describe('refund() on a Cluster', () => {
+  it('gives back calls of keys on every master, by this instance and by another that never saw them', async () => {
+    const prefix = `refund:${randomUUID()}:`;
+    const options = { prefix, limit: 4, windowMs: 60_000, local: { instances: 1 }, breaker: { timeoutMs: 1_000, resetTimeoutMs: 50 } };
+    const a = new ResilientLimiter({ redis, ...options });
+    const b = new ResilientLimiter({ redis: other, ...options });
+    try {
+      const keys = cluster.keysOnEveryMaster(1, (k) => redisKey(prefix, k));
+      expect(new Set(keys.map((k) => cluster.nodeOf(redisKey(prefix, k)))).size).toBe(3);
+      for (const key of keys) {
+        const own = await a.limit(key, { cost: 2 });
+        const others = await a.limit(key, { cost: 2 });
+        expect((await a.limit(key)).allowed).toBe(false);
+        expect(await a.refund(key, own.id as string)).toEqual({ refunded: true, permits: 2, pending: false });
+        expect(await b.refund(key, others.id as string)).toEqual({ refunded: true, permits: 2, pending: false });
+        expect(await b.refund(key, others.id as string)).toEqual({ refunded: false, permits: 0, pending: false });
+        expect(await a.limit(key, { cost: 4 })).toMatchObject({ allowed: true, source: 'redis', remaining: 0 });
+      }
+
+      // Held open: kept, then written on each key's master once the breaker closes.
+      const heldKeys = cluster.keysOnEveryMaster(1, (k) => redisKey(prefix, k), { stem: 'held' });
+      const held = await Promise.all(heldKeys.map((key) => a.limit(key)));
+      a.forceOpen();
+      for (const [i, key] of heldKeys.entries()) {
+        expect(await a.refund(key, held[i]?.id as string)).toEqual({ refunded: true, permits: 1, pending: true });
+      }
+      for (const key of heldKeys) expect(await redis.exists(redisKey(prefix, key))).toBe(1);
+      a.forceClose();
+      await a.reconcile();
+      expect(a.stats().refunds).toEqual({ pending: 0, written: heldKeys.length, dropped: 0 });
+      for (const key of heldKeys) expect(await redis.exists(redisKey(prefix, key))).toBe(0);
+    } finally {
+      await Promise.all([a.close(), b.close()]);
+    }
+  });
+});
