@@ -67,6 +67,8 @@ export class Waiters {
     readonly decide: (key: string, options: LimitOptions) => Promise<LimiterDecision>,
     /** The limit of a key's calls, to check a cost before the call waits. */
     readonly limit: (key: string) => number,
+    /** `refund()` of the limiter: gives back a permit admitted for a waiter that is gone. */
+    readonly refund: (key: string, id: string) => Promise<unknown>,
     readonly options: { readonly maxWaiters: number; readonly perf: { now(): number } },
   ) {}
 
@@ -150,8 +152,11 @@ export class Waiters {
   }
 
   #answered(queue: Queue, head: Waiter, decision: LimiterDecision): void {
-    if (this.#closed) return; // close() settled every waiter; the permit, if admitted, is spent
-    if (!queue.waiters.has(head)) return this.#ask(queue); // aborted during the call
+    // Aborted during the call, or close() settled every waiter: a permit admitted for nobody is given back.
+    const gone = this.#closed || !queue.waiters.has(head);
+    if (gone && decision.id !== undefined) this.refund(queue.key, decision.id).catch(() => undefined);
+    if (this.#closed) return;
+    if (gone) return this.#ask(queue);
     if (decision.allowed) {
       if (this.#take(queue, head)) head.resolve(decision);
       return this.#ask(queue);

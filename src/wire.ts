@@ -23,8 +23,11 @@ import { Stats } from './Stats.js';
 import type { LimitOptions } from './types.js';
 import { Waiters } from './Waiters.js';
 
-/** What `wire` needs of the limiter: its events, and `limit()` for the waiters. */
-export type Front = EventEmitter<LimiterEvents> & { limit(key: string, options?: LimitOptions): Promise<LimiterDecision> };
+/** What `wire` needs of the limiter: its events, and `limit()` and `refund()` for the waiters. */
+export type Front = EventEmitter<LimiterEvents> & {
+  limit(key: string, options?: LimitOptions): Promise<LimiterDecision>;
+  refund(key: string, id: string): Promise<unknown>;
+};
 
 /** The parts of one limiter, wired together: what `ResilientLimiter` holds. */
 export type Wiring = {
@@ -97,7 +100,7 @@ export function wire(front: Front, resolved: ResolvedLimiterOptions, closed: () 
   const gate = new Gate(tier, recovery, coalescer, { ...resolved, timeoutMs: resolved.breaker.timeoutMs }, perf);
   const fallback = new Fallback(settings, local, reserved, recovery, tier.breaker, now, resolved.reconcile, resolved.blockMs);
   const parts: Parts = { now, tier, gate, coalescer, coalesce: resolved.coalesce, local, deny, reserved, recovery, fallback };
-  const waiters = new Waiters((key, o) => front.limit(key, o), (key) => settings.limitOf(key), resolved);
+  const waiters = new Waiters((key, o) => front.limit(key, o), (key) => settings.limitOf(key), (key, id) => front.refund(key, id), resolved);
   const watch = new ReadyWatch(tier, resolved, (info) => front.emit('notReady', info));
   const path = new DecisionPath((error) => {
     if (front.listenerCount('redisReplyError') > 0) front.emit('redisReplyError', error);

@@ -138,6 +138,18 @@ describe('acquire()', () => {
     expect(next.at).toBeGreaterThanOrEqual(250);
   });
 
+  it('gives back the permit of a waiter aborted while its call was on its way to Redis', async () => {
+    const l = await limiter({ windowMs: 60_000 });
+    const controller = new AbortController();
+    const waiting = l.acquire('api', { maxWaitMs: 1_000, signal: controller.signal }).catch((e: unknown) => e);
+    controller.abort(new Error('gone')); // the head's limit() call has left: Redis admits it for nobody
+    expect(await waiting).toMatchObject({ message: 'gone' });
+    // Redis admitted the head's call (its decision is counted), then it was refunded: the window holds
+    // 2 free permits again (the decision and the refund are Redis calls: wait for them).
+    await vi.waitFor(() => expect(l.stats().bySource.redis).toBe(1), { timeout: 2_000, interval: 5 });
+    await vi.waitFor(async () => expect((await l.peek('api')).remaining).toBe(2), { timeout: 2_000, interval: 20 });
+  });
+
   it('rejects at once, without a call, when the signal is already aborted', async () => {
     const l = await limiter();
     const error = await l.acquire('api', { maxWaitMs: 1_000, signal: AbortSignal.abort() }).catch((e: unknown) => e);
