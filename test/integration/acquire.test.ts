@@ -87,8 +87,10 @@ describe('acquire()', () => {
     expect(alone.decision!.retryAfterMs).toBeGreaterThan(200);
     expect(alone.at).toBeLessThan(150);
     // Behind a waiter that sleeps until the window frees: a short wait is refused at once too.
+    const timers = refTimers();
     const long = l.acquire('api', { maxWaitMs: 5_000 });
-    await sleep(50);
+    // Until Redis has refused its head and the queue sleeps (its timer): the machine's load decides how long.
+    for (const start = performance.now(); refTimers() === timers && performance.now() - start < 5_000; ) await sleep(10);
     const queuedStart = performance.now();
     const short = await outcome(l.acquire('api', { maxWaitMs: 100 }), queuedStart);
     expect(short.decision).toMatchObject({ allowed: false });
@@ -163,8 +165,10 @@ describe('acquire()', () => {
     await l.limit('b', { cost: 2 });
     const before = refTimers();
     const waiting = ['a', 'a', 'b'].map((key) => l.acquire(key, { maxWaitMs: 60_000 }).catch((e: unknown) => e));
-    await sleep(50);
-    expect(refTimers()).toBe(before + 2); // one per sleeping key
+    // One timer per sleeping key, once Redis has refused both heads: how long that takes is the
+    // machine's load (50 ms was not always enough under two busy loops), so wait for it, up to 5 s.
+    for (const start = performance.now(); refTimers() < before + 2 && performance.now() - start < 5_000; ) await sleep(10);
+    expect(refTimers()).toBe(before + 2);
     const decisions = l.stats().decisions;
     await l.close();
     for (const error of await Promise.all(waiting)) expect(error).toMatchObject({ code: ErrorCode.CLOSED });

@@ -119,6 +119,17 @@ describe('per-key limits: limit(key) => number', () => {
     expect(d).toMatchObject({ allowed: false, source: 'local', limit: 3 });
   });
 
+  it('reports each key\'s limit in the fixed answers of fail-open and fail-closed while Redis cannot answer', async () => {
+    const c = { t: T0 };
+    const port = await freePort();
+    for (const mode of ['fail-open', 'fail-closed'] as const) {
+      const l = await limiter(c, { mode, limit: tierOf }, port);
+      const [vip, free] = [await l.limit('vip:ada'), await l.limit('free:bob')];
+      expect([vip.limit, free.limit, vip.allowed, free.allowed, vip.source]).toEqual([5, 2, mode === 'fail-open', mode === 'fail-open', mode]);
+      await expect(l.limit('free:bob', { cost: 3 })).rejects.toMatchObject({ code: ErrorCode.INVALID_COST });
+    }
+  });
+
   it('reports a function that returns a bad value for a key, naming the key', async () => {
     const c = { t: T0 };
     const l = await limiter(c, { limit: (key) => (key === 'bad' ? 0 : 2) });
