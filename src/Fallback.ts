@@ -42,7 +42,7 @@ export class Fallback {
     // once). A generated id of a call not journalled was never in Redis: kept negated, for refund()
     // alone, never re-seeded (see `CallId`).
     const kept = journalled || typeof id === 'string' ? id : -id;
-    const d = this.local.main[decide](key, cost, kept, now, this.reserved.of(key), this.settings.shareOf(limit), this.blockMs);
+    const d = this.local.main[decide](key, cost, kept, now, this.reserved.of(key), this.settings.localShareOf(limit), this.blockMs);
     if (d.allowed && journalled) this.recovery.add({ key, at: now, cost, id });
     return localDecision(d, reason, d.allowed ? memberOf(id) : undefined);
   }

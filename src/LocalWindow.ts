@@ -178,7 +178,7 @@ export class LocalWindow implements RateWindow {
    * shares alone add up to the limit. Never more than the share in force. When Redis admitted the
    * call, `admitted` is it, recorded first as {@link record} would (one lookup of the key). @internal
    */
-  observe(key: string, used: number, limit: number, instances: number, share: number, admitted?: { at: number; cost: number; id: CallId }): void {
+  observe(key: string, used: number, limit: number, instances: number, share = this.#options.limit, admitted?: { at: number; cost: number; id: CallId }): void {
     const now = this.#now();
     const log = this.#logOf(key, now);
     if (admitted !== undefined) addAt(log, admitted.at, admitted.cost, admitted.id);

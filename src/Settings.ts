@@ -56,6 +56,14 @@ export class Settings {
     return (this.#limit = limitValue(fn, key));
   }
 
+  /**
+   * The share of `limit` to give the local window of `limit()` with a call: undefined without a limit
+   * function (the window's own limit is the share then, kept up to date: nothing to compute per call).
+   */
+  localShareOf(limit: number): number | undefined {
+    return this.#limitFn === undefined ? undefined : this.shareOf(limit);
+  }
+
   /** This instance's local share of `limit`: `local.limit` (at most `limit`), or `ceil(limit / instances)`. */
   shareOf(limit: number): number {
     const local = this.options.localLimit;

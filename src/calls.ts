@@ -50,7 +50,7 @@ export class OneCall implements PathCall<BatchDecision | BatchDecision[], Limite
     const call = admitted ? { at: decision.nowMs - parts.tier.offset.low(false), cost: this.cost, id: this.callId } : undefined;
     const { settings } = parts.fallback;
     const local = parts.local.main;
-    local.observe(this.key, decision.used, this.limit, settings.instances, settings.shareOf(this.limit), call);
+    local.observe(this.key, decision.used, this.limit, settings.instances, settings.localShareOf(this.limit), call);
     if (!decision.allowed) {
       // Counted from when the call was asked (before Redis decided: the denial may end early, never
       // late), moved onto the deny cache's clock; the reply may have been read much later. A blocked
