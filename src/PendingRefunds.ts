@@ -1,11 +1,7 @@
-import { ErrorCode, isResilimitError, ResilimitError } from './errors.js';
-import { redisCallError } from './failures.js';
+import { ErrorCode, isResilimitError } from './errors.js';
+import { refundCalls } from './internal.js';
 import { CALL_BYTES } from './Reconciler.js';
-import { redisKey } from './redisKey.js';
 import type { RedisTier } from './RedisTier.js';
-import { loadScript, runScript } from './script.js';
-
-const refundScript = loadScript('refund');
 
 /** The most refunds of one key in one script call. */
 const BATCH = 200;
@@ -21,17 +17,8 @@ function refundBytes(refund: Refund): number {
   return CALL_BYTES + 2 * (refund.key.length + refund.id.length);
 }
 
-/** Reads the refund script's reply: the permits each refund gave back, in order. */
-function permitsOf(reply: unknown, count: number): number[] {
-  const values = typeof reply === 'string' ? reply.split(',').map(Number) : [];
-  if (values.length !== count || !values.every((v) => Number.isSafeInteger(v) && v >= 0)) {
-    throw new ResilimitError(ErrorCode.REDIS_REPLY, `Unexpected reply from the refund script: ${JSON.stringify(reply)}`);
-  }
-  return values;
-}
-
 /**
- * Removes calls from Redis's window of `limit()` (`lua/refund.lua`), and keeps the removals Redis
+ * Removes calls from Redis's window of `limit()` (`RedisWindow`'s refund script), and keeps the removals Redis
  * could not make when they were asked for: the refunds of calls Redis holds, asked while it could not
  * answer. Those are written by the next write-back pass (`Recovery`), after the journal and any
  * re-seed, and until then Redis counts those calls. It owns, and alone changes, the pending refunds:
@@ -132,16 +119,8 @@ export class PendingRefunds {
     return true;
   }
 
-  /** One script call for `refunds`, all of `key`: what the breaker runs. Its arguments are read as it is sent. */
+  /** One script call for `refunds`, all of `key`: what the breaker runs. */
   #script(key: string, refunds: readonly Refund[]): () => Promise<number[]> {
-    return () => {
-      const { redis, prefix, windowMs, now } = this.tier.window.options;
-      const args: (string | number)[] = [windowMs, now === undefined ? '' : Math.floor(now())];
-      for (const refund of refunds) args.push(refund.id, refund.cost ?? '');
-      return runScript(redis, refundScript, [redisKey(prefix, key)], args).then(
-        (reply) => permitsOf(reply, refunds.length),
-        (error: unknown) => Promise.reject(redisCallError(error)),
-      );
-    };
+    return () => this.tier.window[refundCalls](key, refunds);
   }
 }

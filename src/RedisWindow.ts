@@ -1,5 +1,6 @@
+import { ErrorCode, ResilimitError } from './errors.js';
 import { redisCallError } from './failures.js';
-import { configure, decide, decideBatch } from './internal.js';
+import { configure, decide, decideBatch, refundCalls } from './internal.js';
 import { checkCallOptions, checkCost, checkId, checkKey, memberOf, type CallId } from './input.js';
 import {
   integer,
@@ -15,6 +16,7 @@ import type { Decision, LimitOptions, RateWindow } from './types.js';
 
 const slidingWindow = loadScript('sliding-window');
 const blockScript = loadScript('block');
+const refundScript = loadScript('refund');
 
 /** What the script tells beyond the decision: the time it decided at and whether the id was a repeat. */
 export type RedisDecision = Decision & {
@@ -147,6 +149,28 @@ export class RedisWindow implements RateWindow {
       throw redisCallError(error);
     }
     return toDecisions(reply, calls, effective);
+  }
+
+  /**
+   * Removes calls of `key` from its window by id (`lua/refund.lua`), in one script call: the permits
+   * each gave back, in order (0: not in the window). `cost`: a call's cost when known, tried first
+   * (else the script scans for it). Options are read as it is sent. @internal
+   */
+  async [refundCalls](key: string, calls: readonly { readonly id: string; readonly cost: number | undefined }[]): Promise<number[]> {
+    const { redis, prefix, windowMs, now } = this.#options;
+    const args: (string | number)[] = [windowMs, now === undefined ? '' : Math.floor(now())];
+    for (const call of calls) args.push(call.id, call.cost ?? '');
+    let reply: unknown;
+    try {
+      reply = await runScript(redis, refundScript, [redisKey(prefix, key)], args);
+    } catch (error) {
+      throw redisCallError(error);
+    }
+    const permits = typeof reply === 'string' ? reply.split(',').map(Number) : [];
+    if (permits.length !== calls.length || !permits.every((v) => Number.isSafeInteger(v) && v >= 0)) {
+      throw new ResilimitError(ErrorCode.REDIS_REPLY, `Unexpected reply from the refund script: ${JSON.stringify(reply)}`);
+    }
+    return permits;
   }
 
   /** Changes the limit and window for the calls that follow. @internal */

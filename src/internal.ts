@@ -7,3 +7,4 @@ export const configure = Symbol('resilimit.configure');
 export const decideBatch = Symbol('resilimit.decideBatch');
 export const inspect = Symbol('resilimit.inspect');
 export const block = Symbol('resilimit.block');
+export const refundCalls = Symbol('resilimit.refundCalls');
