@@ -135,8 +135,11 @@ export class RedisWindow implements RateWindow {
     const keys: string[] = [];
     const effective: number[] = [];
     const args: (string | number)[] = [windowMs, now === undefined ? '' : Math.floor(now()), notAfterMs === undefined ? '' : Math.ceil(notAfterMs), blockMs];
+    // The permits left free are asked once per run of calls of one limit (a batch usually has one).
+    let of = 0;
+    let reserve = 0;
     for (const call of calls) {
-      const reserve = reserveOf === undefined ? 0 : reserveOf(call.limit);
+      if (call.limit !== of) reserve = reserveOf === undefined ? 0 : reserveOf((of = call.limit));
       const limit = reserve > 0 ? Math.max(call.limit - reserve, call.cost, 1) : call.limit;
       effective.push(limit);
       keys.push(redisKey(prefix, call.key));
