@@ -11,10 +11,14 @@ ARGV[3]  notAfterMs  staleness guard, ms since the epoch on the same clock as no
                      frozen or busy) changes nothing and replies stale
 ARGV[4]  blockMs     integer >= 0: a call refused for want of permits blocks its key for that long
                      (0: never)
-ARGV[5 + 3(i-1)]  limit of call i: permits allowed in any window of its key, integer >= 1 (calls of
+ARGV[5]  limit       "" when each call carries its own limit and cost (below); otherwise the limit
+                     of every call of the batch, each of cost 1, and ARGV[5 + i] is the id of call
+                     i: the usual batch, sent without repeating what its calls share
+With ARGV[5] = "", three values per call i:
+ARGV[6 + 3(i-1)]  limit of call i: permits allowed in any window of its key, integer >= 1 (calls of
                   one key may give different limits: each is decided against its own)
-ARGV[6 + 3(i-1)]  cost of call i, integer 0..limit; 0 = peek (read only, writes nothing)
-ARGV[7 + 3(i-1)]  id of call i: its unique id (ignored for a peek). A call re-sent with an id that
+ARGV[7 + 3(i-1)]  cost of call i, integer 0..limit; 0 = peek (read only, writes nothing)
+ARGV[8 + 3(i-1)]  id of call i: its unique id (ignored for a peek). A call re-sent with an id that
                   is still in the window is not counted again.
 
 Reply: a string of integers separated by commas (one bulk string is much cheaper to build and to
@@ -56,9 +60,6 @@ end
 if not blockMs or blockMs < 0 or blockMs % 1 ~= 0 then
   return redis.error_reply('ERR resilimit: blockMs must be an integer >= 0')
 end
-if #ARGV ~= 4 + 3 * #KEYS then
-  return redis.error_reply('ERR resilimit: expected a limit, a cost and an id per key')
-end
 local redisTime = not now
 if redisTime then
   local t = redis.call('TIME')
@@ -74,6 +75,16 @@ local cutoff = now - window
 -- Members are scored >= 1, the "*" member below 0: counting above max(cutoff, 0) sees members only.
 local floor = math.max(cutoff, 0)
 local lower = '(' .. floor
+
+-- Numbers handed to Redis or put in the reply are formatted by Lua (sprintf "%.14g"), and scores
+-- read back are parsed (strtod): in this script's hot path that was a quarter of Redis's CPU. So
+-- the values every call of the batch shares are made into strings once, and the common path reads
+-- no score.
+local windowText = tostring(window)
+local nowText = tostring(now)
+local floorText = tostring(floor)
+local cutoffText = tostring(cutoff)
+local resetText = tostring(now + window)
 
 -- Permits a member stands for beyond 1 (the "extra"), read from its name.
 local function extraOf(member)
@@ -104,13 +115,13 @@ local function decide(key, limit, cost, id, reply)
 
   -- Drop the extra of members that have left the window.
   if extra > 0 then
-    local gone = redis.call('ZRANGEBYSCORE', key, 0, cutoff)
+    local gone = redis.call('ZRANGEBYSCORE', key, '0', cutoffText)
     for i = 1, #gone do extra = extra - extraOf(gone[i]) end
   end
 
   local member
   if cost > 0 then
-    redis.call('ZREMRANGEBYSCORE', key, 0, cutoff)
+    redis.call('ZREMRANGEBYSCORE', key, '0', cutoffText)
     if cost == 1 and not string.find(id, '*', 1, true) then
       member = id
     else
@@ -132,7 +143,7 @@ local function decide(key, limit, cost, id, reply)
   if cost > 0 then
     if used + cost <= limit and blockedUntil == 0 then
       allowed = 1
-      if redis.call('ZADD', key, 'NX', now, member) == 1 then
+      if redis.call('ZADD', key, 'NX', nowText, member) == 1 then
         used = used + cost
         extra = extra + cost - 1
       else
@@ -207,44 +218,61 @@ local function decide(key, limit, cost, id, reply)
 end
 
 -- Check every call before deciding any, so that a bad argument changes nothing.
-for i = 1, #KEYS do
-  local limit = tonumber(ARGV[2 + 3 * i])
-  local cost = tonumber(ARGV[3 + 3 * i])
-  local id = ARGV[4 + 3 * i]
-  if not limit or limit < 1 or limit % 1 ~= 0 then
+local shared = false
+if ARGV[5] ~= '' then
+  shared = tonumber(ARGV[5])
+  if not shared or shared < 1 or shared % 1 ~= 0 then
     return redis.error_reply('ERR resilimit: limit must be a positive integer')
   end
-  if not cost or cost < 0 or cost > limit or cost % 1 ~= 0 then
-    return redis.error_reply('ERR resilimit: cost must be an integer between 0 and limit')
+  if #ARGV ~= 5 + #KEYS then
+    return redis.error_reply('ERR resilimit: expected an id per key')
   end
-  if cost > 0 and id == '' then
-    return redis.error_reply('ERR resilimit: id must not be empty')
+  for i = 6, #ARGV do
+    if ARGV[i] == '' then return redis.error_reply('ERR resilimit: id must not be empty') end
+  end
+else
+  if #ARGV ~= 5 + 3 * #KEYS then
+    return redis.error_reply('ERR resilimit: expected a limit, a cost and an id per key')
+  end
+  for i = 1, #KEYS do
+    local limit = tonumber(ARGV[3 + 3 * i])
+    local cost = tonumber(ARGV[4 + 3 * i])
+    local id = ARGV[5 + 3 * i]
+    if not limit or limit < 1 or limit % 1 ~= 0 then
+      return redis.error_reply('ERR resilimit: limit must be a positive integer')
+    end
+    if not cost or cost < 0 or cost > limit or cost % 1 ~= 0 then
+      return redis.error_reply('ERR resilimit: cost must be an integer between 0 and limit')
+    end
+    if cost > 0 and id == '' then
+      return redis.error_reply('ERR resilimit: id must not be empty')
+    end
   end
 end
 
 local call = redis.call
 
 -- The common call, admitted: cost 1, an id without '*', on a key without a "*" or "*!" member, in
--- fewer commands than decide() (each redis.call costs about a microsecond beyond its work): the lowest
--- member tells whether the key exists, holds one of them and needs trimming; on Redis's clock the
--- TTL only ever grows (PEXPIRE GT), and when it grew this call is the newest member, so resetAt is
--- now + window without reading the newest. Returns false, having changed nothing but the trim,
--- when decide() must answer (a "*" or "*!" member: negative scores; a full window; a repeated id).
+-- fewer commands than decide() (each redis.call costs about a microsecond beyond its work). The
+-- lowest member at or below the floor is a "*" or "*!" member (negative scores) or a call that has
+-- left the window; none means ZCARD counts exactly the calls in the window. On Redis's clock the TTL
+-- only ever grows (PEXPIRE GT), and when it grew this call is the newest member, so resetAt is
+-- now + window without reading the newest. Returns false, having changed nothing but the trim, when
+-- decide() must answer (a "*" or "*!" member; a full window; a repeated id).
 local function admitOne(key, limit, id, reply)
-  local first = call('ZRANGE', key, 0, 0, 'WITHSCORES')
-  local used = 0
-  if first[1] then
-    if string.byte(first[1]) == 42 then return false end
-    if tonumber(first[2]) <= cutoff then call('ZREMRANGEBYSCORE', key, 0, cutoff) end
-    used = call('ZCARD', key)
+  local old = call('ZRANGEBYSCORE', key, '-inf', floorText, 'LIMIT', '0', '1')[1]
+  if old then
+    if string.byte(old) == 42 then return false end
+    call('ZREMRANGEBYSCORE', key, '0', cutoffText)
   end
-  if used >= limit or call('ZADD', key, 'NX', now, id) == 0 then return false end
+  local used = call('ZCARD', key)
+  if used >= limit or call('ZADD', key, 'NX', nowText, id) == 0 then return false end
   used = used + 1
-  local resetAt = now + window
+  local resetAt = resetText
   if used == 1 then
     -- The key holds this call only: it was just created, without a TTL.
-    call('PEXPIRE', key, window)
-  elseif not redisTime or call('PEXPIRE', key, window, 'GT') == 0 then
+    call('PEXPIRE', key, windowText)
+  elseif not redisTime or call('PEXPIRE', key, windowText, 'GT') == 0 then
     -- On Redis's clock (frozen while a script runs, Redis >= 7), the TTL grew only if this call
     -- is the newest member. It did not: a member as new as this call, or a key without a TTL.
     -- On the caller's clock, TTLs (on Redis's) say nothing about members. The newest decides.
@@ -253,19 +281,29 @@ local function admitOne(key, limit, id, reply)
     call('PEXPIRE', key, resetAt - now)
   end
   local n = #reply
-  reply[n + 1] = 1
+  reply[n + 1] = '1'
   reply[n + 2] = used
-  reply[n + 3] = 0
+  reply[n + 3] = '0'
   reply[n + 4] = resetAt
-  reply[n + 5] = 0
+  reply[n + 5] = '0'
   return true
 end
 
-local reply = { now, 0 }
-for i = 1, #KEYS do
-  local key, limit, cost, id = KEYS[i], tonumber(ARGV[2 + 3 * i]), tonumber(ARGV[3 + 3 * i]), ARGV[4 + 3 * i]
-  if not (cost == 1 and not string.find(id, '*', 1, true) and admitOne(key, limit, id, reply)) then
-    decide(key, limit, cost, id, reply)
+local reply = { nowText, '0' }
+local find = string.find
+if shared then
+  for i = 1, #KEYS do
+    local key, id = KEYS[i], ARGV[5 + i]
+    if find(id, '*', 1, true) or not admitOne(key, shared, id, reply) then
+      decide(key, shared, 1, id, reply)
+    end
+  end
+else
+  for i = 1, #KEYS do
+    local key, limit, cost, id = KEYS[i], tonumber(ARGV[3 + 3 * i]), tonumber(ARGV[4 + 3 * i]), ARGV[5 + 3 * i]
+    if not (cost == 1 and not find(id, '*', 1, true) and admitOne(key, limit, id, reply)) then
+      decide(key, limit, cost, id, reply)
+    end
   end
 end
 return table.concat(reply, ',')

@@ -134,16 +134,23 @@ export class RedisWindow implements RateWindow {
     const { redis, prefix, windowMs, now, blockMs } = this.#options;
     const keys: string[] = [];
     const effective: number[] = [];
-    const args: (string | number)[] = [windowMs, now === undefined ? '' : Math.floor(now()), notAfterMs === undefined ? '' : Math.ceil(notAfterMs), blockMs];
+    // The script's arguments: the batch's own, then, when every call is of cost 1 under one limit (the
+    // usual batch), that limit once and the ids; else a limit, a cost and an id per call.
+    const args: (string | number)[] = [windowMs, now === undefined ? '' : Math.floor(now()), notAfterMs === undefined ? '' : Math.ceil(notAfterMs), blockMs, ''];
     // The permits left free are asked once per run of calls of one limit (a batch usually has one).
     let of = 0;
     let reserve = 0;
     for (const call of calls) {
       if (call.limit !== of) reserve = reserveOf === undefined ? 0 : reserveOf((of = call.limit));
-      const limit = reserve > 0 ? Math.max(call.limit - reserve, call.cost, 1) : call.limit;
-      effective.push(limit);
+      effective.push(reserve > 0 ? Math.max(call.limit - reserve, call.cost, 1) : call.limit);
       keys.push(redisKey(prefix, call.key));
-      args.push(limit, call.cost, memberOf(call.id));
+    }
+    const shared = effective[0] as number;
+    if (calls.every((call, i) => call.cost === 1 && effective[i] === shared)) {
+      args[4] = shared;
+      for (const call of calls) args.push(memberOf(call.id));
+    } else {
+      calls.forEach((call, i) => args.push(effective[i] as number, call.cost, memberOf(call.id)));
     }
     let reply: unknown;
     try {

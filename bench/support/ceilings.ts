@@ -29,11 +29,11 @@ export async function ceilings(
   const scripts = [
     // KEYS[1]; now, windowMs, limit, member.
     { script: 'naive script', source: NAIVE_SOURCE, args: ['1', 'naive:user:__rand_int__', now, windowMs, limit, `${now}-__rand_int__`] },
-    // KEYS[1]; windowMs, nowMs ('' = Redis TIME), notAfterMs (''), blockMs (0), then limit, cost and id per key.
+    // KEYS[1]; windowMs, nowMs ('' = Redis TIME), notAfterMs (''), blockMs (0), the limit of every call (each of cost 1), then an id per key.
     {
       script: 'resilimit lua/sliding-window.lua',
       source: RESILIMIT_SOURCE,
-      args: ['1', 'resilimit:{user:__rand_int__}', windowMs, '', '', '0', limit, '1', 'id__rand_int__'],
+      args: ['1', 'resilimit:{user:__rand_int__}', windowMs, '', '', '0', limit, 'id__rand_int__'],
     },
     // KEYS[1]; points to consume, duration s, points, duration.
     { script: 'rate-limiter-flexible', source: rlfSource(server), args: ['1', 'rlflx:user:__rand_int__', '1', String(o.windowMs / 1000), limit, String(o.windowMs / 1000)] },

@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import { readFileSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -109,6 +110,37 @@ describe('RedisWindow', () => {
       [false, 10, 0, 8],
       [true, 3, 2, 1],
     ]);
+  });
+
+  it('decides a batch of cost-1 calls under one limit (sent as ids only) as it decides the same calls one by one', async () => {
+    const batched = window({ limit: 3, windowMs: 60_000 });
+    const single = window({ limit: 3, windowMs: 60_000 });
+    const keys = ['a', 'b', 'a', 'a', 'a', 'b'];
+    const batch = await batched[decideBatch](keys.map((key, i) => ({ key, cost: 1, id: `id${i}`, limit: 3 })));
+    const oneByOne: RedisDecision[] = [];
+    for (const [i, key] of keys.entries()) oneByOne.push(await single.limit(key, { id: `id${i}` }));
+    const fields = (d: RedisDecision) => [d.allowed, d.remaining, d.duplicate, d.blocked, d.retryAfterMs > 0];
+    expect(batch.map(fields)).toEqual(oneByOne.map(fields));
+    expect(batch.map((d) => d.allowed)).toEqual([true, true, true, true, false, true]);
+  });
+
+  it('refuses malformed script arguments of either layout before deciding any call', async () => {
+    const source = readFileSync(new URL('../../lua/sliding-window.lua', import.meta.url), 'utf8');
+    const prefix = `t:${randomUUID()}:`;
+    const keys = [`${prefix}{a}`, `${prefix}{b}`];
+    // [batch arguments], then the limit of every call and the ids, or '' and a limit, cost and id per call.
+    const cases: [(string | number)[], string][] = [
+      [[60_000, '', '', 0, 5, 'x', ''], 'id must not be empty'],
+      [[60_000, '', '', 0, 5, 'x'], 'expected an id per key'],
+      [[60_000, '', '', 0, 0, 'x', 'y'], 'limit must be a positive integer'],
+      [[60_000, '', '', 0, 'five', 'x', 'y'], 'limit must be a positive integer'],
+      [[60_000, '', '', 0, '', 5, 1, 'x', 5, 6, 'y'], 'cost must be an integer between 0 and limit'],
+      [[60_000, '', '', 0, '', 5, 1, 'x', 5, 1], 'expected a limit, a cost and an id per key'],
+    ];
+    for (const [args, message] of cases) {
+      await expect(redis.eval(source, keys.length, ...keys, ...args)).rejects.toThrow(message);
+    }
+    expect(await redis.exists(...keys)).toBe(0);
   });
 
   it('counts every call made in the same millisecond', async () => {
