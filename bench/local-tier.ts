@@ -63,11 +63,27 @@ async function fill(subject: LocalSubject, keys: readonly string[], callsPerKey:
 const run = promisify(execFile);
 const probe = fileURLToPath(new URL('./support/heapProbe.ts', import.meta.url));
 
-async function heapPerKey(id: string, keys: number, callsPerKey: number): Promise<number> {
+type Heap = { heapBytesPerKey: number; journalled: number };
+
+async function heapPerKey(id: string, keys: number, callsPerKey: number): Promise<Heap> {
   const { stdout } = await run(process.execPath, ['--expose-gc', '--max-old-space-size=4096', probe, id, String(keys), String(callsPerKey)], {
     timeout: 120_000,
   });
-  return (JSON.parse(stdout.trim().split('\n').at(-1) ?? '{}') as { heapBytesPerKey: number }).heapBytesPerKey;
+  return JSON.parse(stdout.trim().split('\n').at(-1) ?? '{}') as Heap;
+}
+
+/**
+ * The journal's bytes per journalled call: the heap of ResilientLimiter held open with and without
+ * reconciliation, in the case with the most calls (the windows hold the same calls either way, and
+ * the key strings exist before the baseline), divided by the calls its journal holds at the end.
+ */
+function journalLine(heap: ReadonlyMap<string, Heap>): string {
+  const c = HEAP_CASES.at(-1) as (typeof HEAP_CASES)[number];
+  const on = heap.get(`resilient-open/${c.keys}/${c.callsPerKey}`);
+  const off = heap.get(`resilient-open-no-reconcile/${c.keys}/${c.callsPerKey}`);
+  if (on === undefined || off === undefined || on.journalled === 0) return '';
+  const perCall = ((on.heapBytesPerKey - off.heapBytesPerKey) * c.keys) / on.journalled;
+  return `The journal: ${perCall.toFixed(1)} B per journalled call (${c.keys.toLocaleString('en-US')} keys × ${c.callsPerKey}: heap with reconciliation minus without, over the ${on.journalled.toLocaleString('en-US')} calls it holds).`;
 }
 
 main(async () => {
@@ -85,7 +101,7 @@ main(async () => {
       await subject.close();
     }
   }
-  const heap = new Map<string, number>();
+  const heap = new Map<string, Heap>();
   for (const c of HEAP_CASES) {
     for (const factory of LOCAL_CONTENDERS) {
       bench.progress(`heap: ${factory.name}, ${c.keys.toLocaleString('en-US')} keys × ${c.callsPerKey}`);
@@ -108,17 +124,18 @@ main(async () => {
     )}\n\n${WORKLOADS.map((w) => `${w.label}: ${w.fill === 1 ? 'every key touched once' : `every key filled to ${w.fill}`}, then ${w.calls.toLocaleString('en-US')} random calls timed.`).join(' ')} RateLimiterMemory is a fixed window (one counter per key); resilimit's windows are exact sliding logs.`,
   );
   bench.section(
-    'Heap used per key, bytes (fresh process per case, heapUsed after forced GC minus before; key strings excluded)',
+    'Heap used per key, bytes (fresh process per case, heapUsed plus ArrayBuffers after forced GC minus before; key strings excluded)',
     `${table(
       ['contender', ...HEAP_CASES.map((c) => `${c.keys.toLocaleString('en-US')} keys × ${c.callsPerKey} call${c.callsPerKey > 1 ? 's' : ''}`)],
-      LOCAL_CONTENDERS.map((f) => [f.name, ...HEAP_CASES.map((c) => bytes(heap.get(`${f.id}/${c.keys}/${c.callsPerKey}`) ?? Number.NaN))]),
-    )}\n\nmaxKeys is set to the key count (lru-cache pre-allocates its storage for maxKeys; that is counted). ResilientLimiter held open journals every admitted call for reconciliation (at most maxPending = 100,000), which the reconcile: false row leaves out. RateLimiterMemory keeps a 60 s timer per key.`,
+      LOCAL_CONTENDERS.map((f) => [f.name, ...HEAP_CASES.map((c) => bytes(heap.get(`${f.id}/${c.keys}/${c.callsPerKey}`)?.heapBytesPerKey ?? Number.NaN))]),
+    )}\n\nmaxKeys is set to the key count (lru-cache pre-allocates its storage for maxKeys; that is counted). ResilientLimiter held open journals every admitted call for reconciliation (at most maxPending = 100,000), which the reconcile: false row leaves out. RateLimiterMemory keeps a 60 s timer per key.\n\n${journalLine(heap)}`,
   );
   await bench.finish({
     workloads: WORKLOADS,
     limit: LIMIT,
     windowMs: WINDOW_MS,
     rates: Object.fromEntries(rates),
-    heapBytesPerKey: Object.fromEntries(heap),
+    heapBytesPerKey: Object.fromEntries([...heap].map(([id, h]) => [id, h.heapBytesPerKey])),
+    journalled: Object.fromEntries([...heap].map(([id, h]) => [id, h.journalled])),
   });
 });

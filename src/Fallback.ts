@@ -32,9 +32,8 @@ export class Fallback {
     readonly blockMs: number,
   ) {}
 
-  /** `limit()`'s answer, for a call of `limit` (`Settings.limitOf`). */
-  one(key: string, cost: number, id: CallId, reason: DecisionReason, limit: number): LimiterDecision {
-    const now = this.now();
+  /** `limit()`'s answer, for a call of `limit` (`Settings.limitOf`), at `now` (the caller's reading of the clock, if it has one). */
+  one(key: string, cost: number, id: CallId, reason: DecisionReason, limit: number, now = this.now()): LimiterDecision {
     if (this.settings.mode !== 'local') return this.#fixed(reason, now, limit, id);
     const journalled = this.#journals(reason);
     // A journalled call keeps its id in the local window even if it was never sent to Redis: once
@@ -43,7 +42,7 @@ export class Fallback {
     // alone, never re-seeded (see `CallId`).
     const kept = journalled || typeof id === 'string' ? id : -id;
     const d = this.local.main[decide](key, cost, kept, now, this.reserved.of(key), this.settings.localShareOf(limit), this.blockMs);
-    if (d.allowed && journalled) this.recovery.add({ key, at: now, cost, id });
+    if (d.allowed && journalled) this.recovery.add(key, now, cost, id);
     return localDecision(d, reason, d.allowed ? memberOf(id) : undefined);
   }
 
@@ -71,7 +70,7 @@ export class Fallback {
         const itemCallId = idFor(item);
         const d = this.local.forWindow(item.windowMs)[decide](item.key, item.cost, itemCallId, now, this.reserved.of(item.group), share(item));
         if (d.allowed && journalled && itemCallId !== undefined) {
-          this.recovery.add({ key: item.key, at: now, cost: item.cost, id: itemCallId, windowMs: item.windowMs });
+          this.recovery.add(item.key, now, item.cost, itemCallId, item.windowMs);
         }
         return d;
       });

@@ -1,20 +1,7 @@
 import type { CallId } from './input.js';
+import { PendingCalls, type PendingCall } from './PendingCalls.js';
 
-/**
- * A call admitted by the local window while Redis could not answer, or one of the warm window's
- * calls to re-seed a Redis that lost its data. Every call has an id, the same in the local window
- * and here, so that a call both re-seeded and written back, or written back and also run late in
- * Redis, counts once.
- */
-export type PendingCall = {
-  key: string;
-  at: number;
-  cost: number;
-  /** The call's id, or the number a generated one was made from (see `idOf`): no string per call while Redis is down. */
-  id: string | number;
-  /** Set for a call of one of `limitAll()`'s windows: its own window length (and Redis key). */
-  windowMs?: number;
-};
+export type { PendingCall } from './PendingCalls.js';
 
 /** What one reconciliation pass did. */
 export type ReconcileResult = {
@@ -37,9 +24,10 @@ export type WriteBatch = (key: string, calls: readonly PendingCall[]) => Promise
 const BATCH = 200;
 
 /**
- * The heap a journalled call is counted for besides its strings, in bytes: the call object with its
- * boxed time (about 70 bytes on 64-bit Node 24, measured), its slot in the journal's array with the
- * array's slack, and the header of its key string. See {@link pendingBytes}.
+ * The heap a journalled call is counted for besides its strings, in bytes: its slots in the journal's
+ * columns (28 bytes, see `PendingCalls`), the header of its key string when the journal alone keeps
+ * it, and, while a pass writes it, the object it is then (about 80 bytes with its slot in a batch).
+ * Refunds kept for Redis (`PendingRefunds`) are objects, counted the same. See {@link pendingBytes}.
  */
 export const CALL_BYTES = 128;
 
@@ -49,8 +37,12 @@ export const CALL_BYTES = 128;
  * string in 1 byte per character when every character fits in one, else 2: this bounds both. A key
  * shared by several calls is counted with each: an upper bound, in O(1) per call.
  */
-export function pendingBytes(call: PendingCall): number {
-  return CALL_BYTES + 2 * call.key.length + (typeof call.id === 'string' ? 2 * call.id.length : 0);
+export function pendingBytes(call: { key: string; id: CallId }): number {
+  return bytesOf(call.key, call.id);
+}
+
+function bytesOf(key: string, id: CallId): number {
+  return CALL_BYTES + 2 * key.length + (typeof id === 'string' ? 2 * id.length : 0);
 }
 
 /**
@@ -70,9 +62,8 @@ export function groupOf(call: { key: string; windowMs?: number | undefined }): s
  * the oldest are dropped first and counted in `dropped`.
  */
 export class Reconciler {
-  /** The waiting calls from `#head` on; the slots before it are emptied (a dropped call is garbage). */
-  #calls: (PendingCall | undefined)[] = [];
-  #head = 0;
+  /** The waiting calls, oldest first (a dropped call is garbage). */
+  readonly #calls: PendingCalls;
   /** {@link pendingBytes} of the waiting calls; kept by `add`, `#drop`, `forget`, `flush` and a failed pass. */
   #bytes = 0;
   #writing = 0;
@@ -97,11 +88,14 @@ export class Reconciler {
     readonly maxBytes: number = Number.POSITIVE_INFINITY,
     /** Told of every drop: calls admitted locally that Redis will never see. */
     readonly onDrop: (calls: number) => void = () => undefined,
-  ) {}
+  ) {
+    // One more than maxPending: a call is added before the oldest is dropped.
+    this.#calls = new PendingCalls(maxPending + 1);
+  }
 
   /** Calls waiting in the journal (not those a pass is writing now). */
   get size(): number {
-    return this.#calls.length - this.#head;
+    return this.#calls.size;
   }
 
   /** {@link pendingBytes} of the calls waiting in the journal. */
@@ -125,39 +119,41 @@ export class Reconciler {
     this.#tracking = on;
     this.#unsent.clear();
     if (!on) return;
-    for (let i = this.#head; i < this.#calls.length; i += 1) this.#count(this.#calls[i] as PendingCall, 1);
+    const calls = this.#calls;
+    for (let i = 0; i < calls.size; i += 1) this.#countGroup(calls.keyAt(i), calls.windowAt(i), 1);
     for (const batch of this.#taken) for (const call of batch) this.#count(call, 1);
   }
 
   #count(call: PendingCall, delta: number): void {
+    this.#countGroup(call.key, call.windowMs, delta);
+  }
+
+  #countGroup(key: string, windowMs: number | undefined, delta: number): void {
     if (!this.#tracking) return;
-    const group = groupOf(call);
+    const group = windowMs === undefined ? key : groupOf({ key, windowMs });
     const left = (this.#unsent.get(group) ?? 0) + delta;
     if (left <= 0) this.#unsent.delete(group);
     else this.#unsent.set(group, left);
   }
 
-  add(call: PendingCall): void {
-    this.#calls.push(call);
-    this.#bytes += pendingBytes(call);
-    this.#count(call, 1);
-    if (this.size > this.maxPending || this.#bytes > this.maxBytes) this.#drop();
+  /** Journals a call: `windowMs` for a call of one of `limitAll()`'s windows. */
+  add(key: string, at: number, cost: number, id: CallId, windowMs?: number): void {
+    this.#calls.push(key, at, cost, id, windowMs);
+    this.#bytes += bytesOf(key, id);
+    if (this.#tracking) this.#countGroup(key, windowMs, 1);
+    if (this.#calls.size > this.maxPending || this.#bytes > this.maxBytes) this.#drop();
   }
 
   /** Drops the oldest waiting calls until both bounds hold (one call always fits: see `maxPendingBytes`). */
   #drop(): void {
     let dropped = 0;
-    while (this.size > this.maxPending || (this.#bytes > this.maxBytes && this.size > 1)) {
-      const call = this.#calls[this.#head] as PendingCall;
-      this.#calls[this.#head] = undefined;
-      this.#head += 1;
-      this.#bytes -= pendingBytes(call);
-      this.#count(call, -1);
+    const calls = this.#calls;
+    while (calls.size > this.maxPending || (this.#bytes > this.maxBytes && calls.size > 1)) {
+      const key = calls.keyAt(0);
+      this.#bytes -= bytesOf(key, calls.idAt(0));
+      this.#countGroup(key, calls.windowAt(0), -1);
+      calls.shift();
       dropped += 1;
-    }
-    if (this.#head > 1024 && this.#head * 2 > this.#calls.length) {
-      this.#calls = this.#calls.slice(this.#head);
-      this.#head = 0;
     }
     if (dropped === 0) return;
     this.dropped += dropped;
@@ -169,18 +165,15 @@ export class Reconciler {
    * pass is writing now are not recalled.
    */
   forget(group: string): void {
-    const kept: PendingCall[] = [];
-    for (let i = this.#head; i < this.#calls.length; i += 1) {
-      const call = this.#calls[i] as PendingCall;
-      if (groupOf(call) === group) {
-        this.#count(call, -1);
-        this.#bytes -= pendingBytes(call);
-      } else {
-        kept.push(call);
-      }
-    }
-    this.#calls = kept;
-    this.#head = 0;
+    const calls = this.#calls;
+    calls.retain((i) => {
+      const key = calls.keyAt(i);
+      const windowMs = calls.windowAt(i);
+      if ((windowMs === undefined ? key : groupOf({ key, windowMs })) !== group) return true;
+      this.#countGroup(key, windowMs, -1);
+      this.#bytes -= bytesOf(key, calls.idAt(i));
+      return false;
+    });
   }
 
   /**
@@ -194,13 +187,16 @@ export class Reconciler {
     const own = (call: PendingCall | undefined): call is PendingCall =>
       call !== undefined && !recalled.has(call) && groupOf(call) === group && matches(call.id);
     const calls = this.#calls;
-    for (let i = this.#head; i < calls.length; i += 1) {
-      const call = calls[i];
-      if (!own(call)) continue;
-      calls.splice(i, 1);
-      this.#bytes -= pendingBytes(call);
-      this.#count(call, -1);
-      return { cost: call.cost, sent: false };
+    for (let i = 0; i < calls.size; i += 1) {
+      const key = calls.keyAt(i);
+      const windowMs = calls.windowAt(i);
+      const id = calls.idAt(i);
+      if ((windowMs === undefined ? key : groupOf({ key, windowMs })) !== group || !matches(id)) continue;
+      const cost = calls.costAt(i);
+      calls.removeAt(i);
+      this.#bytes -= bytesOf(key, id);
+      this.#countGroup(key, windowMs, -1);
+      return { cost, sent: false };
     }
     for (const batch of this.#taken) {
       const i = batch.findIndex(own);
@@ -225,9 +221,7 @@ export class Reconciler {
    * journal and the first error is rethrown.
    */
   async flush(cutoff: number, concurrency: number, write: WriteBatch, now = Number.NEGATIVE_INFINITY): Promise<ReconcileResult> {
-    const taken = this.#calls.slice(this.#head) as PendingCall[];
-    this.#calls = [];
-    this.#head = 0;
+    const taken = this.#calls.takeAll();
     this.#bytes = 0;
     this.#writing = taken.length;
     this.#inPass = taken;
@@ -292,8 +286,7 @@ export class Reconciler {
     if (failure !== undefined) {
       // A failed batch may have been written before its reply was lost: its ids make a re-send harmless.
       const back = unwritten.flat().filter((call) => !this.#recalled.has(call));
-      this.#calls = (back as (PendingCall | undefined)[]).concat(this.#calls.slice(this.#head));
-      this.#head = 0;
+      this.#calls.unshift(back);
       for (const call of back) this.#bytes += pendingBytes(call);
       // Calls were added during the pass: the bounds hold again by dropping the oldest.
       if (this.size > this.maxPending || this.#bytes > this.maxBytes) this.#drop();

@@ -133,8 +133,8 @@ export class Recovery {
   }
 
   /** Journals a call the local tier admitted, to be written into Redis. */
-  add(call: PendingCall): void {
-    this.journal.add(call);
+  add(key: string, at: number, cost: number, id: CallId, windowMs?: number): void {
+    this.journal.add(key, at, cost, id, windowMs);
   }
 
   /**

@@ -134,7 +134,7 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
       return stats.publish(key, cost, denyCacheDecision(limit, denial, parts.deny.perf.now()), started);
     }
     const diverted = parts.gate.divert(key);
-    if (diverted !== undefined) return stats.publish(key, cost, parts.fallback.one(key, cost, id, diverted, limit), started);
+    if (diverted !== undefined) return stats.publish(key, cost, parts.fallback.one(key, cost, id, diverted, limit, now), started);
     return stats.publish(key, cost, await this.#path.run(new OneCall(parts, key, cost, id, now, limit)), started);
   }
 

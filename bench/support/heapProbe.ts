@@ -1,7 +1,8 @@
 /**
  * Heap used per key by one local contender, in a fresh process run with --expose-gc:
  *   node --expose-gc bench/support/heapProbe.ts <contender id> <keys> <calls per key>
- * Prints one JSON line: { heapBytesPerKey, heapBytes }. The key strings exist before the baseline
+ * Prints one JSON line: { heapBytesPerKey, heapBytes, journalled } (journalled: calls its journal holds, if it has one).
+ * Heap is heapUsed plus the contents of ArrayBuffers (typed arrays keep theirs outside the V8 heap). The key strings exist before the baseline
  * is taken, so they are not counted; anything a contender builds from them (its own key strings,
  * records, timers, journals) is.
  */
@@ -21,7 +22,9 @@ const keys = makeKeys(keyCount);
 
 function settledHeap(): number {
   for (let i = 0; i < 4; i += 1) gc?.();
-  return process.memoryUsage().heapUsed;
+  // ArrayBuffers' contents (typed arrays: the journal's columns) live outside the V8 heap: counted too.
+  const { heapUsed, arrayBuffers } = process.memoryUsage();
+  return heapUsed + arrayBuffers;
 }
 
 const before = settledHeap();
@@ -34,7 +37,7 @@ for (let round = 0; round < callsPerKey; round += 1) {
   }
 }
 const after = settledHeap();
-console.log(JSON.stringify({ heapBytes: after - before, heapBytesPerKey: (after - before) / keyCount }));
+console.log(JSON.stringify({ heapBytes: after - before, heapBytesPerKey: (after - before) / keyCount, journalled: subject.journalled?.() ?? 0 }));
 // Keep the subject reachable until measured.
 await subject.close();
 process.exit(0);

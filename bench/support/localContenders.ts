@@ -8,6 +8,8 @@ import { createRedisClient, LocalWindow, ResilientLimiter } from './resilimit.ts
 export type LocalSubject = {
   decideSync?: (key: string) => boolean;
   decide?: (key: string) => Promise<boolean>;
+  /** Calls held in the journal now (a ResilientLimiter's). */
+  journalled?: () => number;
   close(): Promise<void>;
 };
 
@@ -30,6 +32,7 @@ function heldOpen(keyCount: number, reconcile: boolean): LocalSubject {
   limiter.forceOpen();
   return {
     decide: (key) => limiter.limit(key).then((d) => d.allowed),
+    journalled: () => limiter.stats().reconcile.pending,
     async close() {
       await limiter.close();
       redis.disconnect();

@@ -3,6 +3,7 @@ import { DenyCache } from '../../src/DenyCache.js';
 import { InstanceCounter, type BeatOp, type BeatReply, type Beats } from '../../src/InstanceCounter.js';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
+import { PendingCalls } from '../../src/PendingCalls.js';
 import { CALL_BYTES, groupOf, pendingBytes, Reconciler, reseed, type PendingCall, type WriteBatch } from '../../src/Reconciler.js';
 
 /** Lets pending promise callbacks run. */
@@ -91,9 +92,14 @@ describe('DenyCache', () => {
 setFlagsFromString('--expose-gc');
 const gc = runInNewContext('gc') as () => void;
 
+/** Journals `c` in `r`. */
+function add(r: Reconciler, c: PendingCall): void {
+  r.add(c.key, c.at, c.cost, c.id, c.windowMs);
+}
+
 /** Adds `call` to `r` and keeps only a weak reference to it (made here, so that no caller's frame holds it). */
 function addWatched(r: Reconciler, call: PendingCall): WeakRef<PendingCall> {
-  r.add(call);
+  add(r, call);
   return new WeakRef(call);
 }
 
@@ -128,10 +134,10 @@ describe('Reconciler', () => {
 
   it('drops calls at or before the cutoff and counts them as expired', async () => {
     const r = new Reconciler(100);
-    r.add(call('k', 100, 1));
-    r.add(call('k', 101, 2));
-    r.add(call('k', 102, 3));
-    r.add(call('j', 50, 4));
+    add(r, call('k', 100, 1));
+    add(r, call('k', 101, 2));
+    add(r, call('k', 102, 3));
+    add(r, call('j', 50, 4));
     const { batches, write } = recorder();
     expect(await r.flush(101, 8, write)).toEqual({ written: 1, expired: 3, present: 0, remaining: 0 });
     expect(batches).toEqual([{ key: 'k', ids: ['k-3'] }]);
@@ -140,8 +146,8 @@ describe('Reconciler', () => {
 
   it('adds up what the writer reports: written, expired in Redis, already present', async () => {
     const r = new Reconciler(100);
-    for (let i = 0; i < 5; i++) r.add(call('a', 10, i));
-    for (let i = 0; i < 3; i++) r.add(call('b', 10, i));
+    for (let i = 0; i < 5; i++) add(r, call('a', 10, i));
+    for (let i = 0; i < 3; i++) add(r, call('b', 10, i));
     const write: WriteBatch = async (key) => (key === 'a' ? [2, 1, 2] : [1, 1, 1]);
     expect(await r.flush(0, 8, write)).toEqual({ written: 3, expired: 2, present: 3, remaining: 0 });
   });
@@ -149,8 +155,8 @@ describe('Reconciler', () => {
   it('groups calls by key, in call order, in batches of at most 200', async () => {
     const r = new Reconciler(10_000);
     for (let i = 0; i < 450; i++) {
-      r.add(call('a', 10 + i, i));
-      if (i < 3) r.add(call('b', 10 + i, i));
+      add(r, call('a', 10 + i, i));
+      if (i < 3) add(r, call('b', 10 + i, i));
     }
     const { batches, write } = recorder();
     expect(await r.flush(0, 8, write)).toEqual({ written: 453, expired: 0, present: 0, remaining: 0 });
@@ -169,7 +175,7 @@ describe('Reconciler', () => {
 
   it('passes each call whole: key, time, cost and id', async () => {
     const r = new Reconciler(100);
-    r.add({ key: 'k', at: 1234, cost: 7, id: 'req-1' });
+    add(r, { key: 'k', at: 1234, cost: 7, id: 'req-1' });
     const seen: PendingCall[][] = [];
     await r.flush(0, 8, async (_, calls) => {
       seen.push([...calls]);
@@ -180,7 +186,7 @@ describe('Reconciler', () => {
 
   it('runs at most 8 batches at once', async () => {
     const r = new Reconciler(100);
-    for (let k = 0; k < 20; k++) r.add(call(`k${k}`, 10, 0));
+    for (let k = 0; k < 20; k++) add(r, call(`k${k}`, 10, 0));
     let running = 0;
     let most = 0;
     const started: string[] = [];
@@ -211,8 +217,8 @@ describe('Reconciler', () => {
 
   it('on a writer failure goes on with the other batches, puts the failed calls back and rethrows the error with `partial`', async () => {
     const r = new Reconciler(100);
-    for (let k = 0; k < 10; k++) r.add(call(`k${k}`, 10, 0));
-    r.add(call('old', 1, 0)); // expired
+    for (let k = 0; k < 10; k++) add(r, call(`k${k}`, 10, 0));
+    add(r, call('old', 1, 0)); // expired
     const failure = new Error('Redis could not answer');
     const sent: string[] = [];
     const thrown = await r
@@ -240,13 +246,13 @@ describe('Reconciler', () => {
   it('holds a key from the first call added until its last call is sent, expired or dropped', async () => {
     const r = new Reconciler(3);
     expect(r.holds('a')).toBe(false);
-    r.add(call('a', 10, 0));
-    r.add(call('a', 11, 1));
-    r.add({ key: 'a', at: 12, cost: 1, id: 'w', windowMs: 1000 }); // a limitAll() window: its own group
+    add(r, call('a', 10, 0));
+    add(r, call('a', 11, 1));
+    add(r, { key: 'a', at: 12, cost: 1, id: 'w', windowMs: 1000 }); // a limitAll() window: its own group
     expect([r.holds('a'), r.holds(groupOf({ key: 'a', windowMs: 1000 }))]).toEqual([true, true]);
-    r.add(call('b', 13, 0)); // over maxPending: a's oldest call is dropped
+    add(r, call('b', 13, 0)); // over maxPending: a's oldest call is dropped
     expect(r.dropped).toBe(1);
-    r.add(call('c', 5, 0)); // drops another of a's calls; c's is expired at the flush below
+    add(r, call('c', 5, 0)); // drops another of a's calls; c's is expired at the flush below
     expect(r.holds('c')).toBe(true);
     const sent: string[] = [];
     const gates: (() => void)[] = [];
@@ -271,7 +277,7 @@ describe('Reconciler', () => {
 
   it('holds a key again when the write of its calls fails', async () => {
     const r = new Reconciler(100);
-    r.add(call('a', 10, 0));
+    add(r, call('a', 10, 0));
     let fail: (error: Error) => void = () => undefined;
     const flushing = r.flush(0, 8, () => new Promise((_, reject) => (fail = reject)));
     expect(r.holds('a')).toBe(false);
@@ -282,10 +288,10 @@ describe('Reconciler', () => {
 
   it('forgets the waiting calls of one group only (reset()), and stops holding it', async () => {
     const r = new Reconciler(100);
-    r.add(call('a', 10, 0));
-    r.add(call('b', 11, 0));
-    r.add(call('a', 12, 1));
-    r.add({ key: 'a', at: 13, cost: 1, id: 'w', windowMs: 1000 }); // limitAll()'s window of a: another group
+    add(r, call('a', 10, 0));
+    add(r, call('b', 11, 0));
+    add(r, call('a', 12, 1));
+    add(r, { key: 'a', at: 13, cost: 1, id: 'w', windowMs: 1000 }); // limitAll()'s window of a: another group
     r.forget('a');
     expect(r.size).toBe(2);
     expect([r.holds('a'), r.holds('b'), r.holds(groupOf({ key: 'a', windowMs: 1000 }))]).toEqual([false, true, true]);
@@ -296,9 +302,9 @@ describe('Reconciler', () => {
 
   it('keeps no counts while not tracking (an outage), and rebuilds them when tracking resumes', async () => {
     const r = new Reconciler(100);
-    r.add(call('a', 10, 0));
+    add(r, call('a', 10, 0));
     r.track(false);
-    r.add(call('b', 10, 0));
+    add(r, call('b', 10, 0));
     expect([r.holds('a'), r.holds('b')]).toEqual([false, false]);
     r.track(true);
     expect([r.holds('a'), r.holds('b'), r.holds('c')]).toEqual([true, true, false]);
@@ -322,7 +328,7 @@ describe('Reconciler', () => {
 
   it('restores its size when every batch fails', async () => {
     const r = new Reconciler(1000);
-    for (let i = 0; i < 250; i++) r.add(call('k', 10, i));
+    for (let i = 0; i < 250; i++) add(r, call('k', 10, i));
     const thrown = await r.flush(0, 8, () => Promise.reject(new Error('down'))).catch((error: unknown) => error);
     expect((thrown as { partial: unknown }).partial).toEqual({ written: 0, expired: 0, present: 0, remaining: 250 });
     expect(r.size).toBe(250);
@@ -330,10 +336,10 @@ describe('Reconciler', () => {
 
   it('keeps calls added during a failed pass behind the ones put back', async () => {
     const r = new Reconciler(100);
-    r.add(call('a', 10, 1));
+    add(r, call('a', 10, 1));
     const thrown = await r
       .flush(0, 8, async () => {
-        r.add(call('b', 20, 2));
+        add(r, call('b', 20, 2));
         throw new Error('down');
       })
       .catch((error: unknown) => error);
@@ -348,7 +354,7 @@ describe('Reconciler', () => {
 
   it('bounds memory by maxPending, dropping the oldest calls and counting them in `dropped`', async () => {
     const r = new Reconciler(3);
-    for (let i = 0; i < 5; i++) r.add(call('k', 10 + i, i));
+    for (let i = 0; i < 5; i++) add(r, call('k', 10 + i, i));
     expect(r.size).toBe(3);
     expect(r.dropped).toBe(2);
     const { batches, write } = recorder();
@@ -359,7 +365,7 @@ describe('Reconciler', () => {
 
   it('keeps the newest maxPending calls in order over many drops', async () => {
     const r = new Reconciler(1000);
-    for (let i = 0; i < 5000; i++) r.add(call('k', 10 + i, i));
+    for (let i = 0; i < 5000; i++) add(r, call('k', 10 + i, i));
     expect(r.size).toBe(1000);
     expect(r.dropped).toBe(4000);
     const { batches, write } = recorder();
@@ -370,7 +376,7 @@ describe('Reconciler', () => {
   it('lets go of the calls it drops: a dropped call is garbage', async () => {
     const r = new Reconciler(3);
     const dropped = addWatched(r, call('first', 10, 0));
-    for (let i = 0; i < 5; i++) r.add(call('k', 11 + i, i));
+    for (let i = 0; i < 5; i++) add(r, call('k', 11 + i, i));
     expect(r.dropped).toBe(3);
     expect(await collected(dropped)).toBe(true);
   });
@@ -384,10 +390,10 @@ describe('Reconciler', () => {
     expect(B).toBe(CALL_BYTES + 2 * 1000); // a generated id (a number) costs no string
     const drops: number[] = [];
     const r = new Reconciler(100, 20 * S, (calls) => drops.push(calls));
-    for (let i = 0; i < 25; i++) r.add(small(i));
+    for (let i = 0; i < 25; i++) add(r, small(i));
     expect([r.size, r.dropped, r.bytes]).toEqual([20, 5, 20 * S]);
     // A call that weighs several drops as many of the oldest at once, told as one drop.
-    r.add(big);
+    add(r, big);
     const kept = Math.floor((20 * S - B) / S);
     expect([r.size, r.dropped, r.bytes]).toEqual([kept + 1, 25 - kept, kept * S + B]);
     expect(drops).toEqual([1, 1, 1, 1, 1, 20 - kept]);
@@ -406,10 +412,10 @@ describe('Reconciler', () => {
     const b = Array.from({ length: 4 }, (_, i) => call('b'.repeat(20), 20 + i, i));
     const kept = [...a.slice(droppedOfA), ...b.slice(4 - keptOfB)];
     const r = new Reconciler(100, weigh(kept));
-    for (const c of a) r.add(c);
+    for (const c of a) add(r, c);
     await r
       .flush(0, 8, async () => {
-        for (const c of b) r.add(c);
+        for (const c of b) add(r, c);
         expect(r.dropped).toBe(droppedDuringPass);
         throw new Error('down');
       })
@@ -428,14 +434,14 @@ describe('Reconciler', () => {
   // and add() only ever drops one call per call added, so it never comes back under it.
   it('stays within maxPending after a failed pass during which calls were added', async () => {
     const r = new Reconciler(3);
-    for (let i = 0; i < 3; i++) r.add(call('a', 10, i));
+    for (let i = 0; i < 3; i++) add(r, call('a', 10, i));
     await r
       .flush(0, 8, async () => {
-        for (let i = 0; i < 3; i++) r.add(call('b', 20, i));
+        for (let i = 0; i < 3; i++) add(r, call('b', 20, i));
         throw new Error('down');
       })
       .catch(() => undefined);
-    r.add(call('c', 30, 0));
+    add(r, call('c', 30, 0));
     expect(r.size).toBeLessThanOrEqual(3);
   });
 });
@@ -445,9 +451,9 @@ describe('Reconciler.forgetCall (a refund)', () => {
 
   it('drops one waiting call of its group, by id: never written, its bytes and its hold released', async () => {
     const r = new Reconciler(100);
-    r.add(call('a', 10, 0, 3));
-    r.add(call('a', 11, 1));
-    r.add({ key: 'a', at: 12, cost: 1, id: 'a-0', windowMs: 1000 }); // limitAll()'s window of a: another group
+    add(r, call('a', 10, 0, 3));
+    add(r, call('a', 11, 1));
+    add(r, { key: 'a', at: 12, cost: 1, id: 'a-0', windowMs: 1000 }); // limitAll()'s window of a: another group
     const bytes = r.bytes;
     expect(r.forgetCall('a', is('a-0'))).toEqual({ cost: 3, sent: false });
     expect(r.forgetCall('a', is('a-0'))).toBeUndefined();
@@ -462,9 +468,9 @@ describe('Reconciler.forgetCall (a refund)', () => {
 
   it('recalls a call from a batch a pass has taken but not sent, and says when the pass sent it already', async () => {
     const r = new Reconciler(100);
-    r.add(call('a', 10, 0));
-    r.add(call('b', 10, 0));
-    r.add(call('b', 10, 1));
+    add(r, call('a', 10, 0));
+    add(r, call('b', 10, 0));
+    add(r, call('b', 10, 1));
     const sent: string[][] = [];
     const gates: ((fail: boolean) => void)[] = [];
     // One batch at a time: a's is sent (and waits on Redis), b's is taken but not sent.
@@ -486,8 +492,8 @@ describe('Reconciler.forgetCall (a refund)', () => {
 
   it('sends no empty batch when every call of a taken batch was refunded', async () => {
     const r = new Reconciler(100);
-    r.add(call('a', 10, 0));
-    r.add(call('b', 10, 0));
+    add(r, call('a', 10, 0));
+    add(r, call('b', 10, 0));
     const sent: string[] = [];
     let release: () => void = () => undefined;
     const flushing = r.flush(0, 1, async (key) => {
@@ -499,6 +505,51 @@ describe('Reconciler.forgetCall (a refund)', () => {
     release();
     expect(await flushing).toEqual({ written: 1, expired: 0, present: 0, remaining: 0 });
     expect(sent).toEqual(['a']);
+  });
+});
+
+describe('PendingCalls: the journal in columns', () => {
+  const all = (calls: PendingCalls): PendingCall[] => Array.from({ length: calls.size }, (_, i) => calls.callAt(i));
+  const mixed = (i: number): PendingCall => {
+    const c: PendingCall = { key: `k${i % 3}`, at: 1_000.5 + i, cost: 1 + (i % 4), id: i % 5 === 0 ? `caller-${i}` : i + 1 };
+    if (i % 7 === 0) c.windowMs = 2_000 + i;
+    return c;
+  };
+  const push = (calls: PendingCalls, c: PendingCall): void => calls.push(c.key, c.at, c.cost, c.id, c.windowMs);
+
+  it('keeps every field of every call in order through growth, wrap-around and removals', () => {
+    const calls = new PendingCalls(100);
+    const model: PendingCall[] = [];
+    for (let i = 0; i < 300; i++) {
+      push(calls, mixed(i));
+      model.push(mixed(i));
+      if (model.length === 100) {
+        // Drop the oldest 30 (the ring's start moves past the end of its columns as more come), then
+        // remove a call in the middle and keep one group only out of a slice of the rest.
+        for (let d = 0; d < 30; d++) calls.shift();
+        model.splice(0, 30);
+        calls.removeAt(17);
+        model.splice(17, 1);
+      }
+      expect(calls.size).toBe(model.length);
+    }
+    expect(all(calls)).toEqual(model);
+    calls.retain((i) => calls.keyAt(i) !== 'k1');
+    expect(all(calls)).toEqual(model.filter((c) => c.key !== 'k1'));
+  });
+
+  it('puts calls back in front of those held, and empties (capacity released) on takeAll', () => {
+    const calls = new PendingCalls(10);
+    for (let i = 0; i < 10; i++) push(calls, mixed(i));
+    for (let d = 0; d < 6; d++) calls.shift();
+    push(calls, mixed(10));
+    const back = [mixed(20), mixed(21)];
+    calls.unshift(back);
+    expect(all(calls)).toEqual([...back, ...[6, 7, 8, 9, 10].map(mixed)]);
+    expect(calls.takeAll()).toEqual([...back, ...[6, 7, 8, 9, 10].map(mixed)]);
+    expect(calls.size).toBe(0);
+    push(calls, mixed(1));
+    expect(all(calls)).toEqual([mixed(1)]);
   });
 });
 
