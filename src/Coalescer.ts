@@ -16,8 +16,8 @@ type QueuedCall = BatchCall & {
 /**
  * Coalescing (`coalesce: true`): the calls of `limit()` made in one event-loop turn leave together
  * on the next tick, as script calls of at most MAX_BATCH calls, one group per hash slot on a Cluster
- * (a script's keys must share one). It owns the queue of this turn; {@link size} counts it for the
- * saturation gate.
+ * (a script's keys must share one), all in one write to the socket. It owns the queue of this turn;
+ * {@link size} counts it for the saturation gate.
  */
 export class Coalescer {
   #queued: QueuedCall[] = [];
@@ -27,6 +27,8 @@ export class Coalescer {
     readonly send: (calls: readonly BatchCall[]) => Promise<BatchDecision[]>,
     /** Groups calls by hash slot (a Cluster), or undefined on a single Redis. */
     readonly bySlot: ((calls: QueuedCall[]) => QueuedCall[][]) | undefined,
+    /** Runs a flush so that its batches leave in one write to the socket (`RedisTier.together`). */
+    readonly together: (write: () => void) => void,
   ) {}
 
   /** Calls queued for this turn's batch. */
@@ -42,7 +44,9 @@ export class Coalescer {
     });
   }
 
-  readonly #flush = (): void => {
+  readonly #flush = (): void => this.together(this.#sendQueued);
+
+  readonly #sendQueued = (): void => {
     const queued = this.#queued;
     this.#queued = [];
     const groups = this.bySlot === undefined ? [queued] : this.bySlot(queued);

@@ -95,6 +95,7 @@ export function wire(front: Front, resolved: ResolvedLimiterOptions, closed: () 
   const coalescer = new Coalescer(
     (calls) => tier.send(calls),
     tier.isCluster ? (calls) => bySlot(calls, (call) => redisKey(prefix, call.key)) : undefined,
+    (write) => tier.together(write),
   );
   const reserved = new Reservations();
   const gate = new Gate(tier, recovery, coalescer, { ...resolved, timeoutMs: resolved.breaker.timeoutMs }, perf);
