@@ -16,9 +16,9 @@ type Batch = PromiseWithResolvers<BatchDecision[]> & { readonly slot: number; re
 /**
  * Coalescing (`coalesce: true`): the calls of `limit()` made in one event-loop turn leave together
  * on the next tick, as script calls of at most MAX_BATCH calls, one group per hash slot on a Cluster
- * (a script's keys must share one), all in one write to the socket. The calls of a batch share one
- * promise, of the batch's decisions: nothing is made per call. It owns this turn's batches;
- * {@link size} counts their calls for the saturation gate.
+ * (a script's keys must share one). The calls of a batch share one promise, of the batch's
+ * decisions: nothing is made per call. It owns this turn's batches; {@link size} counts their calls
+ * for the saturation gate.
  */
 export class Coalescer {
   /** This turn's batches, in the order they were opened. */
@@ -32,8 +32,6 @@ export class Coalescer {
     readonly send: (calls: readonly BatchCall[]) => Promise<BatchDecision[]>,
     /** The hash slot of a call's key (a Cluster), or undefined on a single Redis. */
     readonly slotOf: ((call: BatchCall) => number) | undefined,
-    /** Runs a flush so that its batches leave in one write to the socket (`RedisTier.together`). */
-    readonly together: (write: () => void) => void,
   ) {}
 
   /** Calls queued for this turn's batches. */
@@ -60,9 +58,7 @@ export class Coalescer {
     return batch.promise;
   }
 
-  readonly #flush = (): void => this.together(this.#sendAll);
-
-  readonly #sendAll = (): void => {
+  readonly #flush = (): void => {
     const batches = this.#batches;
     this.#batches = [];
     this.#filling.clear();

@@ -176,23 +176,6 @@ export class RedisTier {
   }
 
   /**
-   * Runs `write`, whose Redis calls then leave in one write to the socket (a `writev`), not one each:
-   * a write to the socket is most of a batch's cost in this process (a system call that, on loopback,
-   * also delivers it), and Redis reads them at once. Nothing waits: the socket is uncorked as `write`
-   * returns. A Cluster client writes to a socket per node: its calls leave one by one, as before.
-   */
-  together(write: () => void): void {
-    const socket = this.isCluster ? undefined : (this.#redis as Redis).stream;
-    if (socket === undefined || socket === null) return write();
-    socket.cork();
-    try {
-      write();
-    } finally {
-      socket.uncork();
-    }
-  }
-
-  /**
    * Decides calls of `limit()` (or peeks, at cost 0) in one script call; its staleness deadline counts
    * from when it is sent (see {@link #notAfter}).
    */

@@ -96,7 +96,6 @@ export function wire(front: Front, resolved: ResolvedLimiterOptions, closed: () 
   const coalescer = new Coalescer(
     (calls) => tier.send(calls),
     tier.isCluster ? (call) => calculateSlot(redisKey(prefix, call.key)) : undefined,
-    (write) => tier.together(write),
   );
   const reserved = new Reservations();
   const gate = new Gate(tier, recovery, coalescer, { ...resolved, timeoutMs: resolved.breaker.timeoutMs }, perf);
