@@ -1,4 +1,3 @@
-import type { CallId } from './input.js';
 import type { BatchCall, BatchDecision } from './RedisWindow.js';
 
 /**
@@ -8,52 +7,64 @@ import type { BatchCall, BatchDecision } from './RedisWindow.js';
  */
 const MAX_BATCH = 16;
 
-type QueuedCall = BatchCall & {
-  resolve: (decision: BatchDecision) => void;
-  reject: (error: unknown) => void;
-};
+/** A call to coalesce, told by {@link Coalescer.enqueue} where its decision will be in its batch's. */
+export type QueuedCall = BatchCall & { index: number };
+
+/** A script call being filled this turn: its calls, and the promise of their decisions in the same order. */
+type Batch = PromiseWithResolvers<BatchDecision[]> & { readonly slot: number; readonly calls: QueuedCall[] };
 
 /**
  * Coalescing (`coalesce: true`): the calls of `limit()` made in one event-loop turn leave together
  * on the next tick, as script calls of at most MAX_BATCH calls, one group per hash slot on a Cluster
- * (a script's keys must share one). It owns the queue of this turn; {@link size} counts it for the
- * saturation gate.
+ * (a script's keys must share one). The calls of a batch share one promise, of the batch's
+ * decisions: nothing is made per call. It owns this turn's batches; {@link size} counts their calls
+ * for the saturation gate.
  */
 export class Coalescer {
-  #queued: QueuedCall[] = [];
+  /** This turn's batches, in the order they were opened. */
+  #batches: Batch[] = [];
+  /** The batch that each hash slot's calls join now (slot 0 on a single Redis), until it is full. */
+  readonly #filling = new Map<number, Batch>();
+  #size = 0;
 
   constructor(
     /** Sends one batch. */
     readonly send: (calls: readonly BatchCall[]) => Promise<BatchDecision[]>,
-    /** Groups calls by hash slot (a Cluster), or undefined on a single Redis. */
-    readonly bySlot: ((calls: QueuedCall[]) => QueuedCall[][]) | undefined,
+    /** The hash slot of a call's key (a Cluster), or undefined on a single Redis. */
+    readonly slotOf: ((call: BatchCall) => number) | undefined,
   ) {}
 
-  /** Calls queued for this turn's batch. */
+  /** Calls queued for this turn's batches. */
   get size(): number {
-    return this.#queued.length;
+    return this.#size;
   }
 
-  /** Queues a call for the batch of this turn; the batch leaves on the next tick. */
-  enqueue(key: string, cost: number, id: CallId, limit: number): Promise<BatchDecision> {
-    return new Promise<BatchDecision>((resolve, reject) => {
-      this.#queued.push({ key, cost, id, limit, resolve, reject });
-      if (this.#queued.length === 1) process.nextTick(this.#flush);
-    });
+  /**
+   * Queues `call` for a batch of this turn, which leaves on the next tick. Resolves with the batch's
+   * decisions, `call`'s at `call.index` (set here); rejects as the batch's script call does.
+   */
+  enqueue(call: QueuedCall): Promise<BatchDecision[]> {
+    const slot = this.slotOf === undefined ? 0 : this.slotOf(call);
+    let batch = this.#filling.get(slot);
+    if (batch === undefined || batch.calls.length === MAX_BATCH) {
+      batch = Object.assign(Promise.withResolvers<BatchDecision[]>(), { slot, calls: [] });
+      this.#filling.set(slot, batch);
+      this.#batches.push(batch);
+    }
+    call.index = batch.calls.length;
+    batch.calls.push(call);
+    this.#size += 1;
+    if (this.#size === 1) process.nextTick(this.#flush);
+    return batch.promise;
   }
 
   readonly #flush = (): void => {
-    const queued = this.#queued;
-    this.#queued = [];
-    const groups = this.bySlot === undefined ? [queued] : this.bySlot(queued);
-    for (const group of groups) {
-      for (let i = 0; i < group.length; i += MAX_BATCH) {
-        const chunk = group.slice(i, i + MAX_BATCH);
-        this.send(chunk).then(
-          (decisions) => chunk.forEach((call, j) => call.resolve(decisions[j] as BatchDecision)),
-          (error: unknown) => chunk.forEach((call) => call.reject(error)),
-        );
-      }
-    }
+    const batches = this.#batches;
+    this.#batches = [];
+    this.#filling.clear();
+    this.#size = 0;
+    // In slot order on a Cluster (a stable sort: a slot's batches keep theirs).
+    if (this.slotOf !== undefined) batches.sort((a, b) => a.slot - b.slot);
+    for (const batch of batches) this.send(batch.calls).then(batch.resolve, batch.reject);
   };
 }

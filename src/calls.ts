@@ -11,7 +11,7 @@ import type { DecisionReason } from './types.js';
  * the script takes and the admitted decision carries; `callId` what the local window keeps (a
  * generated id stays a number there, see `CallId`).
  */
-export class OneCall implements PathCall<BatchDecision | BatchDecision[], LimiterDecision> {
+export class OneCall implements PathCall<BatchDecision[], LimiterDecision> {
   constructor(
     readonly parts: Parts,
     readonly key: string,
@@ -26,22 +26,22 @@ export class OneCall implements PathCall<BatchDecision | BatchDecision[], Limite
   }
 
   readonly id: string;
+  /** Where its decision is in the reply of the script call it left in (set by `Coalescer.enqueue`; 0 sent alone). */
+  index = 0;
 
   reserve(sign: 1 | -1): void {
     this.parts.reserved.add(this.key, sign * this.cost);
   }
 
-  ask(): Promise<BatchDecision | BatchDecision[]> {
+  ask(): Promise<BatchDecision[]> {
     const { parts } = this;
     // Half-open lets one Redis call through: a call alone, so that only its caller waits on the trial.
-    return parts.coalesce && parts.tier.state === 'closed'
-      ? parts.coalescer.enqueue(this.key, this.cost, this.id, this.limit)
-      : parts.tier.send([this]);
+    return parts.coalesce && parts.tier.state === 'closed' ? parts.coalescer.enqueue(this) : parts.tier.send([this]);
   }
 
-  settle(reply: BatchDecision | BatchDecision[]): LimiterDecision {
+  settle(reply: BatchDecision[]): LimiterDecision {
     const { parts } = this;
-    const decision = Array.isArray(reply) ? (reply[0] as BatchDecision) : reply;
+    const decision = reply[this.index] as BatchDecision;
     // The local window learns this instance's part of the key's window (what it answers for Redis),
     // and, warm standby, holds this instance's recent traffic when it takes over: an admitted call at
     // the time Redis admitted it (on the local clock), with its id for re-seeding. The offset was

@@ -1,4 +1,5 @@
 import type { EventEmitter } from 'node:events';
+import calculateSlot from 'cluster-key-slot';
 import { Coalescer } from './Coalescer.js';
 import { countInstances } from './countInstances.js';
 import { DecisionPath, type Parts } from './DecisionPath.js';
@@ -15,7 +16,7 @@ import { claimPrefix } from './prefixes.js';
 import { ReadyWatch } from './ReadyWatch.js';
 import { Recovery } from './Recovery.js';
 import { warnIfUnsafe } from './redisClient.js';
-import { bySlot, redisKey } from './redisKey.js';
+import { redisKey } from './redisKey.js';
 import { RedisTier } from './RedisTier.js';
 import { Reservations } from './Reservations.js';
 import { Settings } from './Settings.js';
@@ -94,7 +95,7 @@ export function wire(front: Front, resolved: ResolvedLimiterOptions, closed: () 
   );
   const coalescer = new Coalescer(
     (calls) => tier.send(calls),
-    tier.isCluster ? (calls) => bySlot(calls, (call) => redisKey(prefix, call.key)) : undefined,
+    tier.isCluster ? (call) => calculateSlot(redisKey(prefix, call.key)) : undefined,
   );
   const reserved = new Reservations();
   const gate = new Gate(tier, recovery, coalescer, { ...resolved, timeoutMs: resolved.breaker.timeoutMs }, perf);
