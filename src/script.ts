@@ -51,8 +51,8 @@ export function evalScript(
  *   (stale: it changed nothing); `ERR_RESILIMIT_REDIS_REPLY` for any other reply.
  */
 export function replyIntegers(script: Script, reply: unknown, length: number): number[] {
-  const values = typeof reply === 'string' ? reply.split(',').map(Number) : [];
-  if (values.length < 2 || !values.every(Number.isSafeInteger)) {
+  const values = typeof reply === 'string' ? integersOf(reply) : undefined;
+  if (values === undefined || values.length < 2) {
     throw new ResilimitError(ErrorCode.REDIS_REPLY, `Unexpected reply from the ${script.name} script: ${JSON.stringify(reply)}`);
   }
   if (values[1] === 1) {
@@ -62,6 +62,38 @@ export function replyIntegers(script: Script, reply: unknown, length: number): n
   }
   if (values.length !== length) {
     throw new ResilimitError(ErrorCode.REDIS_REPLY, `Unexpected reply from the ${script.name} script: ${JSON.stringify(reply)}`);
+  }
+  return values;
+}
+
+/** Character codes of what a reply holds. */
+const [COMMA, MINUS, ZERO, NINE] = [44, 45, 48, 57];
+
+/**
+ * The integers of `text`, written in decimal and separated by commas, or undefined when it holds
+ * anything else (an empty value, another character, more digits than a safe integer has). One scan
+ * and no string per value: it reads every decision's reply.
+ */
+export function integersOf(text: string): number[] | undefined {
+  const values: number[] = [];
+  let value = 0;
+  let digits = 0;
+  let negative = false;
+  for (let i = 0; i <= text.length; i += 1) {
+    const c = i === text.length ? COMMA : text.charCodeAt(i);
+    if (c >= ZERO && c <= NINE) {
+      value = value * 10 + (c - ZERO);
+      digits += 1;
+    } else if (c === COMMA && digits > 0 && digits <= 15) {
+      values.push(negative ? -value : value);
+      value = 0;
+      digits = 0;
+      negative = false;
+    } else if (c === MINUS && digits === 0 && !negative) {
+      negative = true;
+    } else {
+      return undefined;
+    }
   }
   return values;
 }
