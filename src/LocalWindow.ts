@@ -127,6 +127,8 @@ export class LocalWindow implements RateWindow {
   #options: ResolvedLocalWindowOptions;
   readonly #logs: LRUCache<string, Log>;
   readonly #now: () => number;
+  /** Passed to every `get`: lru-cache otherwise makes an options object per call. */
+  readonly #getOptions: { status: LRUCache.Status<string, Log, unknown> | undefined } = { status: undefined };
 
   /** @throws {ResilimitError} `ERR_RESILIMIT_INVALID_OPTION` for a missing or out-of-range option. */
   constructor(options: LocalWindowOptions) {
@@ -295,7 +297,10 @@ export class LocalWindow implements RateWindow {
 
   /** The log of `key`, made on first use (most recently used now), without the calls that left the window by `now`. */
   #logOf(key: string, now: number): Log {
-    let log = this.#logs.get(key);
+    const options = this.#getOptions;
+    let log = this.#logs.get(key, options as LRUCache.GetOptions<string, Log, unknown>);
+    // lru-cache sets `status` on the options it is given (a new object per call without them).
+    options.status = undefined;
     if (log === undefined) {
       log = new Log();
       this.#logs.set(key, log);
