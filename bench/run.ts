@@ -14,7 +14,7 @@ import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
 import { clock, type BenchMessage, type ResultMessage } from './support/report.ts';
 
-const BENCHMARKS = ['redis-tier', 'cpu', 'degraded', 'local-tier', 'memory', 'growth'];
+const BENCHMARKS = ['redis-tier', 'cpu', 'degraded', 'local-tier', 'floor', 'memory', 'growth'];
 /** A benchmark still running after this is stopped (they are designed to take 15–90 s). */
 const TIME_LIMIT_MS = 300_000;
 

@@ -7,7 +7,7 @@ KEYS[1..n]  one sorted set per limit (as in sliding-window.lua, each its own win
 ARGV[1]  op          "take": decide and consume; "check": decide, consume nothing; "give": remove
                      what a "take" with this id added (the caller undoes a take when a window on
                      another slot refused)
-ARGV[2]  nowMs       the caller's clock in milliseconds since the epoch, or "" to use Redis's TIME
+ARGV[2]  nowMs       the caller's clock in milliseconds since the epoch (below 9e13), or "" to use Redis's TIME
 ARGV[3]  notAfterMs  staleness guard on the same clock, or "": a call that runs after it changes
                      nothing and replies stale (its caller gave up on it)
 ARGV[4]  id          the call's unique id: the member it adds to every window (re-sent with the
@@ -47,8 +47,10 @@ end
 if not now then
   local t = redis.call('TIME')
   now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-elseif now < 1 or now % 1 ~= 0 then
-  return redis.error_reply('ERR resilimit: nowMs must be a positive integer')
+elseif now < 1 or now % 1 ~= 0 or now >= 9e13 then
+  -- Below 9e13 (the year 4822), every number the reply holds has at most 14 digits: Lua writes larger
+  -- ones with an exponent, and the score would be rounded. A clock past it is not in milliseconds.
+  return redis.error_reply('ERR resilimit: nowMs must be a positive integer below 9e13 (ms since the epoch)')
 end
 if notAfter and now > notAfter then
   return now .. ',1'

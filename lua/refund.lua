@@ -3,7 +3,7 @@ resilimit: give back the permits of admitted calls (a refund), each found by its
 
 KEYS[1]  the window's sorted set (as in sliding-window.lua)
 ARGV[1]  windowMs  window length in milliseconds, integer >= 1
-ARGV[2]  nowMs     the caller's clock in milliseconds since the epoch, or "" to use Redis's TIME
+ARGV[2]  nowMs     the caller's clock in milliseconds since the epoch (below 9e13), or "" to use Redis's TIME
 ARGV[3], ARGV[4], ...  pairs: id (the call's id, as it was admitted), cost hint (the call's cost
          when the caller knows it, integer >= 1, or "" when it does not)
 
@@ -33,8 +33,10 @@ end
 if not now then
   local t = redis.call('TIME')
   now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-elseif now < 1 or now % 1 ~= 0 then
-  return redis.error_reply('ERR resilimit: nowMs must be a positive integer')
+elseif now < 1 or now % 1 ~= 0 or now >= 9e13 then
+  -- Below 9e13 (the year 4822), every number the reply holds has at most 14 digits: Lua writes larger
+  -- ones with an exponent, and the score would be rounded. A clock past it is not in milliseconds.
+  return redis.error_reply('ERR resilimit: nowMs must be a positive integer below 9e13 (ms since the epoch)')
 end
 -- Calls are scored >= 1, special members below 0: above `floor` are calls in the window only.
 local floor = math.max(now - window, 0)

@@ -5,7 +5,7 @@ KEYS[1..n]  one sorted set per call, in call order (a key may repeat: calls are 
             The caller builds each as `<prefix>{<escaped user key>}`, so every key a script touches
             for one user key shares its hash tag (Redis Cluster); a batch holds keys of one slot.
 ARGV[1]  windowMs    window length in milliseconds, integer >= 1
-ARGV[2]  nowMs       the caller's clock in milliseconds since the epoch, or "" to use Redis's TIME
+ARGV[2]  nowMs       the caller's clock in milliseconds since the epoch (below 9e13), or "" to use Redis's TIME
 ARGV[3]  notAfterMs  staleness guard, ms since the epoch on the same clock as nowMs, or "": a batch
                      that runs after it (its caller gave up: the deadline passed while Redis was
                      frozen or busy) changes nothing and replies stale
@@ -64,8 +64,10 @@ local redisTime = not now
 if redisTime then
   local t = redis.call('TIME')
   now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-elseif now < 1 or now % 1 ~= 0 then
-  return redis.error_reply('ERR resilimit: nowMs must be a positive integer')
+elseif now < 1 or now % 1 ~= 0 or now >= 9e13 then
+  -- Below 9e13 (the year 4822), every number the reply holds has at most 14 digits: Lua writes larger
+  -- ones with an exponent, and the score would be rounded. A clock past it is not in milliseconds.
+  return redis.error_reply('ERR resilimit: nowMs must be a positive integer below 9e13 (ms since the epoch)')
 end
 if notAfter and now > notAfter then
   return now .. ',1'

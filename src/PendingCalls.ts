@@ -21,12 +21,15 @@ const FIRST_CAPACITY = 64;
 /**
  * The journal's waiting calls, oldest first, kept in columns instead of an object per call: a ring
  * over typed arrays (time, cost, generated id, window) and one array of key references. A call costs
- * 28 bytes at full capacity (8 the key's reference, 8 its time, 4 its cost, 8 its id), plus the
- * caller's id when it brings one, against about 80 for an object with a boxed time in an array: the
- * journal fills while Redis is down, for as long as it is down, up to `maxPending` calls.
+ * 28 bytes at full capacity (8 the key's reference, 8 its time, 4 its cost, 8 its id), against about
+ * 80 for an object with a boxed time in an array: the journal fills while Redis is down, for as long
+ * as it is down, up to `maxPending` calls. Once a caller's id, or a call of `limitAll()`, has come,
+ * every slot has 8 more bytes (a reference to a caller's id) or 4 more (its window), until the
+ * journal is emptied; plus the caller's ids themselves.
  *
  * Positions `i` are logical (0 is the oldest); slot `(#start + i) mod capacity` holds call `i`.
- * Capacity doubles as calls come, never past `limit` (the most the journal ever holds at once), and
+ * Capacity doubles as calls come, never past `limit` (the most the journal ever holds at once) but
+ * for {@link unshift}, which makes room for all it is given (the journal then drops the oldest), and
  * goes back to nothing when the journal is emptied ({@link takeAll}).
  *
  * Invariants: a slot outside the ring holds no key nor caller's id (a dropped call is garbage); a

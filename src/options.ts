@@ -49,7 +49,8 @@ export type RedisWindowOptions = WindowOptions & {
   /**
    * A client clock in milliseconds since the epoch. When absent, Redis's own `TIME` is used, so that
    * the application servers' clock skew cannot widen the window. Give one in tests, or where every
-   * client's clock is trusted more than Redis's.
+   * client's clock is trusted more than Redis's. Below 9 × 10^13 (Redis refuses larger values: a
+   * reply error naming `nowMs`).
    * @default undefined (Redis `TIME`)
    */
   now?: () => number;
@@ -239,7 +240,8 @@ export type ResilientLimiterOptions = Omit<WindowOptions, 'limit'> & {
    * A clock in ms since the epoch for every tier. When given, it replaces Redis's `TIME` too (tests,
    * or deployments that trust their clients' clocks); when absent, Redis decides with its own clock
    * and the local tier with a steady one: `Date.now()` at construction plus `performance.now()`
-   * elapsed since, which a step of the wall clock does not move.
+   * elapsed since, which a step of the wall clock does not move. Below 9 × 10^13 (Redis refuses
+   * larger values: a reply error naming `nowMs`, and the mode answers).
    */
   clock?: () => number;
   /**

@@ -143,6 +143,29 @@ describe('RedisWindow', () => {
     expect(await redis.exists(...keys)).toBe(0);
   });
 
+  it('refuses a clock of 9 × 10^13 ms or more in every script with a reply of numbers, writing nothing', async () => {
+    // Replies are numbers joined by Lua, which writes 10^14 and above with an exponent (14 significant
+    // digits): such a clock (not milliseconds) used to be stored rounded and its reply refused.
+    const load = (name: string) => readFileSync(new URL(`../../lua/${name}.lua`, import.meta.url), 'utf8');
+    const prefix = `t:${randomUUID()}:`;
+    const key = `${prefix}{a}`;
+    const late = 90_000_000_000_000;
+    const cases: [string, (string | number)[]][] = [
+      ['sliding-window', [60_000, late, '', 0, 5, 'x']],
+      ['sliding-window', [60_000, 100_000_000_000_492, '', 0, '', 5, 1, 'x']],
+      ['limit-all', ['take', late, '', 'x', 5, 60_000, 1]],
+      ['refund', [60_000, late, 'x', 1]],
+    ];
+    for (const [script, args] of cases) {
+      await expect(redis.eval(load(script), 1, key, ...args)).rejects.toThrow('nowMs must be a positive integer below 9e13');
+    }
+    expect(await redis.exists(key)).toBe(0);
+    // The last millisecond before it is decided as any other.
+    const w = window({ limit: 1, windowMs: 60_000, now: () => late - 1 });
+    expect(await w.limit('a')).toMatchObject({ allowed: true, resetAtMs: late - 1 + 60_000 });
+    expect(await w.limit('a')).toMatchObject({ allowed: false, retryAfterMs: 60_000 });
+  });
+
   it('counts every call made in the same millisecond', async () => {
     const c = clock();
     const w = window({ limit: 100, windowMs: 1000, now: c.now });
