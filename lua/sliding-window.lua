@@ -33,7 +33,9 @@ parse than an array of integers, on both ends), in this order:
                     enough permits leave the window for this cost, and the key's block has ended
       resetAtMs     when the window will hold no permits (nowMs when it holds none already)
       flags         1 when the id was already in the window (nothing was added); 2 when the key is
-                    blocked (refused whatever its permits; retryAfterMs counts the block)
+                    blocked (refused whatever its permits; retryAfterMs counts the block); 4 alone
+                    when the key holds a value of another type (WRONGTYPE): the call was not
+                    decided, nothing was written, and the other calls of the batch were decided
 
 Data model (one sorted set per user key):
   - every admitted call is one member, scored with its admission time in ms;
@@ -291,21 +293,38 @@ local function admitOne(key, limit, id, reply)
   return true
 end
 
-local reply = { nowText, '0' }
 local find = string.find
-if shared then
-  for i = 1, #KEYS do
+
+-- Decides call i, by the common path when it can.
+local function decideCall(i, reply)
+  if shared then
     local key, id = KEYS[i], ARGV[5 + i]
     if find(id, '*', 1, true) or not admitOne(key, shared, id, reply) then
       decide(key, shared, 1, id, reply)
     end
-  end
-else
-  for i = 1, #KEYS do
+  else
     local key, limit, cost, id = KEYS[i], tonumber(ARGV[3 + 3 * i]), tonumber(ARGV[4 + 3 * i]), ARGV[5 + 3 * i]
     if not (cost == 1 and not find(id, '*', 1, true) and admitOne(key, limit, id, reply)) then
       decide(key, limit, cost, id, reply)
     end
+  end
+end
+
+local reply = { nowText, '0' }
+for i = 1, #KEYS do
+  local ok, err = pcall(decideCall, i, reply)
+  if not ok then
+    -- A key of another type (WRONGTYPE, at the call's first read: nothing was written) fails its own
+    -- call only, answered with flag 4, so that one bad key does not fail the calls batched with it.
+    -- Any other error fails the script call, as it would unprotected (its message and prefix kept).
+    local message = type(err) == 'table' and err.err or tostring(err)
+    if string.sub(message, 1, 9) ~= 'WRONGTYPE' then return redis.error_reply(message) end
+    local n = #reply
+    reply[n + 1] = '0'
+    reply[n + 2] = '0'
+    reply[n + 3] = '0'
+    reply[n + 4] = '0'
+    reply[n + 5] = '4'
   end
 end
 return table.concat(reply, ',')

@@ -1,4 +1,4 @@
-import type { BatchCall, BatchDecision } from './RedisWindow.js';
+import type { BatchCall, BatchOutcome } from './RedisWindow.js';
 
 /**
  * The most calls one coalesced script call carries. Measured at 64 concurrent calls: 16 to 32 gave
@@ -11,7 +11,7 @@ const MAX_BATCH = 16;
 export type QueuedCall = BatchCall & { index: number };
 
 /** A script call being filled this turn: its calls, and the promise of their decisions in the same order. */
-type Batch = PromiseWithResolvers<BatchDecision[]> & { readonly slot: number; readonly calls: QueuedCall[] };
+type Batch = PromiseWithResolvers<BatchOutcome[]> & { readonly slot: number; readonly calls: QueuedCall[] };
 
 /**
  * Coalescing (`coalesce: true`): the calls of `limit()` made in one event-loop turn leave together
@@ -29,7 +29,7 @@ export class Coalescer {
 
   constructor(
     /** Sends one batch. */
-    readonly send: (calls: readonly BatchCall[]) => Promise<BatchDecision[]>,
+    readonly send: (calls: readonly BatchCall[]) => Promise<BatchOutcome[]>,
     /** The hash slot of a call's key (a Cluster), or undefined on a single Redis. */
     readonly slotOf: ((call: BatchCall) => number) | undefined,
   ) {}
@@ -43,11 +43,11 @@ export class Coalescer {
    * Queues `call` for a batch of this turn, which leaves on the next tick. Resolves with the batch's
    * decisions, `call`'s at `call.index` (set here); rejects as the batch's script call does.
    */
-  enqueue(call: QueuedCall): Promise<BatchDecision[]> {
+  enqueue(call: QueuedCall): Promise<BatchOutcome[]> {
     const slot = this.slotOf === undefined ? 0 : this.slotOf(call);
     let batch = this.#filling.get(slot);
     if (batch === undefined || batch.calls.length === MAX_BATCH) {
-      batch = Object.assign(Promise.withResolvers<BatchDecision[]>(), { slot, calls: [] });
+      batch = Object.assign(Promise.withResolvers<BatchOutcome[]>(), { slot, calls: [] });
       this.#filling.set(slot, batch);
       this.#batches.push(batch);
     }

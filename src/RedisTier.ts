@@ -8,7 +8,7 @@ import { decideBatch } from './internal.js';
 import { readReply, scriptArgs, type CheckedItem, type GroupReply } from './limitAll.js';
 import type { ResolvedLimiterOptions } from './options.js';
 import { PollWatch } from './PollWatch.js';
-import { RedisWindow, type BatchCall, type BatchDecision } from './RedisWindow.js';
+import { RedisWindow, type BatchCall, type BatchOutcome } from './RedisWindow.js';
 import { evalScript, loadScript, runScript, staleReplyNowMs } from './script.js';
 import type { BeatOp, BeatReply } from './InstanceCounter.js';
 
@@ -179,14 +179,15 @@ export class RedisTier {
    * Decides calls of `limit()` (or peeks, at cost 0) in one script call; its staleness deadline counts
    * from when it is sent (see {@link #notAfter}).
    */
-  async send(calls: readonly BatchCall[]): Promise<BatchDecision[]> {
+  async send(calls: readonly BatchCall[]): Promise<BatchOutcome[]> {
     let sentNow = 0;
     const decisions = await this.fire(calls.length, () => {
       sentNow = this.#now();
       return this.window[decideBatch](calls, this.#notAfter(sentNow), this.reserve).catch((error: unknown) => this.#learnFromStale(error, sentNow));
     });
-    const first = decisions[0];
-    if (first !== undefined) this.#learnOffset(sentNow, first.nowMs);
+    // Every decision of a batch tells the same time; a call Redis could not decide tells none.
+    const first = decisions.find((d) => !(d instanceof ResilimitError));
+    if (first !== undefined && !(first instanceof ResilimitError)) this.#learnOffset(sentNow, first.nowMs);
     return decisions;
   }
 

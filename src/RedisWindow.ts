@@ -1,3 +1,4 @@
+import { ReplyError } from 'ioredis';
 import { ErrorCode, ResilimitError } from './errors.js';
 import { redisCallError } from './failures.js';
 import { configure, decide, decideBatch, refundCalls } from './internal.js';
@@ -33,6 +34,12 @@ export type RedisDecision = Decision & {
  * the call, every instance's (exact, also when the call was decided with permits left free). @internal
  */
 export type BatchDecision = RedisDecision & { readonly used: number };
+
+/**
+ * What a batch tells of one call: its decision, or why Redis could not decide it while deciding the
+ * others (its key holds a value of another type: `ERR_RESILIMIT_REDIS_REPLY`). @internal
+ */
+export type BatchOutcome = BatchDecision | ResilimitError;
 
 /**
  * An exact sliding window kept in one Redis sorted set per key and decided atomically by
@@ -119,7 +126,9 @@ export class RedisWindow implements RateWindow {
    * @internal
    */
   async [decide](key: string, cost: number, id: string, notAfterMs?: number): Promise<RedisDecision> {
-    const { used: _, ...decision } = (await this[decideBatch]([{ key, cost, id, limit: this.#options.limit }], notAfterMs))[0] as BatchDecision;
+    const outcome = (await this[decideBatch]([{ key, cost, id, limit: this.#options.limit }], notAfterMs))[0] as BatchOutcome;
+    if (outcome instanceof ResilimitError) throw outcome;
+    const { used: _, ...decision } = outcome;
     return decision;
   }
 
@@ -130,7 +139,7 @@ export class RedisWindow implements RateWindow {
    * still report the limit, and `remaining` / `retryAfterMs` what is usable now.
    * @internal
    */
-  async [decideBatch](calls: readonly BatchCall[], notAfterMs?: number, reserveOf?: (limit: number) => number): Promise<BatchDecision[]> {
+  async [decideBatch](calls: readonly BatchCall[], notAfterMs?: number, reserveOf?: (limit: number) => number): Promise<BatchOutcome[]> {
     const { redis, prefix, windowMs, now, blockMs } = this.#options;
     const keys: string[] = [];
     const effective: number[] = [];
@@ -195,13 +204,20 @@ export class RedisWindow implements RateWindow {
  */
 export type BatchCall = { readonly key: string; readonly cost: number; readonly id: CallId; readonly limit: number };
 
-/** Reads the script's reply: "nowMs,stale" then "allowed,used,retryAfterMs,resetAtMs,flags" per call. */
-function toDecisions(reply: unknown, calls: readonly BatchCall[], effective: readonly number[]): BatchDecision[] {
+/**
+ * Reads the script's reply: "nowMs,stale" then "allowed,used,retryAfterMs,resetAtMs,flags" per call
+ * (flags 4: the call's key holds a value of another type, and the call was not decided).
+ */
+function toDecisions(reply: unknown, calls: readonly BatchCall[], effective: readonly number[]): BatchOutcome[] {
   const values = replyIntegers(slidingWindow, reply, 2 + 5 * calls.length);
   const nowMs = values[0] as number;
-  const decisions: BatchDecision[] = [];
+  const decisions: BatchOutcome[] = [];
   for (let c = 0, i = 2; c < calls.length; c += 1, i += 5) {
     const flags = values[i + 4] as number;
+    if (flags === WRONG_TYPE) {
+      decisions.push(wrongType((calls[c] as BatchCall).key));
+      continue;
+    }
     const used = values[i + 1] as number;
     decisions.push({
       allowed: values[i] === 1,
@@ -217,4 +233,16 @@ function toDecisions(reply: unknown, calls: readonly BatchCall[], effective: rea
     });
   }
   return decisions;
+}
+
+/** The flags of a call whose key holds a value of another type (see `lua/sliding-window.lua`). */
+const WRONG_TYPE = 4;
+
+/** The error of a call Redis did not decide because its key holds another type; `cause`: Redis's error, as the script saw it. */
+function wrongType(key: string): ResilimitError {
+  return new ResilimitError(
+    ErrorCode.REDIS_REPLY,
+    `Redis rejected the call: WRONGTYPE: the Redis key of ${JSON.stringify(key)} holds a value of another type than this limiter's sorted set (another program's key under this prefix?)`,
+    { cause: new ReplyError('WRONGTYPE Operation against a key holding the wrong kind of value') },
+  );
 }

@@ -1,8 +1,9 @@
 import { redisDecision, type LimiterDecision } from './decisions.js';
 import type { Parts, PathCall } from './DecisionPath.js';
 import { memberOf, type CallId } from './input.js';
+import { ResilimitError } from './errors.js';
 import { block } from './internal.js';
-import type { BatchDecision } from './RedisWindow.js';
+import type { BatchOutcome } from './RedisWindow.js';
 import type { DecisionReason } from './types.js';
 
 /**
@@ -11,7 +12,7 @@ import type { DecisionReason } from './types.js';
  * the script takes and the admitted decision carries; `callId` what the local window keeps (a
  * generated id stays a number there, see `CallId`).
  */
-export class OneCall implements PathCall<BatchDecision[], LimiterDecision> {
+export class OneCall implements PathCall<BatchOutcome[], LimiterDecision> {
   constructor(
     readonly parts: Parts,
     readonly key: string,
@@ -33,15 +34,17 @@ export class OneCall implements PathCall<BatchDecision[], LimiterDecision> {
     this.parts.reserved.add(this.key, sign * this.cost);
   }
 
-  ask(): Promise<BatchDecision[]> {
+  ask(): Promise<BatchOutcome[]> {
     const { parts } = this;
     // Half-open lets one Redis call through: a call alone, so that only its caller waits on the trial.
     return parts.coalesce && parts.tier.state === 'closed' ? parts.coalescer.enqueue(this) : parts.tier.send([this]);
   }
 
-  settle(reply: BatchDecision[]): LimiterDecision {
+  settle(reply: BatchOutcome[]): LimiterDecision {
     const { parts } = this;
-    const decision = reply[this.index] as BatchDecision;
+    const decision = reply[this.index] as BatchOutcome;
+    // Redis could not decide this call (its key holds another type), the others of its batch it did.
+    if (decision instanceof ResilimitError) throw decision;
     // The local window learns this instance's part of the key's window (what it answers for Redis),
     // and, warm standby, holds this instance's recent traffic when it takes over: an admitted call at
     // the time Redis admitted it (on the local clock), with its id for re-seeding. The offset was
@@ -70,7 +73,7 @@ export class OneCall implements PathCall<BatchDecision[], LimiterDecision> {
 }
 
 /** A call of `peek()` on the decision path: a script call at cost 0, which writes nothing. */
-export class PeekCall implements PathCall<BatchDecision[], LimiterDecision> {
+export class PeekCall implements PathCall<BatchOutcome[], LimiterDecision> {
   readonly cost = 0;
   readonly id = '';
 
@@ -82,12 +85,14 @@ export class PeekCall implements PathCall<BatchDecision[], LimiterDecision> {
 
   reserve(): void {}
 
-  ask(): Promise<BatchDecision[]> {
+  ask(): Promise<BatchOutcome[]> {
     return this.parts.tier.send([this]);
   }
 
-  settle(reply: BatchDecision[]): LimiterDecision {
-    return redisDecision(reply[0] as BatchDecision);
+  settle(reply: BatchOutcome[]): LimiterDecision {
+    const decision = reply[0] as BatchOutcome;
+    if (decision instanceof ResilimitError) throw decision;
+    return redisDecision(decision);
   }
 
   fallback(reason: DecisionReason): LimiterDecision {

@@ -3,7 +3,8 @@ import { readFileSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { RedisWindow, type RedisDecision } from '../../src/index.js';
+import { RedisWindow, ResilimitError, type RedisDecision } from '../../src/index.js';
+import type { BatchDecision } from '../../src/RedisWindow.js';
 import { decideBatch } from '../../src/internal.js';
 import { prng, ReferenceWindow } from '../support/model.js';
 import { useRedis, waitReady, type RedisHandle } from '../support/redis.js';
@@ -96,7 +97,7 @@ describe('RedisWindow', () => {
     for (let i = 0; i < 8; i += 1) await w.limit('shared');
     // Limit 10 with 5 left free: a call of cost 1 sees 5 usable, all in use; a call of cost 6 is
     // decided against 6 (never less than its cost); a call of another key and limit against its own.
-    const decisions = await w[decideBatch](
+    const decisions = (await w[decideBatch](
       [
         { key: 'shared', cost: 1, id: 'a', limit: 10 },
         { key: 'shared', cost: 6, id: 'b', limit: 10 },
@@ -104,7 +105,7 @@ describe('RedisWindow', () => {
       ],
       undefined,
       (limit) => (limit === 10 ? 5 : 0),
-    );
+    )) as BatchDecision[];
     expect(decisions.map((d) => [d.allowed, d.limit, d.remaining, d.used])).toEqual([
       [false, 10, 0, 8],
       [false, 10, 0, 8],
@@ -116,12 +117,43 @@ describe('RedisWindow', () => {
     const batched = window({ limit: 3, windowMs: 60_000 });
     const single = window({ limit: 3, windowMs: 60_000 });
     const keys = ['a', 'b', 'a', 'a', 'a', 'b'];
-    const batch = await batched[decideBatch](keys.map((key, i) => ({ key, cost: 1, id: `id${i}`, limit: 3 })));
+    const batch = (await batched[decideBatch](keys.map((key, i) => ({ key, cost: 1, id: `id${i}`, limit: 3 })))) as BatchDecision[];
     const oneByOne: RedisDecision[] = [];
     for (const [i, key] of keys.entries()) oneByOne.push(await single.limit(key, { id: `id${i}` }));
     const fields = (d: RedisDecision) => [d.allowed, d.remaining, d.duplicate, d.blocked, d.retryAfterMs > 0];
     expect(batch.map(fields)).toEqual(oneByOne.map(fields));
     expect(batch.map((d) => d.allowed)).toEqual([true, true, true, true, false, true]);
+  });
+
+  it('decides the other calls of a batch when one key holds another type, and tells that call apart', async () => {
+    const w = window({ limit: 2, windowMs: 60_000 });
+    await redis.set(w.keyOf('bad'), 'not a sorted set');
+    for (const layout of ['shared', 'per-call'] as const) {
+      const cost = layout === 'shared' ? 1 : 2;
+      const outcomes = await w[decideBatch](
+        ['good', 'bad', 'good'].map((key, i) => ({ key, cost: key === 'bad' ? 1 : cost, id: `${layout}${i}`, limit: 2 })),
+      );
+      expect(outcomes.map((o) => (o instanceof ResilimitError ? `${o.code} ${o.message.includes('"bad"')}` : `${o.allowed} ${o.used}`))).toEqual([
+        'true ' + cost,
+        'ERR_RESILIMIT_REDIS_REPLY true',
+        layout === 'shared' ? 'true 2' : 'false 2',
+      ]);
+      await redis.del(w.keyOf('good'));
+    }
+    await expect(w.limit('bad')).rejects.toMatchObject({ code: 'ERR_RESILIMIT_REDIS_REPLY' });
+    expect(await redis.get(w.keyOf('bad'))).toBe('not a sorted set');
+  });
+
+  it("fails the whole script call, with Redis's error and its prefix, for any other error than WRONGTYPE", async () => {
+    if (server.kind !== 'child') return; // it changes the server's maxmemory
+    const w = window({ limit: 5, windowMs: 60_000 });
+    await redis.config('SET', 'maxmemory', '1');
+    try {
+      await expect(w.limit('k')).rejects.toMatchObject({ code: 'ERR_RESILIMIT_REDIS_UNAVAILABLE', message: expect.stringMatching(/OOM/) });
+    } finally {
+      await redis.config('SET', 'maxmemory', '0');
+    }
+    expect(await w.limit('k')).toMatchObject({ allowed: true, remaining: 4 });
   });
 
   it('refuses malformed script arguments of either layout before deciding any call', async () => {

@@ -735,6 +735,40 @@ describe('ResilientLimiter when Redis refuses to run the script', () => {
     // Other keys are decided by Redis meanwhile.
     expect(await l.limit('user:fine')).toMatchObject({ source: 'redis', reason: 'decided' });
   });
+
+  it('answers only the calls of a key of another type from the fallback when they share a script call with others', async () => {
+    const prefix = `t:${randomUUID()}:`;
+    const l = await limiter({ limit: 3, prefix });
+    await warm(l);
+    const events: ResilimitError[] = [];
+    l.on('redisReplyError', (error) => events.push(error));
+    const bad = 'user:wrong-type';
+    await admin.set(`${prefix}{${bad}}`, 'not a sorted set');
+    // One event-loop turn: the calls leave together, the bad key's between the others'.
+    const keys = ['user:a', bad, 'user:b', 'user:a', bad, 'user:a', 'user:a', 'user:b'];
+    const decisions = await Promise.all(keys.map((key) => l.limit(key)));
+    const answered = decisions.map((d, i) => `${keys[i]} ${d.source}:${d.reason}:${d.allowed}`);
+    expect(answered).toEqual([
+      'user:a redis:decided:true',
+      `${bad} local:redis-reply-error:true`,
+      'user:b redis:decided:true',
+      'user:a redis:decided:true',
+      `${bad} local:redis-reply-error:true`,
+      'user:a redis:decided:true',
+      'user:a redis:decided:false',
+      'user:b redis:decided:true',
+    ]);
+    expect(events).toHaveLength(2);
+    expect(events.map((e) => [e.code, e.message.includes('WRONGTYPE') && e.message.includes(bad)])).toEqual([
+      ['ERR_RESILIMIT_REDIS_REPLY', true],
+      ['ERR_RESILIMIT_REDIS_REPLY', true],
+    ]);
+    // Redis holds what it admitted, and the key of another type is left as it was.
+    expect(await admin.zcard(`${prefix}{user:a}`)).toBe(3);
+    expect(await admin.zcard(`${prefix}{user:b}`)).toBe(2);
+    expect(await admin.get(`${prefix}{${bad}}`)).toBe('not a sorted set');
+    expect(l.stats()).toMatchObject({ opened: 0 });
+  });
 });
 
 describe('ResilientLimiter with its breaker open', () => {
