@@ -316,9 +316,13 @@ for i = 1, #KEYS do
   if not ok then
     -- A key of another type (WRONGTYPE, at the call's first read: nothing was written) fails its own
     -- call only, answered with flag 4, so that one bad key does not fail the calls batched with it.
-    -- Any other error fails the script call, as it would unprotected (its message and prefix kept).
-    local message = type(err) == 'table' and err.err or tostring(err)
-    if string.sub(message, 1, 9) ~= 'WRONGTYPE' then return redis.error_reply(message) end
+    -- Any other error fails the script call, as it would unprotected, with Redis's message and its
+    -- code (OOM, READONLY, …: the caller tells "unavailable" by it); a Lua error, which has none, ERR.
+    local message = type(err) == 'table' and tostring(err.err) or tostring(err)
+    if string.sub(message, 1, 9) ~= 'WRONGTYPE' then
+      if not string.find(message, '^%u[%u%d_]* ') then message = 'ERR ' .. message end
+      return redis.error_reply(message)
+    end
     local n = #reply
     reply[n + 1] = '0'
     reply[n + 2] = '0'

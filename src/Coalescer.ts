@@ -41,7 +41,8 @@ export class Coalescer {
 
   /**
    * Queues `call` for a batch of this turn, which leaves on the next tick. Resolves with the batch's
-   * decisions, `call`'s at `call.index` (set here); rejects as the batch's script call does.
+   * outcomes (a decision, or the error of a call Redis could not decide), `call`'s at `call.index`
+   * (set here); rejects as the batch's script call does.
    */
   enqueue(call: QueuedCall): Promise<BatchOutcome[]> {
     const slot = this.slotOf === undefined ? 0 : this.slotOf(call);

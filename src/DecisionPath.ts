@@ -35,7 +35,11 @@ export interface PathCall<R, D> {
   reserve(sign: 1 | -1): void;
   /** Asks Redis; rejects when Redis did not decide (the rejection says why). */
   ask(): Promise<R>;
-  /** Redis decided: record what it admitted in the warm window, or remember what it refused; the decision. */
+  /**
+   * Redis answered: record what it admitted in the warm window, or remember what it refused; the
+   * decision. Throws, as `ask` rejects, when the reply holds no decision for this call (its key
+   * holds another type while the other calls of its script call were decided).
+   */
   settle(reply: R): D;
   /** The answer by mode when Redis did not decide, for `reason`. */
   fallback(reason: DecisionReason): D;

@@ -185,7 +185,7 @@ export class RedisTier {
       sentNow = this.#now();
       return this.window[decideBatch](calls, this.#notAfter(sentNow), this.reserve).catch((error: unknown) => this.#learnFromStale(error, sentNow));
     });
-    // Every decision of a batch tells the same time; a call Redis could not decide tells none.
+    // Every decision of a batch tells the same time (a batch of calls Redis could not decide teaches nothing).
     const first = decisions.find((d) => !(d instanceof ResilimitError));
     if (first !== undefined && !(first instanceof ResilimitError)) this.#learnOffset(sentNow, first.nowMs);
     return decisions;

@@ -144,6 +144,16 @@ describe('RedisWindow', () => {
     expect(await redis.get(w.keyOf('bad'))).toBe('not a sorted set');
   });
 
+  it('fails the whole script call with an ERR reply on a Lua error (a member of the key that is not ours)', async () => {
+    const w = window({ limit: 1, windowMs: 60_000 });
+    // A negative score on a member that is neither "*" nor "*!": another program's member in our set.
+    await redis.zadd(w.keyOf('foreign'), -5, 'm');
+    await expect(w[decideBatch]([{ key: 'a', cost: 1, id: 'x', limit: 1 }, { key: 'foreign', cost: 1, id: 'y', limit: 1 }])).rejects.toMatchObject({
+      code: 'ERR_RESILIMIT_REDIS_REPLY',
+      message: expect.stringMatching(/^Redis rejected the call: ERR /),
+    });
+  });
+
   it("fails the whole script call, with Redis's error and its prefix, for any other error than WRONGTYPE", async () => {
     if (server.kind !== 'child') return; // it changes the server's maxmemory
     const w = window({ limit: 5, windowMs: 60_000 });
