@@ -186,8 +186,11 @@ export class RedisTier {
       return this.window[decideBatch](calls, this.#notAfter(sentNow), this.reserve).catch((error: unknown) => this.#learnFromStale(error, sentNow));
     });
     // Every decision of a batch tells the same time (a batch of calls Redis could not decide teaches nothing).
-    const first = decisions.find((d) => !(d instanceof ResilimitError));
-    if (first !== undefined && !(first instanceof ResilimitError)) this.#learnOffset(sentNow, first.nowMs);
+    for (const d of decisions) {
+      if (d instanceof ResilimitError) continue;
+      this.#learnOffset(sentNow, d.nowMs);
+      break;
+    }
     return decisions;
   }
 

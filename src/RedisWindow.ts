@@ -41,6 +41,12 @@ export type BatchDecision = RedisDecision & { readonly used: number };
  */
 export type BatchOutcome = BatchDecision | ResilimitError;
 
+/** The decision a batch gave a call; throws the error of a call Redis could not decide. @internal */
+export function decisionOf(outcome: BatchOutcome): BatchDecision {
+  if (outcome instanceof ResilimitError) throw outcome;
+  return outcome;
+}
+
 /**
  * An exact sliding window kept in one Redis sorted set per key and decided atomically by
  * `lua/sliding-window.lua`, on a single Redis or a Redis Cluster.
@@ -126,9 +132,8 @@ export class RedisWindow implements RateWindow {
    * @internal
    */
   async [decide](key: string, cost: number, id: string, notAfterMs?: number): Promise<RedisDecision> {
-    const outcome = (await this[decideBatch]([{ key, cost, id, limit: this.#options.limit }], notAfterMs))[0] as BatchOutcome;
-    if (outcome instanceof ResilimitError) throw outcome;
-    const { used: _, ...decision } = outcome;
+    const outcomes = await this[decideBatch]([{ key, cost, id, limit: this.#options.limit }], notAfterMs);
+    const { used: _, ...decision } = decisionOf(outcomes[0] as BatchOutcome);
     return decision;
   }
 

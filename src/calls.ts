@@ -1,9 +1,8 @@
 import { redisDecision, type LimiterDecision } from './decisions.js';
 import type { Parts, PathCall } from './DecisionPath.js';
 import { memberOf, type CallId } from './input.js';
-import { ResilimitError } from './errors.js';
 import { block } from './internal.js';
-import type { BatchOutcome } from './RedisWindow.js';
+import { decisionOf, type BatchOutcome } from './RedisWindow.js';
 import type { DecisionReason } from './types.js';
 
 /**
@@ -42,9 +41,8 @@ export class OneCall implements PathCall<BatchOutcome[], LimiterDecision> {
 
   settle(reply: BatchOutcome[]): LimiterDecision {
     const { parts } = this;
-    const decision = reply[this.index] as BatchOutcome;
-    // Redis could not decide this call (its key holds another type), the others of its batch it did.
-    if (decision instanceof ResilimitError) throw decision;
+    // Throws when Redis could not decide this call (its key holds another type), the others of its batch it did.
+    const decision = decisionOf(reply[this.index] as BatchOutcome);
     // The local window learns this instance's part of the key's window (what it answers for Redis),
     // and, warm standby, holds this instance's recent traffic when it takes over: an admitted call at
     // the time Redis admitted it (on the local clock), with its id for re-seeding. The offset was
@@ -90,9 +88,7 @@ export class PeekCall implements PathCall<BatchOutcome[], LimiterDecision> {
   }
 
   settle(reply: BatchOutcome[]): LimiterDecision {
-    const decision = reply[0] as BatchOutcome;
-    if (decision instanceof ResilimitError) throw decision;
-    return redisDecision(decision);
+    return redisDecision(decisionOf(reply[0] as BatchOutcome));
   }
 
   fallback(reason: DecisionReason): LimiterDecision {

@@ -712,15 +712,22 @@ describe('ResilientLimiter when Redis refuses to run the script', () => {
     }
   });
 
-  it('answers a reply error about the request from the fallback and leaves the breaker closed', async () => {
+  /** A warm limiter of `limit` whose Redis key of `key` holds a string, and its `redisReplyError` events. */
+  async function withWrongType(limit: number) {
     const prefix = `t:${randomUUID()}:`;
-    const l = await limiter({ limit: 20, prefix });
+    const l = await limiter({ limit, prefix });
     await warm(l);
     const events: ResilimitError[] = [];
     l.on('redisReplyError', (error) => events.push(error));
-    const changes = record(l);
+    const redisKeyOf = (k: string) => `${prefix}{${k}}`;
     const key = 'user:wrong-type';
-    await admin.set(`${prefix}{${key}}`, 'not a sorted set');
+    await admin.set(redisKeyOf(key), 'not a sorted set');
+    return { l, events, key, redisKeyOf };
+  }
+
+  it('answers a reply error about the request from the fallback and leaves the breaker closed', async () => {
+    const { l, events, key } = await withWrongType(20);
+    const changes = record(l);
     const decisions: LimiterDecision[] = [];
     for (let i = 0; i < 50; i++) decisions.push(await l.limit(key));
     expect(decisions.every((d) => d.reason === 'redis-reply-error' && d.source === 'local')).toBe(true);
@@ -737,13 +744,7 @@ describe('ResilientLimiter when Redis refuses to run the script', () => {
   });
 
   it('answers only the calls of a key of another type from the fallback when they share a script call with others', async () => {
-    const prefix = `t:${randomUUID()}:`;
-    const l = await limiter({ limit: 3, prefix });
-    await warm(l);
-    const events: ResilimitError[] = [];
-    l.on('redisReplyError', (error) => events.push(error));
-    const bad = 'user:wrong-type';
-    await admin.set(`${prefix}{${bad}}`, 'not a sorted set');
+    const { l, events, key: bad, redisKeyOf } = await withWrongType(3);
     // One event-loop turn: the calls leave together, the bad key's between the others'.
     const keys = ['user:a', bad, 'user:b', 'user:a', bad, 'user:a', 'user:a', 'user:b'];
     const decisions = await Promise.all(keys.map((key) => l.limit(key)));
@@ -764,9 +765,9 @@ describe('ResilientLimiter when Redis refuses to run the script', () => {
       ['ERR_RESILIMIT_REDIS_REPLY', true],
     ]);
     // Redis holds what it admitted, and the key of another type is left as it was.
-    expect(await admin.zcard(`${prefix}{user:a}`)).toBe(3);
-    expect(await admin.zcard(`${prefix}{user:b}`)).toBe(2);
-    expect(await admin.get(`${prefix}{${bad}}`)).toBe('not a sorted set');
+    expect(await admin.zcard(redisKeyOf('user:a'))).toBe(3);
+    expect(await admin.zcard(redisKeyOf('user:b'))).toBe(2);
+    expect(await admin.get(redisKeyOf(bad))).toBe('not a sorted set');
     expect(l.stats()).toMatchObject({ opened: 0 });
   });
 });
