@@ -10,16 +10,12 @@
  * them, so that instances recover one after another as their clients reconnect: the staggered
  * recovery that heartbeats must cover (`InstanceCounter`).
  */
-import { fork, type ChildProcess } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { setTimeout as sleep } from 'node:timers/promises';
-import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startRedisServer, type RedisChild } from '../test/support/redis.ts';
-import type { CallRecord, FromWorker, Setup, ToWorker } from './bound/worker.ts';
-import { netOfStallsMax, overLimit, type Call } from './metrics.ts';
+import { startFleet, summary, type FleetRun } from './bound/fleet.ts';
+import type { Setup } from './bound/worker.ts';
 
-const WORKER = fileURLToPath(new URL('./bound/worker.ts', import.meta.url));
 const INSTANCES = 4;
 const LIMIT = 40;
 const WINDOW_MS = 1000;
@@ -42,10 +38,8 @@ afterAll(async () => {
   await server?.stop();
 });
 
-type Run = { calls: Call[]; stalls: { atMs: number; gapMs: number }[][]; errors: string[]; t0: number };
-
 /** Forks the workers, runs the timeline, and gathers every call they made. */
-async function run(mode: Setup['mode'], offered: number): Promise<Run> {
+async function run(mode: Setup['mode'], offered: number): Promise<FleetRun> {
   const setup: Setup = {
     port: server.port,
     prefix: `bound:${randomUUID()}:`,
@@ -56,29 +50,10 @@ async function run(mode: Setup['mode'], offered: number): Promise<Run> {
     keys: KEYS,
     instances: INSTANCES,
   };
-  const workers: ChildProcess[] = [];
-  const done: Promise<Extract<FromWorker, { kind: 'done' }>>[] = [];
-  const counted: Promise<void>[] = [];
+  // Instances beat once a second; all four count each other within a few beats (reason: 3 beats, and a loaded machine).
+  const fleet = await startFleet(Array.from({ length: INSTANCES }, () => setup));
   try {
-    for (let i = 0; i < INSTANCES; i++) {
-      const worker = fork(WORKER, [], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
-      workers.push(worker);
-      const messages = (kind: FromWorker['kind']) =>
-        new Promise<FromWorker>((resolve, reject) => {
-          const onMessage = (m: FromWorker) => m.kind === kind && (worker.off('message', onMessage), resolve(m));
-          worker.on('message', onMessage);
-          worker.once('exit', (code) => reject(new Error(`worker ${i} exited (${code}) before '${kind}'`)));
-        });
-      counted.push(messages('counted').then(() => undefined));
-      done.push(messages('done') as Promise<Extract<FromWorker, { kind: 'done' }>>);
-      worker.send({ kind: 'setup', setup } satisfies ToWorker);
-    }
-    // Instances beat once a second; all four count each other within a few beats (reason: 3 beats, and a loaded machine).
-    await Promise.race([Promise.all(counted), sleep(10_000).then(() => Promise.reject(new Error('the workers did not count 4 instances in 10 s')))]);
-    for (const w of workers) w.send({ kind: 'go' } satisfies ToWorker);
-    const t0 = performance.now();
-    const epoch0 = Date.now();
-    const at = (ms: number) => sleep(Math.max(0, ms - (performance.now() - t0)));
+    const at = fleet.go();
     await at(TIMELINE.freeze);
     server.freeze();
     await at(TIMELINE.thaw);
@@ -92,56 +67,11 @@ async function run(mode: Setup['mode'], offered: number): Promise<Run> {
     await at(TIMELINE.restart);
     await server.restart();
     await at(TIMELINE.end);
-    for (const w of workers) w.send({ kind: 'stop' } satisfies ToWorker);
-    const results = await Promise.all(done);
-    const calls: Call[] = results.flatMap((r, instance) => r.calls.map((c) => toCall(c, instance)));
-    return {
-      calls,
-      stalls: results.map((r) => r.stalls.map(([atMs, gapMs]) => ({ atMs, gapMs }))),
-      errors: results.flatMap((r) => r.errors),
-      t0: epoch0,
-    };
+    return await fleet.stop();
   } finally {
     server.thaw();
-    for (const w of workers) if (w.exitCode === null) w.kill('SIGKILL');
+    fleet.kill();
   }
-}
-
-function toCall([issuedMs, latencyMs, key, allowed, source, reason, admittedAt, threw]: CallRecord, instance: number): Call {
-  return {
-    issuedMs,
-    latencyMs,
-    instance,
-    key: `k${key}`,
-    allowed: allowed === 1,
-    source: source as Call['source'],
-    reason: reason as Call['reason'],
-    admittedAtMs: admittedAt < 0 ? undefined : admittedAt,
-    threw: threw === 1,
-  };
-}
-
-function summary(name: string, r: Run): { all: ReturnType<typeof overLimit>; redis: ReturnType<typeof overLimit>; latencyNet: number } {
-  const all = overLimit(r.calls, WINDOW_MS, LIMIT);
-  const redis = overLimit(
-    r.calls.filter((c) => c.source === 'redis'),
-    WINDOW_MS,
-    LIMIT,
-  );
-  const latencyNet = Math.max(...r.stalls.map((stalls, i) => netOfStallsMax(r.calls.filter((c) => c.instance === i), stalls)));
-  const bySource: Record<string, number> = {};
-  for (const c of r.calls) bySource[c.source ?? 'none'] = (bySource[c.source ?? 'none'] ?? 0) + 1;
-  console.log(
-    `${name}: ${r.calls.length} calls ${JSON.stringify(bySource)}; most admitted in a ${WINDOW_MS} ms window: ${LIMIT + all.maxExcess} ` +
-      `(limit ${LIMIT}), Redis alone ${LIMIT + redis.maxExcess}; slowest decision net of stalls ${latencyNet.toFixed(1)} ms` +
-      (all.firstOver === undefined
-        ? ''
-        : `; first window over, its last calls (ms from the start): ${all.firstOver.calls
-            .slice(-8)
-            .map((c) => `${Math.round(c.atMs - r.t0)} #${c.instance} ${c.source}/${c.reason}`)
-            .join(', ')}`),
-  );
-  return { all, redis, latencyNet };
 }
 
 describe('4 processes through a freeze, a second freeze and a restart', () => {
@@ -151,7 +81,7 @@ describe('4 processes through a freeze, a second freeze and a restart', () => {
     ['fail-closed', 4, 0],
   ] as const)('mode %s offered %i× the limit: admitted within %i over the limit in every window', async (mode, offered, maxExcess) => {
     const r = await run(mode, offered);
-    const { all, redis, latencyNet } = summary(`${mode} ${offered}×`, r);
+    const { all, redis, latencyNet } = summary(`${mode} ${offered}×`, r, WINDOW_MS, LIMIT);
     expect(r.errors).toEqual([]);
     expect(r.calls.filter((c) => c.threw)).toEqual([]);
     expect(redis.maxExcess).toBe(0);

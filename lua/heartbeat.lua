@@ -1,23 +1,32 @@
 --[[
-resilimit: count the live instances of a limiter through heartbeats, and which of them are clean.
+resilimit: count the live instances of a limiter through heartbeats, which of them are clean, and
+which are silent while their lease to answer locally may still be in force.
 
 KEYS[1]  the heartbeat sorted set, `<prefix>instances` (outside every user key's `<prefix>{...}`)
-ARGV[1]  instance   this instance's unique id (never starts with "!" or "-")
-ARGV[2]  ttlMs      an instance that has not beaten for this long, in milliseconds, is gone
+ARGV[1]  instance   this instance's unique id (never starts with "!", "-" or "~")
+ARGV[2]  ttlMs      an instance that has not beaten for this long, in milliseconds, is no longer beating
 ARGV[3]  op         "clean" to beat with nothing of this instance's missing from Redis, "dirty" to beat
                     while it has calls Redis has not seen yet (journalled, or a re-seed to write),
                     "leave" to remove this instance (on close)
 ARGV[4]  sinceMs    Redis-clock ms, or "": only members that beat clean at or after it count as fresh
 ARGV[5]  notAfterMs Redis-clock ms, or "": a beat that runs after it (it waited in a frozen Redis while
-                    its instance went on locally) writes nothing and replies {-1, 0}
+                    its instance went on locally) writes nothing and replies {-1, 0, 0, 0}
+ARGV[6]  holdMs     how long after this beat the others keep this instance's share reserved should it
+                    fall silent: its lease (it may answer locally until then) plus its longest window
+                    (what it admitted on the lease stays in its windows that much longer)
+ARGV[7]  quietMs    an instance whose last beat is older than this may be answering locally: it is
+                    never fresh (its share is kept reserved), though it still counts as beating
 
 Data model: member <id> scored with its last beat; member "!" .. <id> scored with its last dirty beat,
-removed by a clean one; member "-" .. <id> scored with the time it left (kept for ttlMs). Reply:
-{live, fresh, leftAt}: live = instances beating within ttlMs, this one included unless it left;
-fresh = the OTHER instances whose last beat is clean and at or after sinceMs; leftAt = when the
-last instance left within ttlMs, 0 if none (a count that falls with a leave need not be held).
-Time comes from Redis's TIME. The key's TTL is ttlMs, renewed by every beat. One beat reads the whole
-set: a few members per instance, once per heartbeat.
+removed by a clean one; member "-" .. <id> scored with the time it left (kept for ttlMs); member
+"~" .. <id> scored with the time until which its share is held (its last beat + holdMs), removed when
+it leaves. Reply: {count, fresh, leftAt, silent}: count = instances beating within ttlMs (this one
+included unless it left) plus the silent ones; silent = the OTHER instances not beating within ttlMs
+whose hold has not ended (silence is not departure: they may be answering locally on a lease);
+fresh = the OTHER instances beating within quietMs whose last beat is clean and at or after sinceMs;
+leftAt = when the last instance left within ttlMs, 0 if none (a count that falls with a leave need not
+be held). Time comes from Redis's TIME. The key's TTL covers ttlMs and every hold, renewed by every
+beat. One beat reads the whole set: a few members per instance, once per heartbeat.
 ]]
 
 local key = KEYS[1]
@@ -26,8 +35,13 @@ local ttl = tonumber(ARGV[2])
 local op = ARGV[3]
 local since = tonumber(ARGV[4])
 local notAfter = tonumber(ARGV[5])
+local hold = tonumber(ARGV[6])
+local quiet = tonumber(ARGV[7])
 if not ttl or ttl < 1 then
   return redis.error_reply('ERR resilimit: ttlMs must be a positive integer')
+end
+if not hold or hold < 0 or not quiet or quiet < 1 then
+  return redis.error_reply('ERR resilimit: holdMs and quietMs must be integers, holdMs >= 0, quietMs >= 1')
 end
 if op ~= 'clean' and op ~= 'dirty' and op ~= 'leave' then
   return redis.error_reply('ERR resilimit: op must be clean, dirty or leave')
@@ -35,39 +49,59 @@ end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 if notAfter and now > notAfter then
-  return { -1, 0, 0 }
+  return { -1, 0, 0, 0 }
 end
 if op == 'leave' then
-  redis.call('ZREM', key, id, '!' .. id)
+  redis.call('ZREM', key, id, '!' .. id, '~' .. id)
   redis.call('ZADD', key, now, '-' .. id)
 else
   redis.call('ZADD', key, now, id)
+  redis.call('ZADD', key, now + hold, '~' .. id)
   if op == 'dirty' then
     redis.call('ZADD', key, now, '!' .. id)
   else
     redis.call('ZREM', key, '!' .. id)
   end
 end
-redis.call('ZREMRANGEBYSCORE', key, '-inf', now - ttl)
+-- Beats, dirty marks and leaves older than ttlMs go; a hold ("~", scored in the future) goes when it ends.
 local members = redis.call('ZRANGE', key, 0, -1, 'WITHSCORES')
 local dirty = {}
+local beating = {}
 local leftAt = 0
-for i = 1, #members, 2 do
-  local mark = string.sub(members[i], 1, 1)
-  if mark == '!' then dirty[string.sub(members[i], 2)] = true end
-  if mark == '-' then leftAt = math.max(leftAt, tonumber(members[i + 1])) end
-end
-local live = 0
-local fresh = 0
+local expired = {}
+local keepUntil = now + ttl
 for i = 1, #members, 2 do
   local member = members[i]
+  local score = tonumber(members[i + 1])
   local mark = string.sub(member, 1, 1)
-  if mark ~= '!' and mark ~= '-' then
-    live = live + 1
-    if member ~= id and not dirty[member] and (not since or tonumber(members[i + 1]) >= since) then
-      fresh = fresh + 1
-    end
+  if mark == '~' then
+    if score < now then expired[#expired + 1] = member elseif score > keepUntil then keepUntil = score end
+  elseif score <= now - ttl then
+    expired[#expired + 1] = member
+  elseif mark == '!' then
+    dirty[string.sub(member, 2)] = true
+  elseif mark == '-' then
+    leftAt = math.max(leftAt, score)
+  else
+    beating[member] = score
   end
 end
-redis.call('PEXPIRE', key, ttl)
-return { live, fresh, leftAt }
+if #expired > 0 then redis.call('ZREM', key, unpack(expired)) end
+local live = 0
+local fresh = 0
+local silent = 0
+for member, beat in pairs(beating) do
+  live = live + 1
+  if member ~= id and not dirty[member] and beat > now - quiet and (not since or beat >= since) then
+    fresh = fresh + 1
+  end
+end
+for i = 1, #members, 2 do
+  local member = members[i]
+  if string.sub(member, 1, 1) == '~' and tonumber(members[i + 1]) >= now then
+    local other = string.sub(member, 2)
+    if other ~= id and not beating[other] then silent = silent + 1 end
+  end
+end
+redis.call('PEXPIRE', key, keepUntil - now)
+return { live + silent, fresh, leftAt, silent }

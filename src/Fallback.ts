@@ -34,14 +34,18 @@ export class Fallback {
 
   /** `limit()`'s answer, for a call of `limit` (`Settings.limitOf`), at `now` (the caller's reading of the clock, if it has one). */
   one(key: string, cost: number, id: CallId, reason: DecisionReason, limit: number, now = this.now()): LimiterDecision {
-    if (this.settings.mode !== 'local') return this.#fixed(reason, now, limit, id);
+    const mode = this.settings.fallbackMode;
+    if (mode !== 'local') return this.#fixed(mode, reason, now, limit, id);
+    const share = this.settings.localShareOf(limit);
+    if (share === 0) return this.#fixed('fail-closed', reason, now, limit); // a lease ended, and a tenth of the share is none
+    this.settings.lost(this.local);
     const journalled = this.#journals(reason);
     // A journalled call keeps its id in the local window even if it was never sent to Redis: once
     // written back it is in Redis, so a re-seed after Redis lost its data writes it again (counted
     // once). A generated id of a call not journalled was never in Redis: kept negated, for refund()
     // alone, never re-seeded (see `CallId`).
     const kept = journalled || typeof id === 'string' ? id : -id;
-    const d = this.local.main[decide](key, cost, kept, now, this.reserved.of(key), this.settings.localShareOf(limit), this.blockMs);
+    const d = this.local.main[decide](key, cost, kept, now, this.reserved.of(key), share, this.blockMs);
     if (d.allowed && journalled) this.recovery.add(key, now, cost, id);
     return localDecision(d, reason, d.allowed ? memberOf(id) : undefined);
   }
@@ -49,10 +53,11 @@ export class Fallback {
   /** `limitAll()`'s answer: in `'local'`, all or nothing on local windows of each limit's share. */
   all(items: readonly CheckedItem[], id: CallId, reason: DecisionReason): LimitAllDecision {
     const now = this.now();
-    const mode = this.settings.mode;
-    if (mode !== 'local') return combine(items.map((item) => this.#fixed(reason, now, item.limit)), mode, reason);
-    const instances = this.settings.instances;
-    const share = (item: CheckedItem): number => Math.ceil(item.limit / instances);
+    const mode = this.settings.fallbackMode;
+    if (mode !== 'local') return combine(items.map((item) => this.#fixed(mode, reason, now, item.limit)), mode, reason);
+    const share = (item: CheckedItem): number => this.settings.fallbackShareOf(item.limit);
+    if (items.some((item) => share(item) === 0)) return combine(items.map((item) => this.#fixed('fail-closed', reason, now, item.limit)), 'fail-closed', reason);
+    this.settings.lost(this.local);
     const journalled = this.#journals(reason);
     const kept = journalled || typeof id === 'string' ? id : undefined;
     const idFor = (item: CheckedItem): CallId | undefined => (kept === undefined ? undefined : itemId(kept, item));
@@ -85,13 +90,16 @@ export class Fallback {
   /** `peek()`'s answer: what a call of cost 1 and `limit` would get, consuming nothing. */
   peek(key: string, reason: DecisionReason, limit: number): LimiterDecision {
     const now = this.now();
-    if (this.settings.mode !== 'local') return this.#fixed(reason, now, limit);
-    return localDecision(this.local.main[inspect](key, 1, undefined, now, this.reserved.of(key), this.settings.shareOf(limit)), reason);
+    const mode = this.settings.fallbackMode;
+    if (mode !== 'local') return this.#fixed(mode, reason, now, limit);
+    const share = this.settings.fallbackShareOf(limit);
+    if (share === 0) return this.#fixed('fail-closed', reason, now, limit);
+    this.settings.lost(this.local);
+    return localDecision(this.local.main[inspect](key, 1, undefined, now, this.reserved.of(key), share), reason);
   }
 
   /** The fixed answer of mode `'fail-open'` (admit) or `'fail-closed'` (refuse until the breaker's open period has passed). */
-  #fixed(reason: DecisionReason, now: number, limit: number, id?: CallId): LimiterDecision {
-    const mode = this.settings.mode as 'fail-open' | 'fail-closed';
+  #fixed(mode: 'fail-open' | 'fail-closed', reason: DecisionReason, now: number, limit: number, id?: CallId): LimiterDecision {
     const open = mode === 'fail-open';
     return fixedDecision(open, mode, reason, now, limit, this.breaker.resetTimeoutMs, open && id !== undefined ? memberOf(id) : undefined);
   }

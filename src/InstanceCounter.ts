@@ -8,10 +8,17 @@ const FAST_BEATS = 5;
 export type BeatOp = 'clean' | 'dirty' | 'leave';
 
 /**
- * A beat's answer: the live instances (this one included), the other instances that are fresh, and
- * when an instance last left the count (Redis's clock; 0 when none did lately).
+ * A beat's answer: the instances (this one included, and the silent ones whose lease may still be in
+ * force), the other instances that are fresh, when an instance last left the count (Redis's clock; 0
+ * when none did lately), and how many of the others are silent on a lease (see `lua/heartbeat.lua`).
  */
-export type BeatReply = { readonly live: number; readonly fresh: number; readonly leftAt?: number };
+export type BeatReply = { readonly live: number; readonly fresh: number; readonly leftAt?: number; readonly silent?: number };
+
+/**
+ * How long a beat counts, in ms: `ttlMs` as beating, `quietMs` as fresh (older, the instance may be
+ * answering locally), and `holdMs` as holding its share should it fall silent (lease + longest window).
+ */
+export type BeatTimes = { readonly ttlMs: number; readonly quietMs: number; readonly holdMs: number };
 
 /** What the counter asks of the limiter. */
 export type Beats = {
@@ -25,6 +32,8 @@ export type Beats = {
   clean(): boolean;
   /** The local clock. */
   now(): number;
+  /** How long a beat that Redis answered lets this instance answer locally, from when it was sent (ms). */
+  readonly leaseMs: number;
   /** The held count changed. */
   changed(count: number): void;
   /** Fewer instances are unrecovered than before: denials made while their shares were left free may end early. */
@@ -49,6 +58,13 @@ export type Beats = {
  * - The first FAST_BEATS beats after start come as fast too: instances started together (a deploy)
  *   count each other within a fraction of a period, not after one (an instance that counted 2 of 4
  *   for a second took half the limit as its share meanwhile).
+ * - **Leases.** Silence is not departure: an instance that stops beating (its breaker open, its client
+ *   not ready, its network cut) may be answering locally at its share. Each beat Redis answers grants
+ *   this instance a lease of `leaseMs` from when the beat was sent ({@link leased}); the others see
+ *   the beat in Redis and keep this instance counted, and its share reserved (it is not fresh), until
+ *   the beat plus the lease plus its longest window: by then what it admitted on the lease has left
+ *   its windows. Only a `leave` (a clean `close()`) frees it sooner. What an instance answers once its
+ *   lease has ended is `local.afterLease` (see `Settings.fallbackMode`).
  */
 export class InstanceCounter {
   #count = 1;
@@ -68,6 +84,9 @@ export class InstanceCounter {
   /** Fast beats left after start: instances started together count each other within a fraction of a period. */
   #startBeats = FAST_BEATS;
   #stopped = false;
+  /** This instance may answer locally until then (local clock): the last beat Redis answered, when sent, plus `leaseMs`. */
+  #leaseUntil = Number.NEGATIVE_INFINITY;
+  #silent = 0;
 
   constructor(
     readonly intervalMs: number,
@@ -82,6 +101,29 @@ export class InstanceCounter {
   /** The other instances that may be answering locally with calls Redis has not seen. */
   get unrecovered(): number {
     return this.#unrecovered;
+  }
+
+  /** The other instances silent on a lease that may still be in force (counted in {@link unrecovered} too). */
+  get silent(): number {
+    return this.#silent;
+  }
+
+  /**
+   * Whether this instance's lease is in force: a beat Redis answered was sent less than `leaseMs`
+   * ago. False before the first: an instance the others have never seen has no share reserved.
+   */
+  get leased(): boolean {
+    return this.beats.now() < this.#leaseUntil;
+  }
+
+  /** When the last beat Redis answered was sent (local clock): the others saw this instance then. -Infinity before the first. */
+  get lastSeenAt(): number {
+    return this.#leaseUntil - this.beats.leaseMs;
+  }
+
+  /** Ms left on the lease (local clock), 0 once it has ended. */
+  get leaseLeftMs(): number {
+    return Math.max(0, this.#leaseUntil - this.beats.now());
   }
 
   start(): void {
@@ -120,6 +162,7 @@ export class InstanceCounter {
     this.#beating = true;
     let reply: BeatReply | undefined;
     const epoch = this.#epoch;
+    const sentAt = this.beats.now();
     try {
       reply = await this.beats.send(this.beats.clean() ? 'clean' : 'dirty', this.#since);
     } catch {
@@ -127,7 +170,10 @@ export class InstanceCounter {
     }
     this.#beating = false;
     if (this.#stopped) return;
-    if (reply !== undefined) this.#learn(reply, regular, epoch === this.#epoch);
+    if (reply !== undefined) {
+      this.#leaseUntil = Math.max(this.#leaseUntil, sentAt + this.beats.leaseMs);
+      this.#learn(reply, regular, epoch === this.#epoch);
+    }
     if (this.#again) {
       this.#again = false;
       void this.#beat(false);
@@ -155,6 +201,7 @@ export class InstanceCounter {
       if (this.#recent.length > HOLD_BEATS) this.#recent.shift();
     }
     const live = Math.max(...this.#recent, reply.live, 1);
+    this.#silent = reply.silent ?? 0;
     if (current) {
       const unrecovered = Math.max(0, live - 1 - reply.fresh);
       const fewer = unrecovered < this.#unrecovered;

@@ -44,6 +44,19 @@ export class LocalTier {
     return window;
   }
 
+  /** See `LocalWindow.lost`: for every window. */
+  lost(lastSeenAt: number, detectMs: number): void {
+    this.main.lost(lastSeenAt, detectMs);
+    for (const window of this.#byWindow.values()) window.lost(lastSeenAt, detectMs);
+  }
+
+  /** The longest window length in use: `windowMs` (`limit()`'s) or one of `limitAll()`'s. */
+  longestWindowMs(windowMs: number): number {
+    let longest = windowMs;
+    for (const length of this.#byWindow.keys()) if (length > longest) longest = length;
+    return longest;
+  }
+
   /** Every call of every window that carries an id (those Redis has, or the journal will write): what a re-seed writes. */
   *calls(): Generator<PendingCall> {
     yield* this.main.calls();

@@ -30,17 +30,29 @@ class Log {
   partUntil = 0;
   /** Every call is refused before this time (a block: `block()`, a penalty, or one Redis reported). */
   blockedUntil = 0;
+  /**
+   * Permits of calls that left the window while other instances could not yet know that this one
+   * answers locally (see `LocalWindow.lost`): counted as used until `ghostUntil`, as those instances
+   * may have taken them in Redis.
+   */
+  ghost = 0;
+  ghostUntil = 0;
 
   costAt(i: number): number {
     return this.costs === undefined ? 1 : (this.costs[i] ?? 1);
   }
 
-  /** Drops the calls admitted at or before `cutoff`. */
-  expire(cutoff: number): void {
+  /** Drops the calls admitted at or before `cutoff`; those admitted within `held` become ghosts (see {@link ghost}). */
+  expire(cutoff: number, held?: Held): void {
     const { times } = this;
     let { head } = this;
     while (head < times.length && (times[head] as number) <= cutoff) {
-      this.used -= this.costAt(head);
+      const cost = this.costAt(head);
+      this.used -= cost;
+      if (held !== undefined && (times[head] as number) > held.from && (times[head] as number) <= held.to) {
+        this.ghost += cost;
+        if (held.until > this.ghostUntil) this.ghostUntil = held.until;
+      }
       const id = this.ids?.[head];
       if (typeof id === 'string') this.idSet?.delete(id);
       head += 1;
@@ -99,10 +111,22 @@ class Log {
     return this.times[this.times.length - 1] as number;
   }
 
+  /** The ghost permits in force at `now` (forgotten once `ghostUntil` has passed). */
+  ghosts(now: number): number {
+    if (this.ghost > 0 && now >= this.ghostUntil) this.ghost = 0;
+    return this.ghost;
+  }
+
   newest(): number | undefined {
     return this.head < this.times.length ? this.times[this.times.length - 1] : undefined;
   }
 }
+
+/**
+ * Calls admitted in (`from`, `to`] leave the window while the other instances may not know yet that
+ * this one answers locally: their permits stay counted as used (ghosts) until `until`.
+ */
+type Held = { readonly from: number; readonly to: number; readonly until: number };
 
 /** Adds a call admitted elsewhere at `at`, never before the log's newest (times stay in order). */
 function addAt(log: Log, at: number, cost: number, id: CallId): void {
@@ -127,6 +151,8 @@ export class LocalWindow implements RateWindow {
   #options: ResolvedLocalWindowOptions;
   readonly #logs: LRUCache<string, Log>;
   readonly #now: () => number;
+  /** Set by {@link lost}: the calls whose permits the other instances may take in Redis meanwhile. */
+  #held: Held | undefined;
   /** Passed to every `get`: lru-cache otherwise makes an options object per call. */
   readonly #getOptions: { status: LRUCache.Status<string, Log, unknown> | undefined } = { status: undefined };
 
@@ -165,6 +191,21 @@ export class LocalWindow implements RateWindow {
    */
   record(key: string, at: number, cost: number, id: CallId): void {
     addAt(this.#logOf(key, this.#now()), at, cost, id);
+  }
+
+  /**
+   * This instance may be answering for Redis while the other instances, still deciding in Redis, do
+   * not know it yet: they see it silent only `detectMs` after `lastSeenAt` (its last heartbeat Redis
+   * answered), and until then Redis gives them the permits its calls free. So the calls of this window
+   * that leave between `lastSeenAt` and `lastSeenAt + detectMs` stay counted as used (ghosts) for one
+   * window more: an instance that took their permits in Redis meanwhile holds them that long. Called
+   * with every local answer; a later `lastSeenAt` (a new outage) starts anew. @internal
+   */
+  lost(lastSeenAt: number, detectMs: number): void {
+    const { windowMs } = this.#options;
+    const from = lastSeenAt - windowMs;
+    if (this.#held !== undefined && this.#held.from === from) return;
+    this.#held = { from, to: from + detectMs, until: lastSeenAt + detectMs + windowMs };
   }
 
   /**
@@ -207,7 +248,7 @@ export class LocalWindow implements RateWindow {
   forgetCall(key: string, matches: (id: CallId) => boolean): { cost: number; id: CallId } | undefined {
     const log = this.#logs.peek(key);
     if (log?.ids === undefined) return undefined;
-    log.expire(this.#now() - this.#options.windowMs);
+    this.#expire(log, this.#now());
     return log.remove(matches);
   }
 
@@ -238,6 +279,7 @@ export class LocalWindow implements RateWindow {
     let limit = given ?? this.#options.limit;
     if (now < log.partUntil && log.part < limit) limit = log.part;
     if (typeof id === 'string' && log.idSet?.has(id) === true) return this.#decide(log, now, true, 1, 0, limit);
+    reserved += log.ghosts(now);
     if (now < log.blockedUntil) return this.#decide(log, now, false, cost, reserved, limit);
     if (log.used + reserved + cost > limit) {
       // A penalty: refused for want of permits, the key is blocked for blockMs.
@@ -261,8 +303,9 @@ export class LocalWindow implements RateWindow {
       // Only permits reserved by calls waiting on Redis can be in the way: no time to give, a window at most.
       return { ...this.#empty(now), allowed: fits, limit, remaining: Math.max(limit - reserved, 0), retryAfterMs: fits ? 0 : this.#options.windowMs };
     }
-    log.expire(now - this.#options.windowMs);
+    this.#expire(log, now);
     if (typeof id === 'string' && log.idSet?.has(id) === true) return this.#decide(log, now, true, 1, 0, limit);
+    reserved += log.ghosts(now);
     return this.#decide(log, now, log.used + reserved + cost <= limit && now >= log.blockedUntil, cost, reserved, limit);
   }
 
@@ -275,7 +318,7 @@ export class LocalWindow implements RateWindow {
     const now = this.#now();
     const log = this.#logs.peek(key);
     if (log === undefined) return this.#empty(now);
-    log.expire(now - this.#options.windowMs);
+    this.#expire(log, now);
     return this.#decide(log, now, log.used + 1 <= this.#options.limit && now >= log.blockedUntil, 1);
   }
 
@@ -295,6 +338,13 @@ export class LocalWindow implements RateWindow {
     this.#options = Object.freeze({ ...this.#options, ...resolveWindowOptions({ ...this.#options, ...changes }) });
   }
 
+  /** Drops the calls of `log` that left the window by `now` (ghosts of those {@link lost} says). */
+  #expire(log: Log, now: number): void {
+    let held = this.#held;
+    if (held !== undefined && now >= held.until) held = this.#held = undefined; // every ghost has ended
+    log.expire(now - this.#options.windowMs, held);
+  }
+
   /** The log of `key`, made on first use (most recently used now), without the calls that left the window by `now`. */
   #logOf(key: string, now: number): Log {
     const options = this.#getOptions;
@@ -305,7 +355,7 @@ export class LocalWindow implements RateWindow {
       log = new Log();
       this.#logs.set(key, log);
     } else {
-      log.expire(now - this.#options.windowMs);
+      this.#expire(log, now);
     }
     return log;
   }
@@ -326,7 +376,13 @@ export class LocalWindow implements RateWindow {
   /** The wait before a refused call could be admitted: until it fits (see below) and the key's block has ended. */
   #retryAfter(log: Log, now: number, cost: number, limit: number): number {
     const need = log.used + cost - limit;
-    return Math.max(log.blockedUntil - now, need > 0 ? this.#fitsAfter(log, now, need) : 0);
+    let fits = need > 0 ? this.#fitsAfter(log, now, need) : 0;
+    // Ghosts (counted in `cost`, with the reserved permits) all end at ghostUntil: if no earlier, it fits
+    // once they have ended and enough calls have left without them.
+    const ghost = log.ghosts(now);
+    const ghostLeft = log.ghostUntil - now;
+    if (ghost > 0 && fits > ghostLeft) fits = Math.max(ghostLeft, need - ghost > 0 ? this.#fitsAfter(log, now, need - ghost) : 0);
+    return Math.max(log.blockedUntil - now, fits);
   }
 
   #fitsAfter(log: Log, now: number, need: number): number {

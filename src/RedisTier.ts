@@ -10,7 +10,7 @@ import type { ResolvedLimiterOptions } from './options.js';
 import { PollWatch } from './PollWatch.js';
 import { RedisWindow, type BatchCall, type BatchOutcome } from './RedisWindow.js';
 import { evalScript, loadScript, runScript, staleReplyNowMs } from './script.js';
-import type { BeatOp, BeatReply } from './InstanceCounter.js';
+import type { BeatOp, BeatReply, BeatTimes } from './InstanceCounter.js';
 
 const reconcileScript = loadScript('reconcile');
 const heartbeatScript = loadScript('heartbeat');
@@ -282,19 +282,27 @@ export class RedisTier {
    * frozen Redis runs late, while this instance answers locally, must not say it is back.
    * `since` (local clock) is moved onto Redis's clock at the most it can be ahead: an instance that
    * beat before it never counts as fresh. With an injected `clock` neither bound is sent (the script
-   * reads Redis's clock).
+   * reads Redis's clock). `times` says how long a beat counts (see `lua/heartbeat.lua`).
    */
-  beat(key: string, member: string, ttlMs: number, op: BeatOp, since: number | undefined): Promise<BeatReply> {
+  beat(key: string, member: string, times: BeatTimes, op: BeatOp, since: number | undefined): Promise<BeatReply> {
     if (!this.breaker.accepting || this.#redis.status !== 'ready') return Promise.reject(NOT_READY);
     const real = this.#clock === undefined;
     const notAfter = this.#notAfter(this.#now());
-    const args = [member, ttlMs, op, real && since !== undefined ? Math.ceil(since + this.offset.high()) : '', notAfter === undefined ? '' : Math.ceil(notAfter)];
+    const args = [
+      member,
+      times.ttlMs,
+      op,
+      real && since !== undefined ? Math.ceil(since + this.offset.high()) : '',
+      notAfter === undefined ? '' : Math.ceil(notAfter),
+      Math.ceil(times.holdMs),
+      Math.ceil(times.quietMs),
+    ];
     return this.breaker.fire(() =>
       runScript(this.#redis, heartbeatScript, [key], args).then(
         (reply) => {
-          const [live, fresh, leftAt] = reply as [number, number, number];
+          const [live, fresh, leftAt, silent] = reply as [number, number, number, number];
           if (live < 0) throw new ResilimitError(ErrorCode.REDIS_UNAVAILABLE, 'A heartbeat reached Redis after its deadline');
-          return { live, fresh, leftAt };
+          return { live, fresh, leftAt, silent };
         },
         (error: unknown) => Promise.reject(redisCallError(error)),
       ),

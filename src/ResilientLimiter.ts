@@ -272,7 +272,7 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
 
   /** Counters since creation. Cheap, but not meant for every request. */
   stats(): LimiterStats {
-    return this.#stats.snapshot(this.#parts, this.#settings, this.#instances?.unrecovered ?? 0, this.#watch.notReadyForMs);
+    return this.#stats.snapshot(this.#parts, this.#settings, this.#instances, this.#watch.notReadyForMs);
   }
 
   /** Switches what answers when Redis cannot, from the next call on. @throws {ResilimitError} `ERR_RESILIMIT_INVALID_OPTION`. */

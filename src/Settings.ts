@@ -7,6 +7,9 @@ import { limitValue } from './limitFunction.js';
 import { integer, MAX_INT, mode as checkMode, type LimitFunction, type Mode, type ResolvedLimiterOptions } from './options.js';
 import type { RedisWindow } from './RedisWindow.js';
 
+/** Once its lease has ended, `afterLease: 'shrink'` answers locally at a share of this many times less. */
+const SHRINK = 10;
+
 /**
  * The settings a limiter changes at run time: the limit (a number, or a function of the key called at
  * every call), the window, the mode, shadow mode and the kill switch. It owns them, and alone applies a
@@ -27,12 +30,12 @@ export class Settings {
   #enabled = true;
 
   constructor(
-    readonly options: Pick<ResolvedLimiterOptions, 'limit' | 'limitFn' | 'windowMs' | 'mode' | 'shadow' | 'localLimit' | 'instances'>,
+    readonly options: Pick<ResolvedLimiterOptions, 'limit' | 'limitFn' | 'windowMs' | 'mode' | 'shadow' | 'localLimit' | 'instances' | 'afterLease' | 'heartbeatMs'>,
     readonly redis: RedisWindow,
     readonly local: LocalTier,
     readonly deny: DenyCache,
     /** The instance counter when `instances: 'auto'`, else undefined. */
-    readonly counter: () => { readonly count: number; readonly unrecovered: number } | undefined,
+    readonly counter: () => { readonly count: number; readonly unrecovered: number; readonly leased: boolean; readonly lastSeenAt: number } | undefined,
   ) {
     this.#limitFn = options.limitFn;
     this.#limit = options.limitFn === undefined ? options.limit : 0;
@@ -58,10 +61,47 @@ export class Settings {
 
   /**
    * The share of `limit` to give the local window of `limit()` with a call: undefined without a limit
-   * function (the window's own limit is the share then, kept up to date: nothing to compute per call).
+   * function (the window's own limit is the share then, kept up to date: nothing to compute per call),
+   * unless the lease has ended with `afterLease: 'shrink'` ({@link fallbackShareOf}).
    */
   localShareOf(limit: number): number | undefined {
-    return this.#limitFn === undefined ? undefined : this.shareOf(limit);
+    return this.#limitFn === undefined && !this.#shrunk() ? undefined : this.fallbackShareOf(limit);
+  }
+
+  /** The share of `limit` the local tier answers with now: {@link shareOf}, or a tenth of it once the lease has ended with `afterLease: 'shrink'`. */
+  fallbackShareOf(limit: number): number {
+    const share = this.shareOf(limit);
+    return this.#shrunk() ? Math.floor(share / SHRINK) : share;
+  }
+
+  /**
+   * The mode the fallback answers in now: `mode`, except in `'local'` once this instance's lease has
+   * ended (`instances: 'auto'`, see `InstanceCounter.leased`) with `afterLease` `'fail-closed'` or
+   * `'fail-open'`.
+   */
+  get fallbackMode(): Mode {
+    const mode = this.#mode;
+    if (mode !== 'local') return mode;
+    const after = this.options.afterLease;
+    if (after === 'shrink' || after === 'keep' || this.counter()?.leased !== false) return mode;
+    return after;
+  }
+
+  /**
+   * This instance answers locally: the local tier keeps counting the permits of calls that leave
+   * while the others cannot know it yet (`LocalTier.lost`). They see it silent at most 3 beats after
+   * its last beat Redis answered: it is no longer fresh 1.5 beats after it, and each of them learns
+   * that at its next beat, with half a beat for a loaded machine. Nothing with a fixed instance count
+   * (no beats: the others reserve nothing), or before the first beat (no share is held for it).
+   */
+  lost(local: LocalTier): void {
+    const seen = this.counter()?.lastSeenAt;
+    if (seen !== undefined && seen > Number.NEGATIVE_INFINITY) local.lost(seen, this.options.heartbeatMs * 3);
+  }
+
+  /** In mode `'local'`, the lease has ended and `afterLease` is `'shrink'`. */
+  #shrunk(): boolean {
+    return this.options.afterLease === 'shrink' && this.#mode === 'local' && this.counter()?.leased === false;
   }
 
   /** This instance's local share of `limit`: `local.limit` (at most `limit`), or `ceil(limit / instances)`. */

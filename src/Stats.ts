@@ -26,6 +26,12 @@ export type LimiterStats = {
    * `instances: 'auto'`.
    */
   unrecovered: number;
+  /**
+   * Ms left on this instance's lease to answer locally at its share (`local.leaseMs`), renewed by every
+   * heartbeat Redis answers; 0 once it has ended (then `local.afterLease` applies). Absent unless
+   * `instances: 'auto'`.
+   */
+  leaseLeftMs?: number;
   decisions: number;
   /** Decisions that admitted the call, shadowed ones included: `allowed - shadowRejected` is what enforcing the limit would have admitted. */
   allowed: number;
@@ -133,7 +139,12 @@ export class Stats {
   }
 
   /** The counters and the state of the parts, for `ResilientLimiter.stats()`. */
-  snapshot(parts: Pick<Parts, 'tier' | 'gate' | 'coalescer' | 'local' | 'recovery'>, settings: Settings, unrecovered: number, notReadyForMs: number): LimiterStats {
+  snapshot(
+    parts: Pick<Parts, 'tier' | 'gate' | 'coalescer' | 'local' | 'recovery'>,
+    settings: Settings,
+    counter: { readonly unrecovered: number; readonly leaseLeftMs: number } | undefined,
+    notReadyForMs: number,
+  ): LimiterStats {
     const { tier, recovery } = parts;
     return {
       state: tier.state,
@@ -144,7 +155,8 @@ export class Stats {
       windowMs: settings.windowMs,
       localLimit: settings.shareOf(settings.limit),
       instances: settings.instances,
-      unrecovered,
+      unrecovered: counter?.unrecovered ?? 0,
+      ...(counter === undefined ? {} : { leaseLeftMs: counter.leaseLeftMs }),
       decisions: this.decisions,
       allowed: this.allowed,
       shadowRejected: this.shadowRejected,

@@ -1,9 +1,18 @@
 import type { DenyCache } from './DenyCache.js';
+import type { LocalTier } from './LocalTier.js';
+import type { Settings } from './Settings.js';
 import { nextId } from './input.js';
 import { InstanceCounter } from './InstanceCounter.js';
 import type { ResolvedLimiterOptions } from './options.js';
 import type { Recovery } from './Recovery.js';
 import type { RedisTier } from './RedisTier.js';
+
+/**
+ * An instance whose last beat is older than this many beats may be answering locally: it is not fresh,
+ * its share is reserved. 1.5: a beat that comes a little late on a loaded machine is not silence,
+ * and a silent instance is seen within two beats of the others.
+ */
+const QUIET_BEATS = 1.5;
 
 /**
  * Starts the instance count of an `instances: 'auto'` limiter: one heartbeat member per limiter,
@@ -16,12 +25,20 @@ export function countInstances(
   tier: RedisTier,
   recovery: Recovery,
   deny: DenyCache,
-  options: Pick<ResolvedLimiterOptions, 'prefix' | 'heartbeatMs' | 'now'>,
+  local: LocalTier,
+  settings: Settings,
+  options: Pick<ResolvedLimiterOptions, 'prefix' | 'heartbeatMs' | 'leaseMs' | 'now'>,
   changed: (count: number) => void,
 ): InstanceCounter {
-  const { prefix, heartbeatMs, now } = options;
+  const { prefix, heartbeatMs, leaseMs, now } = options;
+  const member = nextId();
   const counter = new InstanceCounter(heartbeatMs, {
-    send: tier.beat.bind(tier, `${prefix}instances`, nextId(), heartbeatMs * 3),
+    send: (op, since) => {
+      // Held for the lease plus the longest window this instance admits on (limitAll's may be longer).
+      const times = { ttlMs: heartbeatMs * 3, quietMs: heartbeatMs * QUIET_BEATS, holdMs: leaseMs + local.longestWindowMs(settings.windowMs) };
+      return tier.beat(`${prefix}instances`, member, times, op, since);
+    },
+    leaseMs,
     clean: () => {
       // An instance that gets no calls would stay dirty after a failed pass (only calls retry one),
       // and the others would keep its share free for good: each beat retries it.

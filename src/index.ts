@@ -1,5 +1,6 @@
 export type { Decision, DecisionReason, DecisionSource, LimitOptions, RateWindow } from './types.js';
 export type {
+  AfterLease,
   BreakerOptions,
   LimitFunction,
   LocalTierOptions,

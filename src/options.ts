@@ -4,6 +4,8 @@ import { steadyClock } from './clock.js';
 import { invalidOption } from './errors.js';
 
 export { integer } from './checks.js';
+export type { BreakerOptions } from './breakerOptions.js';
+import type { BreakerOptions } from './breakerOptions.js';
 
 /** The largest limit, window, cost or key count accepted: 2^31 - 1. */
 export const MAX_INT = 2_147_483_647;
@@ -127,41 +129,13 @@ function prefix(value: unknown): string {
 export type Mode = 'local' | 'fail-open' | 'fail-closed';
 const MODES: readonly Mode[] = ['local', 'fail-open', 'fail-closed'];
 
-/** The breaker in front of every Redis call. Defaults are chosen for a request path. */
-export type BreakerOptions = {
-  /**
-   * The deadline of one Redis call, in ms. Past it the call is answered by the fallback (the Redis
-   * command itself cannot be cancelled; the script's staleness guard makes it a no-op if it runs late).
-   * @default 50 (range 1 … 60,000)
-   */
-  timeoutMs?: number;
-  /**
-   * Opens when more than this percentage of the calls in the rolling window failed.
-   * @default 50 (range 1 … 100)
-   */
-  errorThresholdPercentage?: number;
-  /**
-   * Calls needed in the rolling window before the error rate may open the breaker, so that one error
-   * does not open it.
-   * @default 10 (range 1 … 1,000,000)
-   */
-  volumeThreshold?: number;
-  /**
-   * How long the breaker stays open before one trial call, in ms. Doubles after each failed trial.
-   * @default 1000 (range 1 … 3,600,000)
-   */
-  resetTimeoutMs?: number;
-  /**
-   * The longest open period the doubling reaches, in ms.
-   * @default 30000 (range resetTimeoutMs … 3,600,000)
-   */
-  maxResetTimeoutMs?: number;
-  /**
-   * The rolling window over which the error rate is measured, in ms.
-   * @default 1000 (range 100 … 600,000)
-   */
-  rollingWindowMs?: number;
-};
+/**
+ * What an instance in mode `'local'` answers once its lease has ended (see `local.leaseMs`):
+ * `'shrink'` the local tier at a tenth of its share, `'keep'` at its whole share, or as
+ * `'fail-closed'` / `'fail-open'` would.
+ */
+export type AfterLease = 'shrink' | 'keep' | 'fail-closed' | 'fail-open';
+const AFTER_LEASE: readonly AfterLease[] = ['shrink', 'keep', 'fail-closed', 'fail-open'];
 
 /** The local tier: its share of the global limit and its memory bound. */
 export type LocalTierOptions = {
@@ -176,6 +150,25 @@ export type LocalTierOptions = {
   instances?: number | 'auto';
   /** Keys kept by the local window and by the deny cache (each). @default 10000 (range 1 … 2^24) */
   maxKeys?: number;
+  /**
+   * With `instances: 'auto'`: how long, in ms, each heartbeat that Redis answered lets this instance
+   * answer locally at its share. The other instances keep a silent instance's share reserved for its
+   * lease plus its longest window (silence is not departure), so the limit holds when one instance
+   * alone loses Redis; a crashed instance's share stays reserved that long (a clean `close()` frees
+   * it at once). At least 3 × `heartbeatMs`.
+   * @default 60000 (range 3 × heartbeatMs … 2^31 - 1)
+   */
+  leaseMs?: number;
+  /**
+   * What an instance in mode `'local'` answers once its lease has ended (Redis unreachable for longer
+   * than `leaseMs`; also before its first beat answered): `'shrink'` answers locally at a tenth of its
+   * share (rounded down; refused when that is 0), so that any number of instances cut off for any
+   * length of time stay within a tenth of the limit while a Redis dead for everyone still lets some
+   * traffic through; `'keep'` keeps the whole share (the limit then holds only when every instance
+   * lost Redis); `'fail-closed'` / `'fail-open'` answer as those modes.
+   * @default 'shrink'
+   */
+  afterLease?: AfterLease;
 };
 
 /** Options of `ResilientLimiter`. */
@@ -306,6 +299,8 @@ export type ResolvedLimiterOptions = Readonly<{
   localLimit: number | undefined;
   instances: number | 'auto';
   maxKeys: number;
+  leaseMs: number;
+  afterLease: AfterLease;
   breaker: ResolvedBreakerOptions;
   maxInFlight: number;
   maxWaiters: number;
@@ -332,7 +327,7 @@ const LIMITER_OPTIONS = [
   ...['redis', 'prefix', 'limit', 'windowMs', 'mode', 'blockMs', 'local', 'breaker', 'maxInFlight', 'slowCallMs', 'clock', 'perf'],
   ...['heartbeatMs', 'maxPending', 'maxPendingBytes', 'reconcile', 'coalesce', 'maxWaiters', 'shadow'],
 ] as const satisfies readonly (keyof ResilientLimiterOptions)[];
-const LOCAL_OPTIONS = ['limit', 'instances', 'maxKeys'] as const satisfies readonly (keyof LocalTierOptions)[];
+const LOCAL_OPTIONS = ['limit', 'instances', 'maxKeys', 'leaseMs', 'afterLease'] as const satisfies readonly (keyof LocalTierOptions)[];
 const BREAKER_OPTIONS = [
   ...['timeoutMs', 'errorThresholdPercentage', 'volumeThreshold', 'resetTimeoutMs', 'maxResetTimeoutMs', 'rollingWindowMs'],
 ] as const satisfies readonly (keyof BreakerOptions)[];
@@ -354,6 +349,9 @@ export function resolveLimiterOptions(raw: unknown): ResolvedLimiterOptions {
   const timeoutMs = optionalInteger('breaker.timeoutMs', breaker['timeoutMs'], 1, 60_000, 50);
   const resetTimeoutMs = optionalInteger('breaker.resetTimeoutMs', breaker['resetTimeoutMs'], 1, 3_600_000, 1000);
   const clock = optionalFunction('clock', options['clock']);
+  const heartbeatMs = optionalInteger('heartbeatMs', options['heartbeatMs'], 100, 60_000, 1000);
+  const afterLease = local['afterLease'] ?? 'shrink';
+  if (!AFTER_LEASE.includes(afterLease as AfterLease)) throw invalidOption('local.afterLease', "one of 'shrink', 'keep', 'fail-closed', 'fail-open'", afterLease);
   return Object.freeze({
     ...window,
     limitFn,
@@ -365,6 +363,8 @@ export function resolveLimiterOptions(raw: unknown): ResolvedLimiterOptions {
     localLimit: local['limit'] === undefined ? undefined : integer('local.limit', local['limit'], 1, MAX_INT),
     instances: integerOrAuto('local.instances', local['instances'], 1_000_000),
     maxKeys: optionalInteger('local.maxKeys', local['maxKeys'], 1, 2 ** 24, 10_000),
+    leaseMs: optionalInteger('local.leaseMs', local['leaseMs'], heartbeatMs * 3, MAX_INT, Math.max(60_000, heartbeatMs * 3)),
+    afterLease: afterLease as AfterLease,
     breaker: Object.freeze({
       timeoutMs,
       errorThresholdPercentage: optionalInteger('breaker.errorThresholdPercentage', breaker['errorThresholdPercentage'], 1, 100, 50),
@@ -379,7 +379,7 @@ export function resolveLimiterOptions(raw: unknown): ResolvedLimiterOptions {
     clock,
     now: clock ?? steadyClock(),
     perf: optionalPerf(options['perf']),
-    heartbeatMs: optionalInteger('heartbeatMs', options['heartbeatMs'], 100, 60_000, 1000),
+    heartbeatMs,
     maxPending: optionalInteger('maxPending', options['maxPending'], 1, 10_000_000, 100_000),
     maxPendingBytes: optionalInteger('maxPendingBytes', options['maxPendingBytes'], 4096, Number.MAX_SAFE_INTEGER, 64 * 2 ** 20),
     reconcile: optionalBoolean('reconcile', options['reconcile'], true),

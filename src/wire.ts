@@ -107,7 +107,7 @@ export function wire(front: Front, resolved: ResolvedLimiterOptions, closed: () 
     if (front.listenerCount('redisReplyError') > 0) front.emit('redisReplyError', error);
   });
   if (resolved.instances === 'auto') {
-    instances = countInstances(tier, recovery, deny, resolved, (n) => {
+    instances = countInstances(tier, recovery, deny, local, settings, resolved, (n) => {
       settings.applyLocalLimit();
       front.emit('instances', n);
     });

@@ -17,6 +17,8 @@ export type Setup = {
   readonly perSecond: number;
   readonly keys: number;
   readonly instances: number;
+  /** More limiter options (heartbeatMs, local.leaseMs, local.afterLease), merged over the ones above. */
+  readonly options?: { readonly heartbeatMs?: number; readonly local?: Readonly<Record<string, unknown>> };
 };
 
 /** One call: [issued (epoch ms), latency (ms), key index, allowed (0/1), source, reason, admitted at (epoch ms on the deciding tier's clock, -1 when not admitted), threw (0/1)]. */
@@ -55,7 +57,15 @@ async function start(s: Setup): Promise<void> {
   setup = s;
   redis = lib.createRedisClient({ host: '127.0.0.1', port: s.port });
   redis.on('error', () => undefined);
-  limiter = new lib.ResilientLimiter({ redis, prefix: s.prefix, limit: s.limit, windowMs: s.windowMs, mode: s.mode, local: { instances: 'auto' } });
+  limiter = new lib.ResilientLimiter({
+    redis,
+    prefix: s.prefix,
+    limit: s.limit,
+    windowMs: s.windowMs,
+    mode: s.mode,
+    ...s.options,
+    local: { instances: 'auto', ...s.options?.local },
+  });
   // Counted once every instance beat (once a second): the shares are right before the load starts.
   while (limiter.stats().instances < s.instances) await new Promise((resolve) => setTimeout(resolve, 20));
   send({ kind: 'counted', instances: limiter.stats().instances });
@@ -98,7 +108,13 @@ async function load(): Promise<void> {
 }
 
 process.on('message', (message: ToWorker) => {
-  if (message.kind === 'setup') void start(message.setup).catch((error: unknown) => errors.push(`setup: ${String(error)}`));
+  if (message.kind === 'setup') {
+    void start(message.setup).catch((error: unknown) => {
+      // The parent is waiting for 'counted': say why it will not come.
+      console.error(`bound worker: setup failed: ${String(error)}`);
+      errors.push(`setup: ${String(error)}`);
+    });
+  }
   if (message.kind === 'go') void load();
   if (message.kind === 'stop') {
     running = false;

@@ -619,6 +619,7 @@ describe('InstanceCounter', () => {
       now: () => (at += 1),
       changed: (count) => changes.push(count),
       recovered: () => undefined,
+      leaseMs: 1000,
     };
     return { parts, beats, changes };
   }
@@ -629,6 +630,37 @@ describe('InstanceCounter', () => {
     const { parts, beats, changes } = beatsOf(answers, options);
     return { c: new InstanceCounter(intervalMs, parts), beats, changes };
   }
+
+  it('holds a lease of leaseMs from when each answered beat was sent, none before the first, and lets it end while beats reject', async () => {
+    vi.useFakeTimers();
+    let failing = false;
+    const parts: Beats = {
+      async send(op) {
+        if (op === 'leave') return { live: 0, fresh: 0 };
+        if (failing) throw new Error('Redis could not answer');
+        return { live: 2, fresh: 1 };
+      },
+      clean: () => true,
+      now: () => Date.now(),
+      changed: () => undefined,
+      recovered: () => undefined,
+      leaseMs: 1000,
+    };
+    const c = new InstanceCounter(100, parts);
+    expect([c.leased, c.leaseLeftMs]).toEqual([false, 0]); // never seen by the others: nothing of its share is held
+    c.start();
+    await vi.advanceTimersByTimeAsync(500); // the beat at 500 (every 100) is the last one answered
+    expect(c.leased).toBe(true);
+    failing = true;
+    await vi.advanceTimersByTimeAsync(999);
+    expect([c.leased, c.leaseLeftMs]).toEqual([true, 1]);
+    await vi.advanceTimersByTimeAsync(1);
+    expect([c.leased, c.leaseLeftMs]).toEqual([false, 0]);
+    failing = false;
+    await vi.advanceTimersByTimeAsync(100); // the next beat answered renews it
+    expect(c.leaseLeftMs).toBe(1000);
+    await c.stop();
+  });
 
   it('counts 1 before any beat', () => {
     const c = new InstanceCounter(100, beatsOf([5]).parts);
