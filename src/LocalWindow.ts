@@ -122,6 +122,9 @@ class Log {
   }
 }
 
+/** Ghosts cover at most this fraction (1 / GHOST_SPAN) of a window after this instance was last seen (see `LocalWindow.lost`). */
+const GHOST_SPAN = 4;
+
 /**
  * Calls admitted in (`from`, `to`] leave the window while the other instances may not know yet that
  * this one answers locally: their permits stay counted as used (ghosts) until `until`.
@@ -197,15 +200,18 @@ export class LocalWindow implements RateWindow {
    * This instance may be answering for Redis while the other instances, still deciding in Redis, do
    * not know it yet: they see it silent only `detectMs` after `lastSeenAt` (its last heartbeat Redis
    * answered), and until then Redis gives them the permits its calls free. So the calls of this window
-   * that leave between `lastSeenAt` and `lastSeenAt + detectMs` stay counted as used (ghosts) for one
-   * window more: an instance that took their permits in Redis meanwhile holds them that long. Called
-   * with every local answer; a later `lastSeenAt` (a new outage) starts anew. @internal
+   * that leave in that time stay counted as used (ghosts) for one window more: an instance that took
+   * their permits in Redis meanwhile holds them that long. Never for more than a quarter of the
+   * window: when every instance lost Redis (nobody can take those permits), the ghosts cost this
+   * instance permits it could have used, at most a quarter of its share for one window. Called with
+   * every local answer; a later `lastSeenAt` (a new outage) starts anew. @internal
    */
   lost(lastSeenAt: number, detectMs: number): void {
     const { windowMs } = this.#options;
     const from = lastSeenAt - windowMs;
     if (this.#held !== undefined && this.#held.from === from) return;
-    this.#held = { from, to: from + detectMs, until: lastSeenAt + detectMs + windowMs };
+    const span = Math.min(detectMs, windowMs / GHOST_SPAN);
+    this.#held = { from, to: from + span, until: lastSeenAt + span + windowMs };
   }
 
   /**

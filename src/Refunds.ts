@@ -1,6 +1,16 @@
 import type { Parts } from './DecisionPath.js';
+import { knownOptions } from './checks.js';
 import { ErrorCode, isResilimitError } from './errors.js';
-import { checkGivenId, checkKey, sameCall } from './input.js';
+import { checkCost, checkGivenId, checkKey, sameCall } from './input.js';
+import { MAX_INT } from './options.js';
+
+/**
+ * Options of `refund()`. `cost`: the call's cost, when this instance may not know it (a call another
+ * instance admitted, or one its local window no longer holds): Redis finds a call by its id and cost,
+ * never by scanning the key, so a call of cost > 1 whose cost neither this instance nor the caller
+ * gives is not found (`refunded: false`). Integer 1 … 2^31 − 1.
+ */
+export type RefundOptions = { readonly cost?: number };
 
 /**
  * What `refund()` did. Refunding a call twice, or an id that is not in the window, gives nothing
@@ -28,17 +38,18 @@ export type RefundResult = {
  * decision's `id`), in `limit()`'s window. The local side first, at once whatever Redis does: the call
  * leaves the journal (it will not be written back) and the warm window, and the key's denial leaves the
  * deny cache. Then Redis's window, one script call through the breaker, the call's cost as the local
- * window knew it sent as a hint: Redis's answer is the result. When Redis cannot answer, the removal
+ * window knew it (or the caller's `cost`) sent as a hint: Redis's answer is the result. When Redis cannot answer, the removal
  * is kept (`PendingRefunds`) and the result says what the local side gave back. A call never sent
  * to Redis (journalled and not yet written back, or admitted locally and never to be) needs no Redis
  * call. (One whose Redis call missed its deadline, then ran there, and was admitted locally under the
  * same id counts in Redis until it leaves the window: the safe side.)
- * @throws {ResilimitError} `ERR_RESILIMIT_INVALID_KEY`, `ERR_RESILIMIT_INVALID_ID`, and
+ * @throws {ResilimitError} `ERR_RESILIMIT_INVALID_KEY`, `ERR_RESILIMIT_INVALID_ID`, `…_INVALID_COST`, `…_INVALID_OPTION`, and
  *   `ERR_RESILIMIT_REDIS_REPLY` when Redis refused the script (the local side gave the call back all the same).
  */
-export async function refund(parts: Pick<Parts, 'local' | 'deny' | 'recovery'>, key: string, id: string): Promise<RefundResult> {
+export async function refund(parts: Pick<Parts, 'local' | 'deny' | 'recovery'>, key: string, id: string, options?: RefundOptions): Promise<RefundResult> {
   checkKey(key);
   checkGivenId(id);
+  const given = options === undefined ? undefined : checkCost(knownOptions('refund()', options, ['cost'])['cost'], MAX_INT);
   const { local, deny, recovery } = parts;
   const matches = sameCall(id);
   const held = recovery.forgetCall(key, matches);
@@ -50,7 +61,7 @@ export async function refund(parts: Pick<Parts, 'local' | 'deny' | 'recovery'>, 
     return { refunded: true, permits: known, pending: false };
   }
   const pending = recovery.refunds;
-  const cost = known > 0 ? known : undefined;
+  const cost = known > 0 ? known : given;
   let permits: number;
   try {
     permits = await pending.send(key, id, cost);

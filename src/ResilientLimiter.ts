@@ -14,7 +14,7 @@ import { resolveLimiterOptions, type LimitFunction, type Mode, type ResilientLim
 import { ReadyWatch } from './ReadyWatch.js';
 import { Recovery } from './Recovery.js';
 import { RedisTier } from './RedisTier.js';
-import { refund, type RefundResult } from './Refunds.js';
+import { refund, type RefundOptions, type RefundResult } from './Refunds.js';
 import { Settings } from './Settings.js';
 import { Stats, type DecisionMessage as Message, type LimiterStats } from './Stats.js';
 import type { LimitOptions } from './types.js';
@@ -25,7 +25,7 @@ import { wrap, type WrapOptions } from './wrap.js';
 export type { LimiterDecision } from './decisions.js';
 export type { LimiterStats } from './Stats.js';
 export type { LimiterEvents } from './events.js';
-export type { RefundResult } from './Refunds.js';
+export type { RefundOptions, RefundResult } from './Refunds.js';
 
 /**
  * Published on the `resilimit:decision` diagnostics channel for every decision (free without subscribers).
@@ -224,16 +224,16 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
    * `id`): removed from Redis's window by its id, and from the local window and the journal. Twice,
    * or for an id not in the window, gives nothing back (`refunded: false`). While Redis cannot answer,
    * the local side gives the call back at once and Redis's removal is written once it answers (`pending`).
-   * `limit()`'s window, not `limitAll()`'s. See docs/api.md, "Giving permits back".
+   * `limit()`'s window, not `limitAll()`'s. `options.cost`: see {@link RefundOptions}. See docs/api.md, "Giving permits back".
    * @throws {ResilimitError} `ERR_RESILIMIT_INVALID_KEY`, `ERR_RESILIMIT_INVALID_ID`, `ERR_RESILIMIT_CLOSED`
    *   after `close()`, `ERR_RESILIMIT_REDIS_REPLY` when Redis refused the call (rejections of the returned promise).
    * @example
    * const d = await limiter.limit(`user:${userId}`);
    * if (d.allowed && (await send()).failed) await limiter.refund(`user:${userId}`, d.id!);
    */
-  async refund(key: string, id: string): Promise<RefundResult> {
+  async refund(key: string, id: string, options?: RefundOptions): Promise<RefundResult> {
     if (this.#life.kind === 'closed') throw new ResilimitError(ErrorCode.CLOSED, 'refund() was called after close()');
-    return refund(this.#parts, key, id);
+    return refund(this.#parts, key, id, options);
   }
 
   /**

@@ -19,6 +19,7 @@ export {
   type LimiterDecision,
   type LimiterEvents,
   type LimiterStats,
+  type RefundOptions,
   type RefundResult,
 } from './ResilientLimiter.js';
 export type { AcquireOptions } from './Waiters.js';

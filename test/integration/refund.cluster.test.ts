@@ -40,8 +40,8 @@ describe('refund() on a Cluster', () => {
         const others = await a.limit(key, { cost: 2 });
         expect((await a.limit(key)).allowed).toBe(false);
         expect(await a.refund(key, own.id as string)).toEqual({ refunded: true, permits: 2, pending: false });
-        expect(await b.refund(key, others.id as string)).toEqual({ refunded: true, permits: 2, pending: false });
-        expect(await b.refund(key, others.id as string)).toEqual({ refunded: false, permits: 0, pending: false });
+        expect(await b.refund(key, others.id as string, { cost: 2 })).toEqual({ refunded: true, permits: 2, pending: false });
+        expect(await b.refund(key, others.id as string, { cost: 2 })).toEqual({ refunded: false, permits: 0, pending: false });
         expect(await a.limit(key, { cost: 4 })).toMatchObject({ allowed: true, source: 'redis', remaining: 0 });
       }
 

@@ -128,7 +128,7 @@ describe('refund() with Redis answering', () => {
     expect(await l.refund('k', d.id as string)).toEqual({ refunded: false, permits: 0, pending: false });
   });
 
-  it('is made by another instance that never saw the call: Redis finds it by its id, whatever its cost', async () => {
+  it('is made by another instance that never saw the call: Redis finds it by its id and the cost the caller gives, never by a scan', async () => {
     const prefix = `refund:${randomUUID()}:`;
     const a = await limiter({ prefix, limit: 20 });
     const b = await limiter({ prefix, limit: 20 }); // another client: as another process would
@@ -142,9 +142,11 @@ describe('refund() with Redis answering', () => {
 
     expect(await b.refund('k', 'y*z')).toEqual({ refunded: true, permits: 1, pending: false });
     expect(await admin.zscore(rk, '2*z')).not.toBeNull();
-    expect(await b.refund('k', 'x')).toEqual({ refunded: true, permits: 4, pending: false });
-    expect(await b.refund('k', generated.id as string)).toEqual({ refunded: true, permits: 3, pending: false });
-    expect(await b.refund('k', 'g?[l]*b\\')).toEqual({ refunded: true, permits: 2, pending: false });
+    // A call of cost > 1 that b never saw is found only with its cost: Redis does not scan the key for it.
+    expect(await b.refund('k', 'x')).toEqual({ refunded: false, permits: 0, pending: false });
+    expect(await b.refund('k', 'x', { cost: 4 })).toEqual({ refunded: true, permits: 4, pending: false });
+    expect(await b.refund('k', generated.id as string, { cost: 3 })).toEqual({ refunded: true, permits: 3, pending: false });
+    expect(await b.refund('k', 'g?[l]*b\\', { cost: 2 })).toEqual({ refunded: true, permits: 2, pending: false });
     expect(await b.refund('k', 'g')).toEqual({ refunded: false, permits: 0, pending: false });
     expect(await members(prefix, 'k')).toEqual(['*', '2*z']);
     expect(await admin.zscore(rk, '*')).toBe('-1');
@@ -156,6 +158,8 @@ describe('refund() with Redis answering', () => {
     await expect(l.refund('', 'id')).rejects.toMatchObject({ code: ErrorCode.INVALID_KEY });
     await expect(l.refund('k', undefined as unknown as string)).rejects.toMatchObject({ code: ErrorCode.INVALID_ID });
     await expect(l.refund('k', 'x'.repeat(129))).rejects.toMatchObject({ code: ErrorCode.INVALID_ID });
+    await expect(l.refund('k', 'id', { cost: 0 })).rejects.toMatchObject({ code: ErrorCode.INVALID_COST });
+    await expect(l.refund('k', 'id', { costs: 2 } as never)).rejects.toThrow(/`costs`.*refund\(\).*did you mean `cost`/);
     await l.close();
     await expect(l.refund('k', 'id')).rejects.toMatchObject({ code: ErrorCode.CLOSED });
   });
