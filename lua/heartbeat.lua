@@ -10,7 +10,7 @@ ARGV[3]  op         "clean" to beat with nothing of this instance's missing from
                     "leave" to remove this instance (on close)
 ARGV[4]  sinceMs    Redis-clock ms, or "": only members that beat clean at or after it count as fresh
 ARGV[5]  notAfterMs Redis-clock ms, or "": a beat that runs after it (it waited in a frozen Redis while
-                    its instance went on locally) writes nothing and replies {-1, 0, 0, 0}
+                    its instance went on locally) writes nothing and replies {-1, 0, 0, 0, 0}
 ARGV[6]  holdMs     how long after this beat the others keep this instance's share reserved should it
                     fall silent: its lease (it may answer locally until then) plus its longest window
                     (what it admitted on the lease stays in its windows that much longer)
@@ -20,12 +20,14 @@ ARGV[7]  quietMs    an instance whose last beat is older than this may be answer
 Data model: member <id> scored with its last beat; member "!" .. <id> scored with its last dirty beat,
 removed by a clean one; member "-" .. <id> scored with the time it left (kept for ttlMs); member
 "~" .. <id> scored with the time until which its share is held (its last beat + holdMs), removed when
-it leaves. Reply: {count, fresh, leftAt, silent}: count = instances beating within ttlMs (this one
+it leaves. Reply: {count, fresh, leftAt, silent, existed}: count = instances beating within ttlMs (this one
 included unless it left) plus the silent ones; silent = the OTHER instances not beating within ttlMs
 whose hold has not ended (silence is not departure: they may be answering locally on a lease);
 fresh = the OTHER instances beating within quietMs whose last beat is clean and at or after sinceMs;
 leftAt = when the last instance left within ttlMs, 0 if none (a count that falls with a leave need not
-be held). Time comes from Redis's TIME. The key's TTL covers ttlMs and every hold, renewed by every
+be held); existed = 1 when the set was there before this beat, 0 when not (an instance whose previous
+beat was less than ttlMs ago then knows that Redis lost data without restarting: a FLUSHALL, an
+eviction). Time comes from Redis's TIME. The key's TTL covers ttlMs and every hold, renewed by every
 beat. One beat reads the whole set: a few members per instance, once per heartbeat.
 ]]
 
@@ -49,8 +51,9 @@ end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 if notAfter and now > notAfter then
-  return { -1, 0, 0, 0 }
+  return { -1, 0, 0, 0, 0 }
 end
+local existed = redis.call('EXISTS', key)
 if op == 'leave' then
   redis.call('ZREM', key, id, '!' .. id, '~' .. id)
   redis.call('ZADD', key, now, '-' .. id)
@@ -104,4 +107,4 @@ for i = 1, #members, 2 do
   end
 end
 redis.call('PEXPIRE', key, keepUntil - now)
-return { live + silent, fresh, leftAt, silent }
+return { live + silent, fresh, leftAt, silent, existed }

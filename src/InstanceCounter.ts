@@ -12,7 +12,7 @@ export type BeatOp = 'clean' | 'dirty' | 'leave';
  * force), the other instances that are fresh, when an instance last left the count (Redis's clock; 0
  * when none did lately), and how many of the others are silent on a lease (see `lua/heartbeat.lua`).
  */
-export type BeatReply = { readonly live: number; readonly fresh: number; readonly leftAt?: number; readonly silent?: number };
+export type BeatReply = { readonly live: number; readonly fresh: number; readonly leftAt?: number; readonly silent?: number; readonly existed?: boolean };
 
 /**
  * How long a beat counts, in ms: `ttlMs` as beating, `quietMs` as fresh (older, the instance may be
@@ -38,6 +38,11 @@ export type Beats = {
   changed(count: number): void;
   /** Fewer instances are unrecovered than before: denials made while their shares were left free may end early. */
   recovered(): void;
+  /**
+   * The heartbeat set was gone at a beat that ran at most `sinceMs` after this instance's previous
+   * answered beat: if that is less than the set's TTL, Redis lost data without restarting (optional).
+   */
+  vanished?(sinceMs: number): void;
 };
 
 /**
@@ -171,6 +176,9 @@ export class InstanceCounter {
     this.#beating = false;
     if (this.#stopped) return;
     if (reply !== undefined) {
+      // The previous answered beat ran after it was sent, this one before its answer came: at most this far apart.
+      const previous = this.lastSeenAt;
+      if (reply.existed === false && previous > Number.NEGATIVE_INFINITY) this.beats.vanished?.(this.beats.now() - previous);
       this.#leaseUntil = Math.max(this.#leaseUntil, sentAt + this.beats.leaseMs);
       this.#learn(reply, regular, epoch === this.#epoch);
     }

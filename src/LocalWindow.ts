@@ -1,4 +1,5 @@
 import { LRUCache } from 'lru-cache';
+import { addAt, Log, type Held } from './Log.js';
 import { checkCallOptions, checkCost, checkId, checkKey, type CallId } from './input.js';
 import { block, configure, decide, inspect } from './internal.js';
 import {
@@ -10,132 +11,14 @@ import {
 import type { Decision, LimitOptions, RateWindow } from './types.js';
 
 /**
- * The admitted calls of one key, oldest first: a queue over parallel arrays with a moving head.
- * Invariant: `times` is non-decreasing from `head`, and `used` is the sum of `costs` from `head`.
+ * A call this close to leaving the window (ms) is not counted when checking whether Redis lost calls
+ * (`LocalWindow.observe`): a call Redis admitted is kept here at the latest local time it can have, so
+ * it may leave Redis's window a little earlier than this one.
  */
-class Log {
-  times: number[] = [];
-  /** Absent while every cost is 1. */
-  costs: number[] | undefined;
-  /**
-   * Absent until a call brings an id (see `CallId`). `idSet` holds the caller's ids still in the log
-   * (a re-sent call must count once); generated ids are unique and are only kept for re-seeding.
-   */
-  ids: (CallId | undefined)[] | undefined;
-  idSet: Set<string> | undefined;
-  head = 0;
-  used = 0;
-  /** This instance's part of the key's window as last learnt from Redis, until `partUntil` (see `LocalWindow.observe`). */
-  part = Number.POSITIVE_INFINITY;
-  partUntil = 0;
-  /** Every call is refused before this time (a block: `block()`, a penalty, or one Redis reported). */
-  blockedUntil = 0;
-  /**
-   * Permits of calls that left the window while other instances could not yet know that this one
-   * answers locally (see `LocalWindow.lost`): counted as used until `ghostUntil`, as those instances
-   * may have taken them in Redis.
-   */
-  ghost = 0;
-  ghostUntil = 0;
-
-  costAt(i: number): number {
-    return this.costs === undefined ? 1 : (this.costs[i] ?? 1);
-  }
-
-  /** Drops the calls admitted at or before `cutoff`; those admitted within `held` become ghosts (see {@link ghost}). */
-  expire(cutoff: number, held?: Held): void {
-    const { times } = this;
-    let { head } = this;
-    while (head < times.length && (times[head] as number) <= cutoff) {
-      const cost = this.costAt(head);
-      this.used -= cost;
-      if (held !== undefined && (times[head] as number) > held.from && (times[head] as number) <= held.to) {
-        this.ghost += cost;
-        if (held.until > this.ghostUntil) this.ghostUntil = held.until;
-      }
-      const id = this.ids?.[head];
-      if (typeof id === 'string') this.idSet?.delete(id);
-      head += 1;
-    }
-    if (head > 32 && head * 2 > times.length) {
-      times.splice(0, head);
-      this.costs?.splice(0, head);
-      this.ids?.splice(0, head);
-      head = 0;
-    }
-    this.head = head;
-  }
-
-  add(at: number, cost: number, id: CallId | undefined): void {
-    const index = this.times.length;
-    this.times.push(at);
-    if (cost !== 1 || this.costs !== undefined) {
-      this.costs ??= new Array<number>(index).fill(1);
-      this.costs.push(cost);
-    }
-    if (id !== undefined || this.ids !== undefined) {
-      this.ids ??= new Array<CallId | undefined>(index).fill(undefined);
-      this.ids.push(id);
-      if (typeof id === 'string') (this.idSet ??= new Set()).add(id);
-    }
-    this.used += cost;
-  }
-
-  /** Removes the first call whose id `matches`; returns its cost and id, undefined when none does. */
-  remove(matches: (id: CallId) => boolean): { cost: number; id: CallId } | undefined {
-    const { ids } = this;
-    if (ids === undefined) return undefined;
-    for (let i = this.head; i < this.times.length; i += 1) {
-      const id = ids[i];
-      if (id === undefined || !matches(id)) continue;
-      const cost = this.costAt(i);
-      this.times.splice(i, 1);
-      this.costs?.splice(i, 1);
-      ids.splice(i, 1);
-      this.used -= cost;
-      // Redis may have admitted one id twice, under two costs (two members): the set keeps it while one is left.
-      if (typeof id === 'string' && !ids.includes(id, this.head)) this.idSet?.delete(id);
-      return { cost, id };
-    }
-    return undefined;
-  }
-
-  /** Time at which the permits in use drop by `need` or more (the log holds at least `need`). */
-  freedAt(need: number): number {
-    if (this.costs === undefined) return this.times[this.head + need - 1] as number;
-    let freed = 0;
-    for (let i = this.head; i < this.times.length; i += 1) {
-      freed += this.costAt(i);
-      if (freed >= need) return this.times[i] as number;
-    }
-    return this.times[this.times.length - 1] as number;
-  }
-
-  /** The ghost permits in force at `now` (forgotten once `ghostUntil` has passed). */
-  ghosts(now: number): number {
-    if (this.ghost > 0 && now >= this.ghostUntil) this.ghost = 0;
-    return this.ghost;
-  }
-
-  newest(): number | undefined {
-    return this.head < this.times.length ? this.times[this.times.length - 1] : undefined;
-  }
-}
+const EDGE_MS = 100;
 
 /** Ghosts cover at most this fraction (1 / GHOST_SPAN) of a window after this instance was last seen (see `LocalWindow.lost`). */
 const GHOST_SPAN = 4;
-
-/**
- * Calls admitted in (`from`, `to`] leave the window while the other instances may not know yet that
- * this one answers locally: their permits stay counted as used (ghosts) until `until`.
- */
-type Held = { readonly from: number; readonly to: number; readonly until: number };
-
-/** Adds a call admitted elsewhere at `at`, never before the log's newest (times stay in order). */
-function addAt(log: Log, at: number, cost: number, id: CallId): void {
-  const newest = log.newest();
-  log.add(newest !== undefined && newest > at ? newest : at, cost, id);
-}
 
 /**
  * An exact sliding window inside one process, with the same semantics as {@link RedisWindow}:
@@ -225,14 +108,23 @@ export class LocalWindow implements RateWindow {
    * would admit up to it while those over it still hold their calls in the window). The part holds
    * for one window from now: by then every call Redis admitted before is out of the window, and the
    * shares alone add up to the limit. Never more than the share in force. When Redis admitted the
-   * call, `admitted` is it, recorded first as {@link record} would (one lookup of the key). @internal
+   * call, `admitted` is it, recorded first as {@link record} would (one lookup of the key).
+   *
+   * Returns false, learning and recording nothing, when Redis admitted the call while holding fewer
+   * permits of the key (`used` less the call's cost) than this window holds of this instance's calls
+   * that Redis has (every call but those never sent, see `CallId`) and that stay in the window for
+   * EDGE_MS more: Redis lost them (a `FLUSHALL`, an eviction, a `reset()` by another instance), and
+   * its admission is not to be trusted. The common case costs one comparison (`used` covers this
+   * window's calls). @internal
    */
-  observe(key: string, used: number, limit: number, instances: number, share = this.#options.limit, admitted?: { at: number; cost: number; id: CallId }): void {
+  observe(key: string, used: number, limit: number, instances: number, share = this.#options.limit, admitted?: { at: number; cost: number; id: CallId }): boolean {
     const now = this.#now();
     const log = this.#logOf(key, now);
+    if (admitted !== undefined && log.used > used - admitted.cost && log.sentAbove(used - admitted.cost, now - this.#options.windowMs + EDGE_MS)) return false;
     if (admitted !== undefined) addAt(log, admitted.at, admitted.cost, admitted.id);
     log.part = Math.min(share, Math.min(log.used, share) + Math.ceil(Math.max(0, limit - used) / instances));
     log.partUntil = now + this.#options.windowMs;
+    return true;
   }
 
   /** Refuses every call of `key` until `until` (0 lifts a block), as long as the key is kept. @internal */
@@ -382,12 +274,14 @@ export class LocalWindow implements RateWindow {
   /** The wait before a refused call could be admitted: until it fits (see below) and the key's block has ended. */
   #retryAfter(log: Log, now: number, cost: number, limit: number): number {
     const need = log.used + cost - limit;
-    let fits = need > 0 ? this.#fitsAfter(log, now, need) : 0;
-    // Ghosts (counted in `cost`, with the reserved permits) all end at ghostUntil: if no earlier, it fits
-    // once they have ended and enough calls have left without them.
     const ghost = log.ghosts(now);
-    const ghostLeft = log.ghostUntil - now;
-    if (ghost > 0 && fits > ghostLeft) fits = Math.max(ghostLeft, need - ghost > 0 ? this.#fitsAfter(log, now, need - ghost) : 0);
+    let fits = need > 0 ? this.#fitsAfter(log, now, need) : 0;
+    if (need > 0 && ghost > 0) {
+      // Ghosts (counted in `cost`, with the reserved permits) all end at ghostUntil: it fits earlier only
+      // if enough of the window's own calls leave before then, else once they have ended and enough left.
+      const ghostLeft = log.ghostUntil - now;
+      if (need > log.used || fits >= ghostLeft) fits = Math.max(ghostLeft, need - ghost > 0 ? this.#fitsAfter(log, now, need - ghost) : 0);
+    }
     return Math.max(log.blockedUntil - now, fits);
   }
 

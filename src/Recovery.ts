@@ -67,6 +67,8 @@ export class Recovery {
       dropped(calls: number, total: number): void;
       /** A catch-up ended. */
       caughtUp(): void;
+      /** A Redis decision suggests Redis lost this instance's calls of a key (see `OneCall.settle`): check for a wider loss. */
+      suspected(): void;
     },
     /** Refunds Redis could not make when asked: written by every pass, last. */
     readonly refunds: PendingRefunds,

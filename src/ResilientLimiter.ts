@@ -11,7 +11,6 @@ import type { InstanceCounter } from './InstanceCounter.js';
 import { blockKey } from './block.js';
 import { checkItems, type LimitAllItem } from './limitAll.js';
 import { resolveLimiterOptions, type LimitFunction, type Mode, type ResilientLimiterOptions, type ResolvedLimiterOptions } from './options.js';
-import { ReadyWatch } from './ReadyWatch.js';
 import { Recovery } from './Recovery.js';
 import { RedisTier } from './RedisTier.js';
 import { refund, type RefundOptions, type RefundResult } from './Refunds.js';
@@ -19,7 +18,7 @@ import { Settings } from './Settings.js';
 import { Stats, type DecisionMessage as Message, type LimiterStats } from './Stats.js';
 import type { LimitOptions } from './types.js';
 import { Waiters, type AcquireOptions } from './Waiters.js';
-import { wire } from './wire.js';
+import { wire, type Wiring } from './wire.js';
 import { wrap, type WrapOptions } from './wrap.js';
 
 export type { LimiterDecision } from './decisions.js';
@@ -65,7 +64,7 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
   readonly #stats: Stats;
   readonly #instances: InstanceCounter | undefined;
   readonly #releasePrefix: () => void;
-  readonly #watch: ReadyWatch;
+  readonly #watch: Wiring['watch'];
   readonly #waiters: Waiters;
   #life: Lifecycle = { kind: 'open' };
 

@@ -51,7 +51,7 @@ export class OneCall implements PathCall<BatchOutcome[], LimiterDecision> {
     const call = admitted ? { at: decision.nowMs - parts.tier.offset.low(false), cost: this.cost, id: this.callId } : undefined;
     const { settings } = parts.fallback;
     const local = parts.local.main;
-    local.observe(this.key, decision.used, this.limit, settings.instances, settings.localShareOf(this.limit), call);
+    if (!local.observe(this.key, decision.used, this.limit, settings.instances, settings.localShareOf(this.limit), call)) return this.#lost();
     if (!decision.allowed) {
       // Counted from when the call was asked (before Redis decided: the denial may end early, never
       // late), moved onto the deny cache's clock; the reply may have been read much later. A blocked
@@ -67,6 +67,24 @@ export class OneCall implements PathCall<BatchOutcome[], LimiterDecision> {
 
   fallback(reason: DecisionReason): LimiterDecision {
     return this.parts.fallback.one(this.key, this.cost, this.callId, reason, this.limit);
+  }
+
+  /**
+   * Redis admitted the call, but holds fewer calls of the key than this instance's warm window knows
+   * it has there (see `LocalWindow.observe`): it lost them (a `FLUSHALL`, an eviction, or another
+   * instance's `reset()`). The local window answers instead (reason `'reconciling'`), as it does while
+   * a re-seed is written, so that a window Redis emptied does not grant a fresh limit on top of the
+   * calls it lost; a refusal gives the permit Redis took back (a pending refund, written by the next
+   * pass), an admission is journalled under the same id (Redis counts it once). The heartbeat that
+   * follows tells whether Redis lost more (its set vanished too): then every warm window is re-seeded.
+   */
+  #lost(): LimiterDecision {
+    const { recovery } = this.parts;
+    recovery.report.suspected();
+    const decision = this.fallback('reconciling');
+    if (!decision.allowed) recovery.refunds.add(this.key, this.id, this.cost);
+    recovery.schedule();
+    return decision;
   }
 }
 

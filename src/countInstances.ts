@@ -19,7 +19,8 @@ const QUIET_BEATS = 1.5;
  * gone 3 beats after its last; beats say whether this instance is clean (`Recovery.clean`, and retry a
  * failed write-back pass when it is not), and the
  * deny cache is cleared as unrecovered instances come back (its denials were made with their shares
- * left free). `changed` is told the new count.
+ * left free). `changed` is told the new count; `lost`, that the heartbeat set vanished between two beats
+ * less than its TTL apart: Redis lost data without restarting (a FLUSHALL, an eviction).
  */
 export function countInstances(
   tier: RedisTier,
@@ -29,13 +30,15 @@ export function countInstances(
   settings: Settings,
   options: Pick<ResolvedLimiterOptions, 'prefix' | 'heartbeatMs' | 'leaseMs' | 'now'>,
   changed: (count: number) => void,
+  lost: () => void,
 ): InstanceCounter {
   const { prefix, heartbeatMs, leaseMs, now } = options;
+  const ttlMs = heartbeatMs * 3;
   const member = nextId();
   const counter = new InstanceCounter(heartbeatMs, {
     send: (op, since) => {
       // Held for the lease plus the longest window this instance admits on (limitAll's may be longer).
-      const times = { ttlMs: heartbeatMs * 3, quietMs: heartbeatMs * QUIET_BEATS, holdMs: leaseMs + local.longestWindowMs(settings.windowMs) };
+      const times = { ttlMs, quietMs: heartbeatMs * QUIET_BEATS, holdMs: leaseMs + local.longestWindowMs(settings.windowMs) };
       return tier.beat(`${prefix}instances`, member, times, op, since);
     },
     leaseMs,
@@ -48,6 +51,8 @@ export function countInstances(
     now,
     changed,
     recovered: () => deny.clear(),
+    // The set lives ttlMs after this instance's previous beat ran, at most sinceMs before this one ran.
+    vanished: (sinceMs) => void (sinceMs < ttlMs && lost()),
   });
   counter.start();
   return counter;

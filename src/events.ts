@@ -1,4 +1,5 @@
 import type { BreakerState } from './breaker.js';
+import type { DataLoss } from './DataWatch.js';
 import type { LimiterDecision } from './decisions.js';
 import type { ResilimitError } from './errors.js';
 import type { Mode } from './options.js';
@@ -22,6 +23,14 @@ export type LimiterEvents = {
    * (`stats().reconcile.dropped`).
    */
   dropped: [info: { calls: number; total: number }];
+  /**
+   * Redis lost the limiter's data without a reconnect: the heartbeat set vanished between two beats
+   * (`'flushed'`: a `FLUSHALL`, `FLUSHDB` or a `DEL`; `instances: 'auto'` only), or Redis evicted keys
+   * under its memory limit (`'evicted'`, with how many since the last read; see the warning
+   * `RESILIMIT_EVICTION_POLICY`). The limiter writes its warm windows back into Redis, as after a
+   * restart, answering locally (reason `'reconciling'`) until that is done.
+   */
+  dataLost: [loss: DataLoss];
   /** The count of live instances changed (`instances: 'auto'`). */
   instances: [count: number];
   /**

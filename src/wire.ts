@@ -4,6 +4,7 @@ import { Coalescer } from './Coalescer.js';
 import { countInstances } from './countInstances.js';
 import { DecisionPath, type Parts } from './DecisionPath.js';
 import type { LimiterDecision } from './decisions.js';
+import { DataWatch, type DataLoss } from './DataWatch.js';
 import { DenyCache } from './DenyCache.js';
 import type { LimiterEvents } from './events.js';
 import { Fallback } from './Fallback.js';
@@ -40,7 +41,8 @@ export type Wiring = {
   readonly stats: Stats;
   readonly instances: InstanceCounter | undefined;
   readonly releasePrefix: () => void;
-  readonly watch: ReadyWatch;
+  /** The client's readiness (`notReady`) and data-loss watches, stopped together by `close()`. */
+  readonly watch: Pick<ReadyWatch, 'stop' | 'notReadyForMs'>;
   readonly waiters: Waiters;
 };
 
@@ -58,6 +60,7 @@ export function wire(front: Front, resolved: ResolvedLimiterOptions, closed: () 
   // Denials wait out Redis's retryAfterMs: on the monotonic clock, or on an injected one (it is Redis's then).
   const deny = new DenyCache(resolved.maxKeys, resolved.clock === undefined ? perf : { now: resolved.clock });
   let instances: InstanceCounter | undefined;
+  let suspectedAt = Number.NEGATIVE_INFINITY;
   const tier: RedisTier = new RedisTier(
     resolved,
     (state, previous) => {
@@ -90,6 +93,13 @@ export function wire(front: Front, resolved: ResolvedLimiterOptions, closed: () 
       reconciled: (result) => front.emit('reconciled', result),
       dropped: (calls, total) => front.emit('dropped', { calls, total }),
       caughtUp: () => instances?.beatNow(),
+      // The beat tells whether the heartbeat set vanished too; at most one every fifth of a period.
+      suspected: () => {
+        const at = perf.now();
+        if (at - suspectedAt < resolved.heartbeatMs / 5) return;
+        suspectedAt = at;
+        instances?.beatNow();
+      },
     },
     refunds,
   );
@@ -106,11 +116,39 @@ export function wire(front: Front, resolved: ResolvedLimiterOptions, closed: () 
   const path = new DecisionPath((error) => {
     if (front.listenerCount('redisReplyError') > 0) front.emit('redisReplyError', error);
   });
+  // Redis lost data without a reconnect. Flushed: re-seed it from the warm windows, as after a restart
+  // (calls are answered locally, reason 'reconciling', until that is done). Evicted: not re-seeded, as
+  // that would evict other keys of a Redis out of memory; a key whose calls the warm window holds is
+  // answered locally while Redis holds fewer of them (`OneCall.settle`).
+  const lost = (loss: DataLoss): void => {
+    if (closed()) return;
+    if (loss.reason === 'flushed') recovery.onReconnect(Promise.resolve(true));
+    front.emit('dataLost', loss);
+  };
+  const data = new DataWatch(resolved.redis, resolved.heartbeatMs, lost, perf);
   if (resolved.instances === 'auto') {
-    instances = countInstances(tier, recovery, deny, local, settings, resolved, (n) => {
-      settings.applyLocalLimit();
-      front.emit('instances', n);
-    });
+    instances = countInstances(
+      tier,
+      recovery,
+      deny,
+      local,
+      settings,
+      resolved,
+      (n) => {
+        settings.applyLocalLimit();
+        front.emit('instances', n);
+      },
+      () => lost({ reason: 'flushed' }),
+    );
   }
-  return { settings, tier, recovery, path, parts, stats, instances, releasePrefix, watch, waiters };
+  const watches = {
+    get notReadyForMs(): number {
+      return watch.notReadyForMs;
+    },
+    stop(): void {
+      watch.stop();
+      data.stop();
+    },
+  };
+  return { settings, tier, recovery, path, parts, stats, instances, releasePrefix, watch: watches, waiters };
 }

@@ -133,6 +133,21 @@ async function commandsProcessed(): Promise<number> {
   return read();
 }
 
+/**
+ * `commandsProcessed()` once no other command comes in between two reads 20 ms apart (a limiter reads
+ * the server's eviction settings when its client is ready: `INFO memory`, `INFO stats`).
+ */
+async function commandsSettled(): Promise<number> {
+  let a = await commandsProcessed();
+  for (let i = 0; i < 100; i++) {
+    await sleep(20);
+    const b = await commandsProcessed();
+    if (b - a === perInfo) return b;
+    a = b;
+  }
+  throw new Error('Redis kept processing commands for 2 s');
+}
+
 describe('warm standby', () => {
   it('has the recent traffic in the local window at failover, so there is no fresh-window burst', async () => {
     const l = await limiter({ limit: 20, windowMs: 60_000 });
@@ -239,7 +254,7 @@ describe('run-time control', () => {
   it('admits everything without touching Redis while disabled', async () => {
     const l = await limiter({ limit: 1, windowMs: 60_000 });
     l.setEnabled(false);
-    const before = await commandsProcessed();
+    const before = await commandsSettled();
     const decisions = await run(l, 'k', 10);
     expect(await commandsProcessed()).toBe(before + perInfo);
     expect(decisions.every((d) => d.allowed && d.source === 'disabled' && d.reason === 'disabled')).toBe(true);

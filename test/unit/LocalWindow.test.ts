@@ -10,6 +10,29 @@ function clock(start = 1_000_000) {
 }
 
 describe('LocalWindow', () => {
+  it('keeps counting the calls that leave while the other instances cannot know it answers locally (ghosts), for one window more', () => {
+    const c = clock(0);
+    const w = new LocalWindow({ limit: 2, windowMs: 1000, maxKeys: 10, now: c.now });
+    const free = new LocalWindow({ limit: 2, windowMs: 1000, maxKeys: 10, now: c.now });
+    for (const window of [w, free]) {
+      window.record('k', 0, 1, 'a');
+      window.record('k', 0, 1, 'b');
+      window.record('late', 300, 1, 'c');
+    }
+    // Last seen by the others at 900; they see it silent 200 ms later (a quarter window caps it at 250).
+    c.t = 950;
+    w.lost(900, 200);
+    c.t = 1001; // both calls of k left the window (at 1000), within (900, 1100]: their permits stay counted
+    expect(free[decide]('k', 1, undefined).allowed).toBe(true);
+    expect(w[decide]('k', 1, undefined)).toMatchObject({ allowed: false, remaining: 0, retryAfterMs: 2100 - 1001 });
+    c.t = 1301; // the call of 'late' left at 1300, after the others knew: its permit is free again
+    expect(w[decide]('late', 2, undefined).allowed).toBe(true);
+    c.t = 2099;
+    expect(w[decide]('k', 1, undefined).allowed).toBe(false);
+    c.t = 2100;
+    expect(w[decide]('k', 2, undefined).allowed).toBe(true);
+  });
+
   it('admits up to the limit, then rejects with the exact wait', () => {
     const c = clock();
     const w = new LocalWindow({ limit: 3, windowMs: 1000, maxKeys: 10, now: c.now });

@@ -662,6 +662,34 @@ describe('InstanceCounter', () => {
     await c.stop();
   });
 
+  it('tells when the heartbeat set was gone at a beat, with how long since its previous answered beat', async () => {
+    vi.useFakeTimers();
+    const vanished: number[] = [];
+    let existed = true;
+    const parts: Beats = {
+      async send(op) {
+        return op === 'leave' ? { live: 0, fresh: 0 } : { live: 1, fresh: 0, existed };
+      },
+      clean: () => true,
+      now: () => Date.now(),
+      changed: () => undefined,
+      recovered: () => undefined,
+      leaseMs: 1000,
+      vanished: (sinceMs) => void vanished.push(sinceMs),
+    };
+    const c = new InstanceCounter(100, parts);
+    existed = false; // its first beat creates the set: nothing was there to lose
+    c.start();
+    await vi.advanceTimersByTimeAsync(0);
+    expect(vanished).toEqual([]);
+    existed = true;
+    await vi.advanceTimersByTimeAsync(300);
+    existed = false;
+    await vi.advanceTimersByTimeAsync(100);
+    expect(vanished).toEqual([100]);
+    await c.stop();
+  });
+
   it('counts 1 before any beat', () => {
     const c = new InstanceCounter(100, beatsOf([5]).parts);
     expect(c.count).toBe(1);
