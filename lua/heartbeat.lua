@@ -3,7 +3,7 @@ resilimit: count the live instances of a limiter through heartbeats, which of th
 which are silent while their lease to answer locally may still be in force.
 
 KEYS[1]  the heartbeat sorted set, `<prefix>instances` (outside every user key's `<prefix>{...}`)
-ARGV[1]  instance   this instance's unique id (never starts with "!", "-" or "~")
+ARGV[1]  instance   this instance's unique id (never starts with "!", "-", "~" or "#")
 ARGV[2]  ttlMs      an instance that has not beaten for this long, in milliseconds, is no longer beating
 ARGV[3]  op         "clean" to beat with nothing of this instance's missing from Redis, "dirty" to beat
                     while it has calls Redis has not seen yet (journalled, or a re-seed to write),
@@ -20,14 +20,17 @@ ARGV[7]  quietMs    an instance whose last beat is older than this may be answer
 Data model: member <id> scored with its last beat; member "!" .. <id> scored with its last dirty beat,
 removed by a clean one; member "-" .. <id> scored with the time it left (kept for ttlMs); member
 "~" .. <id> scored with the time until which its share is held (its last beat + holdMs), removed when
-it leaves. Reply: {count, fresh, leftAt, silent, existed}: count = instances beating within ttlMs (this one
+it leaves; member "#lost" scored with the time a beat found the set gone (kept for ttlMs). Reply:
+{count, fresh, leftAt, silent, lostAt}: count = instances beating within ttlMs (this one
 included unless it left) plus the silent ones; silent = the OTHER instances not beating within ttlMs
 whose hold has not ended (silence is not departure: they may be answering locally on a lease);
 fresh = the OTHER instances beating within quietMs whose last beat is clean and at or after sinceMs;
 leftAt = when the last instance left within ttlMs, 0 if none (a count that falls with a leave need not
-be held); existed = 1 when the set was there before this beat, 0 when not (an instance whose previous
-beat was less than ttlMs ago then knows that Redis lost data without restarting: a FLUSHALL, an
-eviction). Time comes from Redis's TIME. The key's TTL covers ttlMs and every hold, renewed by every
+be held); lostAt = when a beat last found the set gone, 0 if none within ttlMs. Live instances beat
+more often than ttlMs, so the set is gone only when Redis lost it (a FLUSHALL, a restart, an eviction)
+or when no instance beat for ttlMs and every hold: each instance that sees a new lostAt re-seeds
+Redis from its warm windows (the first beater recreates the set; the others would see it there).
+Time comes from Redis's TIME. The key's TTL covers ttlMs and every hold, renewed by every
 beat. One beat reads the whole set: a few members per instance, once per heartbeat.
 ]]
 
@@ -53,7 +56,9 @@ local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 if notAfter and now > notAfter then
   return { -1, 0, 0, 0, 0 }
 end
-local existed = redis.call('EXISTS', key)
+if redis.call('EXISTS', key) == 0 and op ~= 'leave' then
+  redis.call('ZADD', key, now, '#lost')
+end
 if op == 'leave' then
   redis.call('ZREM', key, id, '!' .. id, '~' .. id)
   redis.call('ZADD', key, now, '-' .. id)
@@ -71,6 +76,7 @@ local members = redis.call('ZRANGE', key, 0, -1, 'WITHSCORES')
 local dirty = {}
 local beating = {}
 local leftAt = 0
+local lostAt = 0
 local expired = {}
 local keepUntil = now + ttl
 for i = 1, #members, 2 do
@@ -85,6 +91,8 @@ for i = 1, #members, 2 do
     dirty[string.sub(member, 2)] = true
   elseif mark == '-' then
     leftAt = math.max(leftAt, score)
+  elseif mark == '#' then
+    lostAt = score
   else
     beating[member] = score
   end
@@ -107,4 +115,4 @@ for i = 1, #members, 2 do
   end
 end
 redis.call('PEXPIRE', key, keepUntil - now)
-return { live + silent, fresh, leftAt, silent, existed }
+return { live + silent, fresh, leftAt, silent, lostAt }

@@ -12,7 +12,7 @@ export type BeatOp = 'clean' | 'dirty' | 'leave';
  * force), the other instances that are fresh, when an instance last left the count (Redis's clock; 0
  * when none did lately), and how many of the others are silent on a lease (see `lua/heartbeat.lua`).
  */
-export type BeatReply = { readonly live: number; readonly fresh: number; readonly leftAt?: number; readonly silent?: number; readonly existed?: boolean };
+export type BeatReply = { readonly live: number; readonly fresh: number; readonly leftAt?: number; readonly silent?: number; readonly lostAt?: number };
 
 /**
  * How long a beat counts, in ms: `ttlMs` as beating, `quietMs` as fresh (older, the instance may be
@@ -38,11 +38,8 @@ export type Beats = {
   changed(count: number): void;
   /** Fewer instances are unrecovered than before: denials made while their shares were left free may end early. */
   recovered(): void;
-  /**
-   * The heartbeat set was gone at a beat that ran at most `sinceMs` after this instance's previous
-   * answered beat: if that is less than the set's TTL, Redis lost data without restarting (optional).
-   */
-  vanished?(sinceMs: number): void;
+  /** A beat found the heartbeat set gone since this instance's previous beat: Redis lost data (see `lua/heartbeat.lua`). */
+  vanished?(): void;
 };
 
 /**
@@ -92,6 +89,8 @@ export class InstanceCounter {
   /** This instance may answer locally until then (local clock): the last beat Redis answered, when sent, plus `leaseMs`. */
   #leaseUntil = Number.NEGATIVE_INFINITY;
   #silent = 0;
+  /** The newest `BeatReply.lostAt` seen (Redis's clock); undefined before the first answer. */
+  #lostAt: number | undefined;
 
   constructor(
     readonly intervalMs: number,
@@ -176,9 +175,10 @@ export class InstanceCounter {
     this.#beating = false;
     if (this.#stopped) return;
     if (reply !== undefined) {
-      // The previous answered beat ran after it was sent, this one before its answer came: at most this far apart.
-      const previous = this.lastSeenAt;
-      if (reply.existed === false && previous > Number.NEGATIVE_INFINITY) this.beats.vanished?.(this.beats.now() - previous);
+      // A loss newer than the last one seen; the first answer only tells which one that is.
+      const lostAt = reply.lostAt ?? 0;
+      if (this.#lostAt !== undefined && lostAt > this.#lostAt) this.beats.vanished?.();
+      this.#lostAt = Math.max(this.#lostAt ?? 0, lostAt);
       this.#leaseUntil = Math.max(this.#leaseUntil, sentAt + this.beats.leaseMs);
       this.#learn(reply, regular, epoch === this.#epoch);
     }

@@ -10,13 +10,6 @@ import {
 } from './options.js';
 import type { Decision, LimitOptions, RateWindow } from './types.js';
 
-/**
- * A call this close to leaving the window (ms) is not counted when checking whether Redis lost calls
- * (`LocalWindow.observe`): a call Redis admitted is kept here at the latest local time it can have, so
- * it may leave Redis's window a little earlier than this one.
- */
-const EDGE_MS = 100;
-
 /** Ghosts cover at most this fraction (1 / GHOST_SPAN) of a window after this instance was last seen (see `LocalWindow.lost`). */
 const GHOST_SPAN = 4;
 
@@ -113,14 +106,23 @@ export class LocalWindow implements RateWindow {
    * Returns false, learning and recording nothing, when Redis admitted the call while holding fewer
    * permits of the key (`used` less the call's cost) than this window holds of this instance's calls
    * that Redis has (every call but those never sent, see `CallId`) and that stay in the window for
-   * EDGE_MS more: Redis lost them (a `FLUSHALL`, an eviction, a `reset()` by another instance), and
+   * `admitted.edgeMs` more (a call Redis admitted is kept here at the latest local time it can have:
+   * it may leave Redis's window up to the clock offset's uncertainty earlier than this one): Redis
+   * lost them (a `FLUSHALL`, an eviction, a `reset()` by another instance), and
    * its admission is not to be trusted. The common case costs one comparison (`used` covers this
    * window's calls). @internal
    */
-  observe(key: string, used: number, limit: number, instances: number, share = this.#options.limit, admitted?: { at: number; cost: number; id: CallId }): boolean {
+  observe(
+    key: string,
+    used: number,
+    limit: number,
+    instances: number,
+    share = this.#options.limit,
+    admitted?: { at: number; cost: number; id: CallId; edgeMs: number },
+  ): boolean {
     const now = this.#now();
     const log = this.#logOf(key, now);
-    if (admitted !== undefined && log.used > used - admitted.cost && log.sentAbove(used - admitted.cost, now - this.#options.windowMs + EDGE_MS)) return false;
+    if (admitted !== undefined && log.used > used - admitted.cost && log.sentAbove(used - admitted.cost, now - this.#options.windowMs + admitted.edgeMs)) return false;
     if (admitted !== undefined) addAt(log, admitted.at, admitted.cost, admitted.id);
     log.part = Math.min(share, Math.min(log.used, share) + Math.ceil(Math.max(0, limit - used) / instances));
     log.partUntil = now + this.#options.windowMs;

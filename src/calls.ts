@@ -48,7 +48,8 @@ export class OneCall implements PathCall<BatchOutcome[], LimiterDecision> {
     // the time Redis admitted it (on the local clock), with its id for re-seeding. The offset was
     // learnt from this very round trip: no drift to allow for (and no clock read).
     const admitted = decision.allowed && !decision.duplicate;
-    const call = admitted ? { at: decision.nowMs - parts.tier.offset.low(false), cost: this.cost, id: this.callId } : undefined;
+    const { offset } = parts.tier;
+    const call = admitted ? { at: decision.nowMs - offset.low(false), cost: this.cost, id: this.callId, edgeMs: offset.high() - offset.low(false) + 1 } : undefined;
     const { settings } = parts.fallback;
     const local = parts.local.main;
     if (!local.observe(this.key, decision.used, this.limit, settings.instances, settings.localShareOf(this.limit), call)) return this.#lost();

@@ -19,8 +19,8 @@ const QUIET_BEATS = 1.5;
  * gone 3 beats after its last; beats say whether this instance is clean (`Recovery.clean`, and retry a
  * failed write-back pass when it is not), and the
  * deny cache is cleared as unrecovered instances come back (its denials were made with their shares
- * left free). `changed` is told the new count; `lost`, that the heartbeat set vanished between two beats
- * less than its TTL apart: Redis lost data without restarting (a FLUSHALL, an eviction).
+ * left free). `changed` is told the new count; `lost`, that a beat found the heartbeat set gone since
+ * this instance's previous one: Redis lost data (a FLUSHALL, an eviction, a restart).
  */
 export function countInstances(
   tier: RedisTier,
@@ -51,8 +51,7 @@ export function countInstances(
     now,
     changed,
     recovered: () => deny.clear(),
-    // The set lives ttlMs after this instance's previous beat ran, at most sinceMs before this one ran.
-    vanished: (sinceMs) => void (sinceMs < ttlMs && lost()),
+    vanished: lost,
   });
   counter.start();
   return counter;
