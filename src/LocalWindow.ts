@@ -123,7 +123,10 @@ export class LocalWindow implements RateWindow {
     const now = this.#now();
     const log = this.#logOf(key, now);
     if (admitted !== undefined && log.used > used - admitted.cost && log.sentAbove(used - admitted.cost, now - this.#options.windowMs + admitted.edgeMs)) return false;
-    if (admitted !== undefined) addAt(log, admitted.at, admitted.cost, admitted.id);
+    if (admitted !== undefined) {
+      addAt(log, admitted.at, admitted.cost, admitted.id);
+      log.blockedUntil = 0; // Redis admitted a call of the key: it holds no block of it (another instance lifted it)
+    }
     log.part = Math.min(share, Math.min(log.used, share) + Math.ceil(Math.max(0, limit - used) / instances));
     log.partUntil = now + this.#options.windowMs;
     return true;
@@ -267,8 +270,9 @@ export class LocalWindow implements RateWindow {
       allowed,
       limit,
       remaining: Math.max(limit - log.used - reserved, 0),
-      retryAfterMs: allowed ? 0 : this.#retryAfter(log, now, cost + reserved, limit),
-      resetAtMs: newest === undefined ? now : newest + windowMs,
+      // Whole milliseconds, rounded up (the steady clock reads fractions): a caller waiting that long is not early.
+      retryAfterMs: allowed ? 0 : Math.ceil(this.#retryAfter(log, now, cost + reserved, limit)),
+      resetAtMs: Math.ceil(newest === undefined ? now : newest + windowMs),
       source: 'local',
     };
   }
@@ -297,6 +301,6 @@ export class LocalWindow implements RateWindow {
 
   #empty(now: number): Decision {
     const { limit } = this.#options;
-    return { allowed: true, limit, remaining: limit, retryAfterMs: 0, resetAtMs: now, source: 'local' };
+    return { allowed: true, limit, remaining: limit, retryAfterMs: 0, resetAtMs: Math.ceil(now), source: 'local' };
   }
 }

@@ -1,3 +1,4 @@
+import { LRUCache } from 'lru-cache';
 import { memberOf, type CallId } from './input.js';
 import { allKey } from './limitAll.js';
 import type { LocalTier } from './LocalTier.js';
@@ -50,6 +51,12 @@ export class Recovery {
    * trip taught the offset, or a failed pass; they send a held key's calls before they return.
    */
   #offsetStale = false;
+  /**
+   * Calls answered locally after their Redis call was sent and went unanswered (a timeout, a lost
+   * connection), as `<key>\0<member>`: Redis may have run it and hold the call, so a refund of it goes
+   * to Redis too (`Refunds.refund`), even before the journal writes it. The most recent 10,000.
+   */
+  readonly unanswered = new LRUCache<string, true>({ max: 10_000 });
   readonly #options: RecoveryOptions;
   readonly #now: () => number;
 

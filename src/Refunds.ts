@@ -56,8 +56,10 @@ export async function refund(parts: Pick<Parts, 'local' | 'deny' | 'recovery'>, 
   const warm = local.main.forgetCall(key, matches);
   const known = held?.cost ?? warm?.cost ?? 0;
   if (known > 0) deny.delete(key);
-  // Never sent to Redis: journalled and not yet written back, or never to be (a negative id, see `CallId`).
-  if ((held !== undefined && !held.sent) || (held === undefined && typeof warm?.id === 'number' && warm.id < 0)) {
+  // Never sent to Redis: journalled and not yet written back, or never to be (a negative id, see `CallId`);
+  // unless its own Redis call went unanswered (Redis may have run it: the refund goes there too).
+  const unanswered = recovery.unanswered.size !== 0 && recovery.unanswered.has(`${key}\0${id}`);
+  if (!unanswered && ((held !== undefined && !held.sent) || (held === undefined && typeof warm?.id === 'number' && warm.id < 0))) {
     return { refunded: true, permits: known, pending: false };
   }
   const pending = recovery.refunds;
@@ -71,6 +73,11 @@ export async function refund(parts: Pick<Parts, 'local' | 'deny' | 'recovery'>, 
     return { refunded: known > 0, permits: known, pending: true };
   }
   if (permits > 0) deny.delete(key);
+  if (unanswered) {
+    recovery.unanswered.delete(`${key}\0${id}`);
+    // Redis had it or not: this instance's copy was given back either way.
+    return { refunded: permits > 0 || known > 0, permits: Math.max(permits, known), pending: false };
+  }
   // A write-back pass running now may write the call again (a re-seed reads the windows before it
   // writes): the removal is made again after it.
   if (recovery.writing) pending.add(key, id, cost);

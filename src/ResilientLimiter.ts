@@ -200,7 +200,7 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
     if (this.#life.kind === 'closed') throw new ResilimitError(ErrorCode.CLOSED, 'reset() was called after close()');
     checkKey(key);
     this.#parts.local.main.reset(key);
-    this.#parts.deny.delete(key);
+    this.#parts.deny.lift(key);
     this.#recovery.forget(key);
     await this.#tier.command('reset()', 'only the local tiers forgot the key', () => this.#tier.window.reset(key));
   }
@@ -338,6 +338,7 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
     await this.#instances?.stop();
     await this.#recovery.settled();
     await this.#path.settled();
+    await this.#waiters.settled(); // the permits admitted for waiters close() rejected: given back
     this.#tier.close();
   }
 

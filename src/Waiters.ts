@@ -61,6 +61,8 @@ export class Waiters {
   readonly #queues = new Map<string, Queue>();
   #count = 0;
   #closed = false;
+  /** The calls of the queues' heads on their way, and the refunds of permits admitted for waiters gone by then (see {@link settled}). */
+  readonly #pending = new Set<Promise<void>>();
 
   constructor(
     /** `limit()` of the limiter. */
@@ -133,6 +135,14 @@ export class Waiters {
   }
 
   /** The head of `queue` calls `limit()`; an empty queue is forgotten. */
+  /**
+   * Resolves once the heads' calls on their way have been answered and the permits admitted for waiters
+   * already gone are given back: `close()` waits for it before it lets go of the client.
+   */
+  async settled(): Promise<void> {
+    while (this.#pending.size !== 0) await Promise.all([...this.#pending]);
+  }
+
   #ask(queue: Queue): void {
     const head = queue.waiters.values().next().value;
     if (head === undefined) {
@@ -140,7 +150,7 @@ export class Waiters {
       return;
     }
     queue.turn = { kind: 'asking' };
-    this.decide(queue.key, { cost: head.cost, id: head.id }).then(
+    const asking = this.decide(queue.key, { cost: head.cost, id: head.id }).then(
       (decision) => this.#answered(queue, head, decision),
       (error: unknown) => {
         // limit() refuses the call itself (the limit function fell below its cost, say): the head ends, the next asks.
@@ -149,12 +159,21 @@ export class Waiters {
         this.#ask(queue);
       },
     );
+    this.#pending.add(asking);
+    void asking.finally(() => this.#pending.delete(asking));
   }
 
   #answered(queue: Queue, head: Waiter, decision: LimiterDecision): void {
     // Aborted during the call, or close() settled every waiter: a permit admitted for nobody is given back.
     const gone = this.#closed || !queue.waiters.has(head);
-    if (gone && decision.id !== undefined) this.refund(queue.key, decision.id).catch(() => undefined);
+    if (gone && decision.id !== undefined) {
+      const refunding = this.refund(queue.key, decision.id).then(
+        () => undefined,
+        () => undefined,
+      );
+      this.#pending.add(refunding);
+      void refunding.finally(() => this.#pending.delete(refunding));
+    }
     if (this.#closed) return;
     if (gone) return this.#ask(queue);
     if (decision.allowed) {

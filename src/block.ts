@@ -15,7 +15,7 @@ function blockHere(parts: Pick<Parts, 'now' | 'deny' | 'local'>, key: string, ms
   integer('ms', ms, 0, MAX_INT);
   const now = parts.now();
   parts.local.main[block](key, ms === 0 ? 0 : now + ms);
-  if (ms === 0) parts.deny.delete(key);
+  if (ms === 0) parts.deny.lift(key);
   else parts.deny.deny(key, parts.deny.perf.now() + ms, 1, 0, now + ms, 0);
 }
 
@@ -28,5 +28,10 @@ function blockHere(parts: Pick<Parts, 'now' | 'deny' | 'local'>, key: string, ms
 export async function blockKey(parts: Pick<Parts, 'now' | 'deny' | 'local' | 'tier'>, key: string, ms: number): Promise<void> {
   blockHere(parts, key, ms);
   const otherwise = ms === 0 ? 'only this instance lifted the block' : 'only this instance blocks the key';
-  await parts.tier.command('block()', otherwise, () => parts.tier.window.block(key, ms));
+  try {
+    await parts.tier.command('block()', otherwise, () => parts.tier.window.block(key, ms));
+  } catch (error) {
+    if (ms > 0) parts.deny.hold(key); // Redis does not hold it: no probe of Redis may lift it here
+    throw error;
+  }
 }

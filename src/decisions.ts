@@ -100,7 +100,7 @@ export function fixedDecision(
   id?: string,
 ): LimiterDecision {
   const wait = allowed ? 0 : retryAfterMs;
-  return { allowed, limit, remaining: allowed ? limit : 0, retryAfterMs: wait, resetAtMs: now + wait, source, reason, id: allowed ? id : undefined };
+  return { allowed, limit, remaining: allowed ? limit : 0, retryAfterMs: wait, resetAtMs: Math.ceil(now + wait), source, reason, id: allowed ? id : undefined };
 }
 
 /** A refusal of the deny cache: what Redis said when it refused the key, until that wait has passed (`until` and `now` on one clock). */
@@ -113,7 +113,7 @@ export function denyCacheDecision(
     allowed: false,
     limit,
     remaining: denial.remaining,
-    retryAfterMs: denial.until - now,
+    retryAfterMs: Math.ceil(denial.until - now), // whole ms, rounded up: the clocks read fractions
     resetAtMs: denial.resetAtMs,
     source: 'local',
     reason: 'deny-cache',

@@ -34,16 +34,20 @@ const UNAVAILABLE_REPLY =
 export function isRedisUnavailable(error: unknown): boolean {
   if (!(error instanceof Error)) return true;
   if (error.name === 'ReplyError') return UNAVAILABLE_REPLY.test(error.message);
-  return !(
-    error instanceof TypeError ||
-    error instanceof RangeError ||
-    error instanceof ReferenceError ||
-    error instanceof SyntaxError
-  );
+  return !isProgrammingError(error);
 }
 
-/** Wraps an error from a Redis call into a coded resilimit error, keeping the original as `cause`. */
+/** A programming error (ours or the runtime's): neither Redis's unavailability nor a reply of Redis's. */
+export function isProgrammingError(error: unknown): error is Error {
+  return error instanceof TypeError || error instanceof RangeError || error instanceof ReferenceError || error instanceof SyntaxError;
+}
+
+/**
+ * Wraps an error from a Redis call into a coded resilimit error, keeping the original as `cause`; a
+ * programming error is thrown as it is (see {@link reasonOf}).
+ */
 export function redisCallError(error: unknown): ResilimitError {
+  if (isProgrammingError(error)) throw error;
   const message = error instanceof Error ? error.message : String(error);
   return isRedisUnavailable(error)
     ? new ResilimitError(ErrorCode.REDIS_UNAVAILABLE, `Redis could not answer: ${message}`, { cause: error })
@@ -56,8 +60,11 @@ export const NOT_READY = new ResilimitError(ErrorCode.REDIS_UNAVAILABLE, 'The Re
 /**
  * The reason a decision gets when its Redis call failed with `error`. A reply error (Redis answered
  * that it cannot take this call) is also handed to `onReplyError`, as a coded error.
+ * @throws the error itself when it is a programming error (`TypeError`, …): a bug of ours or a missing
+ *   runtime feature is not Redis's doing, and is not hidden behind a fallback answer.
  */
 export function reasonOf(error: unknown, onReplyError: (error: ResilimitError) => void): DecisionReason {
+  if (isProgrammingError(error)) throw error;
   if (isOpenRejection(error)) return 'breaker-open';
   if (isTimeout(error)) return 'timeout';
   if (error === NOT_READY) return 'not-ready';

@@ -16,6 +16,7 @@ import { PendingRefunds } from './PendingRefunds.js';
 import { claimPrefix } from './prefixes.js';
 import { ReadyWatch } from './ReadyWatch.js';
 import { Recovery } from './Recovery.js';
+import { refund } from './Refunds.js';
 import { warnIfUnsafe } from './redisClient.js';
 import { redisKey } from './redisKey.js';
 import { RedisTier } from './RedisTier.js';
@@ -25,10 +26,9 @@ import { Stats } from './Stats.js';
 import type { LimitOptions } from './types.js';
 import { Waiters } from './Waiters.js';
 
-/** What `wire` needs of the limiter: its events, and `limit()` and `refund()` for the waiters. */
+/** What `wire` needs of the limiter: its events, and `limit()` for the waiters. */
 export type Front = EventEmitter<LimiterEvents> & {
   limit(key: string, options?: LimitOptions): Promise<LimiterDecision>;
-  refund(key: string, id: string): Promise<unknown>;
 };
 
 /** The parts of one limiter, wired together: what `ResilientLimiter` holds. */
@@ -58,7 +58,7 @@ export function wire(front: Front, resolved: ResolvedLimiterOptions, closed: () 
   const count = resolved.instances === 'auto' ? 1 : resolved.instances;
   const local = new LocalTier(resolved.localLimit ?? Math.ceil(resolved.limit / count), resolved.windowMs, resolved.maxKeys, now);
   // Denials wait out Redis's retryAfterMs: on the monotonic clock, or on an injected one (it is Redis's then).
-  const deny = new DenyCache(resolved.maxKeys, resolved.clock === undefined ? perf : { now: resolved.clock });
+  const deny = new DenyCache(resolved.maxKeys, resolved.clock === undefined ? perf : { now: resolved.clock }, () => tier.state === 'closed' && tier.ready);
   let instances: InstanceCounter | undefined;
   let suspectedAt = Number.NEGATIVE_INFINITY;
   const tier: RedisTier = new RedisTier(
@@ -111,7 +111,9 @@ export function wire(front: Front, resolved: ResolvedLimiterOptions, closed: () 
   const gate = new Gate(tier, recovery, coalescer, { ...resolved, timeoutMs: resolved.breaker.timeoutMs }, perf);
   const fallback = new Fallback(settings, local, reserved, recovery, tier.breaker, now, resolved.reconcile, resolved.blockMs);
   const parts: Parts = { now, tier, gate, coalescer, coalesce: resolved.coalesce, local, deny, reserved, recovery, fallback };
-  const waiters = new Waiters((key, o) => front.limit(key, o), (key) => settings.limitOf(key), (key, id) => front.refund(key, id), resolved);
+  // Refunds go round the front door, which refuses them once the limiter is closed: close() gives back
+  // what was admitted for the waiters it rejected.
+  const waiters = new Waiters((key, o) => front.limit(key, o), (key) => settings.limitOf(key), (key, id) => refund(parts, key, id), resolved);
   const watch = new ReadyWatch(tier, resolved, (info) => front.emit('notReady', info));
   const path = new DecisionPath((error) => {
     if (front.listenerCount('redisReplyError') > 0) front.emit('redisReplyError', error);

@@ -1,5 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { ErrorCode, isRedisUnavailable, isResilimitError, ResilimitError } from '../../src/index.js';
+import { reasonOf, redisCallError } from '../../src/failures.js';
+import { checkRuntime } from '../../src/options.js';
 
 function replyError(message: string): Error {
   const error = new Error(message);
@@ -54,5 +56,22 @@ describe('errors', () => {
     ['a programming error of ours', new TypeError('x is not a function'), false],
   ])('decides whether %s means Redis is unavailable', (_, error, unavailable) => {
     expect(isRedisUnavailable(error)).toBe(unavailable);
+  });
+});
+
+describe('programming errors and the runtime (issue 23)', () => {
+  it('refuses a Node.js older than 22.12 at construction, with a coded error naming the version', () => {
+    expect(() => checkRuntime('20.20.2')).toThrow(expect.objectContaining({ code: 'ERR_RESILIMIT_UNSUPPORTED_RUNTIME', message: expect.stringContaining('Node.js 20.20.2') }));
+    expect(() => checkRuntime('22.11.0')).toThrow(expect.objectContaining({ code: 'ERR_RESILIMIT_UNSUPPORTED_RUNTIME' }));
+    expect(() => checkRuntime('22.12.0')).not.toThrow();
+    expect(() => checkRuntime('24.0.0')).not.toThrow();
+  });
+
+  it('never takes a TypeError for a reply of Redis: reasonOf and redisCallError throw it as it is', () => {
+    const bug = new TypeError('Promise.withResolvers is not a function');
+    const replies: unknown[] = [];
+    expect(() => reasonOf(bug, (e) => replies.push(e))).toThrow(bug);
+    expect(() => redisCallError(bug)).toThrow(bug);
+    expect(replies).toEqual([]);
   });
 });
