@@ -114,5 +114,7 @@ for i = 1, #members, 2 do
     if other ~= id and not beating[other] then silent = silent + 1 end
   end
 end
+-- The last instance left: the set holds no state worth a loss marker (a next start is no loss).
+if op == 'leave' and live == 0 then redis.call('ZREM', key, '#lost') end
 redis.call('PEXPIRE', key, keepUntil - now)
 return { live + silent, fresh, leftAt, silent, lostAt }

@@ -19,8 +19,8 @@ type Eviction = { readonly maxmemory: number; readonly policy: string; readonly 
 
 /**
  * Watches for a Redis that can lose the limiter's keys without restarting: eviction. It reads each
- * master's `maxmemory`, `maxmemory-policy` and `evicted_keys` (`INFO memory`, `INFO stats`) when the
- * client is ready (at start-up, and after each reconnect), then every `intervalMs` while the policy can
+ * master's `maxmemory`, `maxmemory-policy` and `evicted_keys` (`INFO memory`, `INFO stats`) `intervalMs`
+ * after the client is ready (at start-up, and after each reconnect), then every `intervalMs` while the policy can
  * evict, else every POLICY_EVERY_MS (a `CONFIG SET` changes it at run time). With a memory limit and any
  * policy but `noeviction`, Redis may evict the keys of the windows (they all carry a TTL, so the
  * `volatile-*` policies evict them too), and a window that lost its calls admits a full limit again:
@@ -37,6 +37,8 @@ export class DataWatch {
   #reading = false;
   #lastWarnAt = Number.NEGATIVE_INFINITY;
   #stopped = false;
+  /** The read a beat after the last 'ready'. */
+  #soon: NodeJS.Timeout | undefined;
 
   constructor(
     readonly redis: Redis | Cluster,
@@ -53,10 +55,17 @@ export class DataWatch {
   stop(): void {
     this.#stopped = true;
     clearInterval(this.#timer);
+    clearTimeout(this.#soon);
     unlisten(this.redis, 'ready', this.#onReady);
   }
 
-  readonly #onReady = (): void => void this.#tick(true);
+  // A beat after ready, not at once: on a Cluster the first calls open the masters' connections, and
+  // an INFO to every master in the same breath made the first decision miss its deadline.
+  readonly #onReady = (): void => {
+    clearTimeout(this.#soon);
+    this.#soon = setTimeout(() => void this.#tick(true), this.intervalMs);
+    this.#soon.unref();
+  };
 
   async #tick(now: boolean): Promise<void> {
     if (this.#reading || this.#stopped || this.redis.status !== 'ready') return;

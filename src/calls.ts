@@ -53,10 +53,11 @@ export class OneCall implements PathCall<BatchOutcome[], LimiterDecision> {
     const { settings } = parts.fallback;
     const local = parts.local.main;
     if (!local.observe(this.key, decision.used, this.limit, settings.instances, settings.localShareOf(this.limit), call)) return this.#lost();
-    if (decision.allowed) {
-      // A denial that let this call through (a probe, a smaller cost) no longer holds in Redis; nor does its block here.
+    if (admitted) {
+      // A denial that let this call through (a probe, a smaller cost) no longer holds in Redis; nor does
+      // its block here (`observe` lifted it). A retry Redis counted already (a duplicate) proves no room.
       parts.deny.admitted(this.key);
-    } else {
+    } else if (!decision.allowed) {
       // Counted from when the call was asked (before Redis decided: the denial may end early, never
       // late), moved onto the deny cache's clock; the reply may have been read much later. A blocked
       // key refuses every call, whatever its cost, and the local tier keeps the block for an outage.

@@ -113,11 +113,18 @@ describe('eviction', () => {
         };
         l.on('dataLost', on);
       });
-      // 4 MiB of other keys through a 2 MiB margin: Redis evicts, the limiter's key most likely among them.
+      // Other keys through a 2 MiB margin, 64 KiB at a time, until the watch (a read every beat) has seen
+      // Redis evict some: it reads its baseline a beat after ready, so evictions before that go unseen.
       const filler = createRedisClient({ host: '127.0.0.1', port: server.port });
       clients.push(filler);
       await waitReady(filler);
-      for (let i = 0; i < 64; i++) await filler.set(`filler:${i}`, 'x'.repeat(64 * 1024)).catch(() => undefined);
+      let seen = false;
+      void lost.then(() => (seen = true));
+      for (let i = 0; !seen; i++) {
+        if (i > 500) throw new Error('no eviction seen after 500 writes of 64 KiB');
+        await filler.set(`filler:${i}`, 'x'.repeat(64 * 1024)).catch(() => undefined);
+        if (i >= 48) await sleep(20);
+      }
       const [loss] = (await lost) as [{ reason: string; evictedKeys: number }];
       expect(loss.reason).toBe('evicted');
       expect(loss.evictedKeys).toBeGreaterThan(0);

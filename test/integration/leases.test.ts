@@ -81,6 +81,7 @@ describe('one instance loses Redis, the other does not', () => {
     await waitFor('all to count 3', () => [a, b, c].every((l) => l.stats().instances === 3));
     b.forceOpen();
     c.forceOpen();
+    const silentAt = performance.now();
     await waitFor('a to see b and c silent', () => a.stats().unrecovered === 2);
     expect(a.stats().instances).toBe(3);
     c.forceClose();
@@ -89,6 +90,7 @@ describe('one instance loses Redis, the other does not', () => {
     expect(a.stats().unrecovered).toBe(1);
     // b's hold ends 2.3 s after its last beat (lease 300 ms + window 2 s): then a counts it gone too.
     await waitFor('a to count b gone', () => a.stats().instances === 1);
+    console.log(`a silent instance's share was held ${Math.round(performance.now() - silentAt)} ms (lease 300 ms + window 2,000 ms, beats of 100 ms)`);
     expect(a.stats().unrecovered).toBe(0);
   });
 });
