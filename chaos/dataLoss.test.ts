@@ -59,10 +59,12 @@ describe('eviction under maxmemory', () => {
     const redis = createRedisClient({ host: '127.0.0.1', port: server.port });
     await waitReady(redis);
     // The warm window holds every user (local.maxKeys): a key Redis evicted is answered by it.
-    const limiter = new ResilientLimiter({ redis, prefix: `evict:${randomUUID()}:`, limit: 1, windowMs: 60_000, local: { instances: 1, maxKeys: 50_000 }, breaker: { timeoutMs: 2_000 } });
+    // heartbeatMs paces the data watch: it reads the server's eviction settings a beat after the client is ready, then every beat.
+    const limiter = new ResilientLimiter({ redis, prefix: `evict:${randomUUID()}:`, limit: 1, windowMs: 60_000, heartbeatMs: 100, local: { instances: 1, maxKeys: 50_000 }, breaker: { timeoutMs: 2_000 } });
     const lost: number[] = [];
     limiter.on('dataLost', (loss) => void lost.push(loss.evictedKeys ?? 0));
     try {
+      await new Promise((resolve) => setTimeout(resolve, 1000)); // the watch's first read (100 ms), with 900 ms for a loaded machine
       const round = async (): Promise<number> => {
         let admitted = 0;
         for (let i = 0; i < users; i += 500) {
@@ -74,7 +76,7 @@ describe('eviction under maxmemory', () => {
       const first = await round();
       const evicted = Number(/^evicted_keys:(\d+)/m.exec(await admin.info('stats'))?.[1]);
       const second = await round();
-      await new Promise((resolve) => setTimeout(resolve, 1500)); // a watch read (every heartbeat, 1 s) and the warnings' tick
+      await new Promise((resolve) => setTimeout(resolve, 1000)); // a watch read (every beat, 100 ms) and the warnings' tick
       console.log(`eviction: first round admitted ${first} of ${users}, Redis evicted ${evicted} keys, second round admitted ${second}; dataLost events ${lost.length}; warnings ${codes.join(', ')}`);
       expect(first).toBe(users);
       expect(evicted).toBeGreaterThan(0);

@@ -58,6 +58,11 @@ export class ClockOffset {
   high(): number {
     return this.known ? this.#high + (this.elapsed() - this.#at) * DRIFT : 0;
   }
+
+  /** How far apart the bounds are now, ms, plus 1: how much earlier than this process Redis may see a time pass. */
+  uncertainty(): number {
+    return this.high() - this.low(false) + 1;
+  }
 }
 
 /**

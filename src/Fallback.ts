@@ -34,9 +34,9 @@ export class Fallback {
 
   /** `limit()`'s answer, for a call of `limit` (`Settings.limitOf`), at `now` (the caller's reading of the clock, if it has one). */
   one(key: string, cost: number, id: CallId, reason: DecisionReason, limit: number, now = this.now()): LimiterDecision {
-    const mode = this.settings.fallbackMode;
+    const mode = this.settings.fallbackMode(now);
     if (mode !== 'local') return this.#fixed(mode, reason, now, limit, id);
-    const share = this.settings.localShareOf(limit);
+    const share = this.settings.localShareOf(limit, now);
     if (share === 0) return this.#fixed('fail-closed', reason, now, limit); // a lease ended, and a tenth of the share is none
     this.settings.lost(this.local);
     const journalled = this.#journals(reason);
@@ -57,9 +57,9 @@ export class Fallback {
   /** `limitAll()`'s answer: in `'local'`, all or nothing on local windows of each limit's share. */
   all(items: readonly CheckedItem[], id: CallId, reason: DecisionReason): LimitAllDecision {
     const now = this.now();
-    const mode = this.settings.fallbackMode;
+    const mode = this.settings.fallbackMode(now);
     if (mode !== 'local') return combine(items.map((item) => this.#fixed(mode, reason, now, item.limit)), mode, reason);
-    const share = (item: CheckedItem): number => this.settings.fallbackShareOf(item.limit);
+    const share = (item: CheckedItem): number => this.settings.fallbackShareOf(item.limit, now);
     if (items.some((item) => share(item) === 0)) return combine(items.map((item) => this.#fixed('fail-closed', reason, now, item.limit)), 'fail-closed', reason);
     this.settings.lost(this.local);
     const journalled = this.#journals(reason);
@@ -94,9 +94,9 @@ export class Fallback {
   /** `peek()`'s answer: what a call of cost 1 and `limit` would get, consuming nothing. */
   peek(key: string, reason: DecisionReason, limit: number): LimiterDecision {
     const now = this.now();
-    const mode = this.settings.fallbackMode;
+    const mode = this.settings.fallbackMode(now);
     if (mode !== 'local') return this.#fixed(mode, reason, now, limit);
-    const share = this.settings.fallbackShareOf(limit);
+    const share = this.settings.fallbackShareOf(limit, now);
     if (share === 0) return this.#fixed('fail-closed', reason, now, limit);
     this.settings.lost(this.local);
     return localDecision(this.local.main[inspect](key, 1, undefined, now, this.reserved.of(key), share), reason);

@@ -117,7 +117,12 @@ export class InstanceCounter {
    * ago. False before the first: an instance the others have never seen has no share reserved.
    */
   get leased(): boolean {
-    return this.beats.now() < this.#leaseUntil;
+    return this.leasedAt(this.beats.now());
+  }
+
+  /** {@link leased} at `now` (the local clock, read by the caller). */
+  leasedAt(now: number): boolean {
+    return now < this.#leaseUntil;
   }
 
   /** When the last beat Redis answered was sent (local clock): the others saw this instance then. -Infinity before the first. */

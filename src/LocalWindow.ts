@@ -106,7 +106,7 @@ export class LocalWindow implements RateWindow {
    * Returns false, learning and recording nothing, when Redis admitted the call while holding fewer
    * permits of the key (`used` less the call's cost) than this window holds of this instance's calls
    * that Redis has (every call but those never sent, see `CallId`) and that stay in the window for
-   * `admitted.edgeMs` more (a call Redis admitted is kept here at the latest local time it can have:
+   * `offset.uncertainty()` more (read only then; a call Redis admitted is kept here at the latest local time it can have:
    * it may leave Redis's window up to the clock offset's uncertainty earlier than this one): Redis
    * lost them (a `FLUSHALL`, an eviction, a `reset()` by another instance), and
    * its admission is not to be trusted. The common case costs one comparison (`used` covers this
@@ -118,11 +118,14 @@ export class LocalWindow implements RateWindow {
     limit: number,
     instances: number,
     share = this.#options.limit,
-    admitted?: { at: number; cost: number; id: CallId; edgeMs: number },
+    admitted?: { at: number; cost: number; id: CallId },
+    offset?: { uncertainty(): number },
   ): boolean {
     const now = this.#now();
     const log = this.#logOf(key, now);
-    if (admitted !== undefined && log.used > used - admitted.cost && log.sentAbove(used - admitted.cost, now - this.#options.windowMs + admitted.edgeMs)) return false;
+    if (admitted !== undefined && log.used > used - admitted.cost && log.sentAbove(used - admitted.cost, now - this.#options.windowMs + (offset?.uncertainty() ?? 0))) {
+      return false;
+    }
     if (admitted !== undefined) {
       addAt(log, admitted.at, admitted.cost, admitted.id);
       log.blockedUntil = 0; // Redis admitted a call of the key: it holds no block of it (another instance lifted it)

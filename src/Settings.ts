@@ -35,7 +35,7 @@ export class Settings {
     readonly local: LocalTier,
     readonly deny: DenyCache,
     /** The instance counter when `instances: 'auto'`, else undefined. */
-    readonly counter: () => { readonly count: number; readonly unrecovered: number; readonly leased: boolean; readonly lastSeenAt: number } | undefined,
+    readonly counter: () => { readonly count: number; readonly unrecovered: number; leasedAt(now: number): boolean; readonly lastSeenAt: number } | undefined,
   ) {
     this.#limitFn = options.limitFn;
     this.#limit = options.limitFn === undefined ? options.limit : 0;
@@ -64,26 +64,29 @@ export class Settings {
    * function (the window's own limit is the share then, kept up to date: nothing to compute per call),
    * unless the lease has ended with `afterLease: 'shrink'` ({@link fallbackShareOf}).
    */
-  localShareOf(limit: number): number | undefined {
-    return this.#limitFn === undefined && !this.#shrunk() ? undefined : this.fallbackShareOf(limit);
-  }
-
-  /** The share of `limit` the local tier answers with now: {@link shareOf}, or a tenth of it once the lease has ended with `afterLease: 'shrink'`. */
-  fallbackShareOf(limit: number): number {
-    const share = this.shareOf(limit);
-    return this.#shrunk() ? Math.floor(share / SHRINK) : share;
+  localShareOf(limit: number, now?: number): number | undefined {
+    return this.#limitFn === undefined && (now === undefined || !this.#shrunk(now)) ? undefined : this.fallbackShareOf(limit, now);
   }
 
   /**
-   * The mode the fallback answers in now: `mode`, except in `'local'` once this instance's lease has
-   * ended (`instances: 'auto'`, see `InstanceCounter.leased`) with `afterLease` `'fail-closed'` or
-   * `'fail-open'`.
+   * The share of `limit` the local tier answers with at `now` (local clock; undefined: as if leased):
+   * {@link shareOf}, or a tenth of it once the lease has ended with `afterLease: 'shrink'`.
    */
-  get fallbackMode(): Mode {
+  fallbackShareOf(limit: number, now?: number): number {
+    const share = this.shareOf(limit);
+    return now !== undefined && this.#shrunk(now) ? Math.floor(share / SHRINK) : share;
+  }
+
+  /**
+   * The mode the fallback answers in at `now` (local clock): `mode`, except in `'local'` once this
+   * instance's lease has ended (`instances: 'auto'`, see `InstanceCounter.leased`) with `afterLease`
+   * `'fail-closed'` or `'fail-open'`.
+   */
+  fallbackMode(now: number): Mode {
     const mode = this.#mode;
     if (mode !== 'local') return mode;
     const after = this.options.afterLease;
-    if (after === 'shrink' || after === 'keep' || this.counter()?.leased !== false) return mode;
+    if (after === 'shrink' || after === 'keep' || this.counter()?.leasedAt(now) !== false) return mode;
     return after;
   }
 
@@ -100,8 +103,8 @@ export class Settings {
   }
 
   /** In mode `'local'`, the lease has ended and `afterLease` is `'shrink'`. */
-  #shrunk(): boolean {
-    return this.options.afterLease === 'shrink' && this.#mode === 'local' && this.counter()?.leased === false;
+  #shrunk(now: number): boolean {
+    return this.options.afterLease === 'shrink' && this.#mode === 'local' && this.counter()?.leasedAt(now) === false;
   }
 
   /** This instance's local share of `limit`: `local.limit` (at most `limit`), or `ceil(limit / instances)`. */

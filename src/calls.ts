@@ -49,10 +49,10 @@ export class OneCall implements PathCall<BatchOutcome[], LimiterDecision> {
     // learnt from this very round trip: no drift to allow for (and no clock read).
     const admitted = decision.allowed && !decision.duplicate;
     const { offset } = parts.tier;
-    const call = admitted ? { at: decision.nowMs - offset.low(false), cost: this.cost, id: this.callId, edgeMs: offset.high() - offset.low(false) + 1 } : undefined;
+    const call = admitted ? { at: decision.nowMs - offset.low(false), cost: this.cost, id: this.callId } : undefined;
     const { settings } = parts.fallback;
     const local = parts.local.main;
-    if (!local.observe(this.key, decision.used, this.limit, settings.instances, settings.localShareOf(this.limit), call)) return this.#lost();
+    if (!local.observe(this.key, decision.used, this.limit, settings.instances, settings.localShareOf(this.limit), call, offset)) return this.#lost();
     if (admitted) {
       // A denial that let this call through (a probe, a smaller cost) no longer holds in Redis; nor does
       // its block here (`observe` lifted it). A retry Redis counted already (a duplicate) proves no room.

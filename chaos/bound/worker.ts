@@ -4,6 +4,7 @@
  * `instances: 'auto'`. The parent sends `setup`, waits until every worker counted all instances, sends
  * `go` (the load starts), then `stop`; the worker answers with every call it made and exits.
  */
+import { Cluster, type Redis } from 'ioredis';
 import { loadLibrary } from '../demo/library.ts';
 import type { Mode } from '../../src/index.ts';
 
@@ -17,6 +18,8 @@ export type Setup = {
   readonly perSecond: number;
   readonly keys: number;
   readonly instances: number;
+  /** A Redis Cluster's nodes, instead of `port`: the worker makes an ioredis Cluster client with the settings the docs give. */
+  readonly cluster?: readonly { readonly host: string; readonly port: number }[];
   /** More limiter options (heartbeatMs, local.leaseMs, local.afterLease), merged over the ones above. */
   readonly options?: { readonly heartbeatMs?: number; readonly local?: Readonly<Record<string, unknown>> };
 };
@@ -55,7 +58,10 @@ function send(message: FromWorker): void {
 
 async function start(s: Setup): Promise<void> {
   setup = s;
-  redis = lib.createRedisClient({ host: '127.0.0.1', port: s.port });
+  redis =
+    s.cluster === undefined
+      ? lib.createRedisClient({ host: '127.0.0.1', port: s.port })
+      : (new Cluster([...s.cluster], { enableOfflineQueue: false, redisOptions: { maxRetriesPerRequest: 0 }, retryDelayOnFailover: 0, retryDelayOnClusterDown: 0 }) as unknown as Redis);
   redis.on('error', () => undefined);
   limiter = new lib.ResilientLimiter({
     redis,
