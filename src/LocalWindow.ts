@@ -123,7 +123,8 @@ export class LocalWindow implements RateWindow {
   ): boolean {
     const now = this.#now();
     const log = this.#logOf(key, now);
-    if (admitted !== undefined && log.used > used - admitted.cost && log.sentAbove(used - admitted.cost, now - this.#options.windowMs + (offset?.uncertainty() ?? 0))) {
+    const before = admitted === undefined ? 0 : used - admitted.cost;
+    if (admitted !== undefined && log.used - log.unsent > before && log.sentAbove(before, now - this.#options.windowMs + (offset?.uncertainty() ?? 0))) {
       return false;
     }
     if (admitted !== undefined) {

@@ -28,6 +28,8 @@ export class Log {
   idSet: Set<string> | undefined;
   head = 0;
   used = 0;
+  /** The permits of calls never to reach Redis (a negative id, see `CallId`), counted in `used` too. */
+  unsent = 0;
   /** This instance's part of the key's window as last learnt from Redis, until `partUntil` (see `LocalWindow.observe`). */
   part = Number.POSITIVE_INFINITY;
   partUntil = 0;
@@ -58,6 +60,7 @@ export class Log {
       }
       const id = this.ids?.[head];
       if (typeof id === 'string') this.idSet?.delete(id);
+      else if (id !== undefined && id < 0) this.unsent -= cost;
       head += 1;
     }
     if (head > 32 && head * 2 > times.length) {
@@ -80,6 +83,7 @@ export class Log {
       this.ids ??= new Array<CallId | undefined>(index).fill(undefined);
       this.ids.push(id);
       if (typeof id === 'string') (this.idSet ??= new Set()).add(id);
+      else if (id !== undefined && id < 0) this.unsent += cost;
     }
     this.used += cost;
   }
@@ -96,6 +100,7 @@ export class Log {
       this.costs?.splice(i, 1);
       ids.splice(i, 1);
       this.used -= cost;
+      if (typeof id === 'number' && id < 0) this.unsent -= cost;
       // Redis may have admitted one id twice, under two costs (two members): the set keeps it while one is left.
       if (typeof id === 'string' && !ids.includes(id, this.head)) this.idSet?.delete(id);
       return { cost, id };
@@ -116,18 +121,17 @@ export class Log {
 
   /**
    * Whether the calls that reached Redis (every one but a negative id, see `CallId`) admitted after
-   * `after` hold more than `count` permits.
+   * `after` hold more than `count` permits. Walks only the calls at or before `after` (the oldest:
+   * those about to leave), usually none.
    */
   sentAbove(count: number, after: number): boolean {
     const { times, ids } = this;
-    let held = 0;
-    for (let i = times.length - 1; i >= this.head && (times[i] as number) > after; i -= 1) {
+    let held = this.used - this.unsent;
+    for (let i = this.head; i < times.length && held > count && (times[i] as number) <= after; i += 1) {
       const id = ids?.[i];
-      if (typeof id === 'number' && id < 0) continue;
-      held += this.costAt(i);
-      if (held > count) return true;
+      if (typeof id !== 'number' || id >= 0) held -= this.costAt(i);
     }
-    return false;
+    return held > count;
   }
 
   /** The ghost permits in force at `now` (forgotten once `ghostUntil` has passed). */
