@@ -8,44 +8,22 @@
  * Checked on Redis's side, not by a timer of ours: `SLOWLOG` (commands over 10 ms; a scan of 100,000
  * members took five times that) holds no script call, and the other limiter's breaker never opened.
  */
-import { randomUUID } from 'node:crypto';
-import type { Redis } from 'ioredis';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createRedisClient, ResilientLimiter } from '../src/index.ts';
-import { startRedisServer, waitReady, type RedisChild } from '../test/support/redis.ts';
+import { describe, expect, it } from 'vitest';
+import { useLimiters } from '../test/support/limiters.ts';
 
 const CALLS = 100_000;
 const REFUNDS = 200;
 /** SLOWLOG's threshold, µs: a refund scanning 100,000 members took 50-65 ms here; two ZSCOREs take microseconds. */
 const SLOW_US = 10_000;
 
-let server: RedisChild;
-let admin: Redis;
-const clients: Redis[] = [];
-
-beforeAll(async () => {
-  server = await startRedisServer();
-  admin = server.client();
-  await waitReady(admin);
-});
-
-afterAll(async () => {
-  for (const c of clients) c.disconnect();
-  await server?.close();
-});
-
-async function client(): Promise<Redis> {
-  const c = createRedisClient({ host: '127.0.0.1', port: server.port });
-  clients.push(c);
-  await waitReady(c);
-  return c;
-}
+const redis = useLimiters({ limit: 1_000_000, windowMs: 60_000, local: { instances: 1 } });
 
 describe('a refund storm on a key of 100,000 calls', () => {
   it('answers refunded: false at once for ids the key does not hold, with no slow command, and another limiter keeps deciding', async () => {
     // A generous deadline while filling: a loaded machine must not send the filling calls to the local tier.
-    const big = new ResilientLimiter({ redis: await client(), prefix: `storm:${randomUUID()}:`, limit: 1_000_000, windowMs: 600_000, local: { instances: 1 }, breaker: { timeoutMs: 5_000 } });
-    const other = new ResilientLimiter({ redis: await client(), prefix: `storm:${randomUUID()}:`, limit: 1_000_000, windowMs: 60_000, local: { instances: 1 } });
+    const big = await redis.limiter({ windowMs: 600_000, breaker: { timeoutMs: 5_000 } });
+    const other = await redis.limiter();
+    const admin = redis.admin;
     try {
       for (let filled = 0; filled < CALLS; filled += 500) {
         const ds = await Promise.all(Array.from({ length: 500 }, () => big.limit('big')));
@@ -62,7 +40,7 @@ describe('a refund storm on a key of 100,000 calls', () => {
         }
         return decided;
       })();
-      const refunds = await Promise.all(Array.from({ length: REFUNDS }, () => big.refund('big', `absent-${randomUUID()}`)));
+      const refunds = await Promise.all(Array.from({ length: REFUNDS }, () => big.refund('big', `absent-${crypto.randomUUID()}`)));
       const decided = await deciding;
       expect(refunds.filter((r) => r.refunded || r.pending)).toEqual([]);
       const slow = (await admin.slowlog('GET', 128)) as [number, number, number, string[]][];
@@ -72,8 +50,6 @@ describe('a refund storm on a key of 100,000 calls', () => {
       expect(big.stats().refunds.pending).toBe(0);
     } finally {
       await admin.config('SET', 'slowlog-log-slower-than', '10000');
-      await big.close();
-      await other.close();
     }
   }, 120_000);
 });

@@ -9,46 +9,16 @@
 import { randomUUID } from 'node:crypto';
 import { once } from 'node:events';
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { Redis } from 'ioredis';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { createRedisClient, ResilientLimiter, type LimiterDecision, type ResilientLimiterOptions } from '../../src/index.js';
+import { afterEach, describe, expect, it } from 'vitest';
 import { redisKey } from '../../src/redisKey.js';
-import { startRedisServer, waitReady, type RedisChild } from '../support/redis.js';
+import { run, useLimiters } from '../support/limiters.js';
 
-let server: RedisChild;
-let admin: Redis;
-const clients: Redis[] = [];
-const limiters: ResilientLimiter[] = [];
-
-beforeAll(async () => {
-  server = await startRedisServer();
-  admin = server.client();
-  await waitReady(admin);
-});
+// A deadline a loaded machine does not miss: these tests are about what Redis holds.
+const redis = useLimiters({ limit: 10, windowMs: 60_000, heartbeatMs: 100, breaker: { timeoutMs: 2_000 } });
+const limiter = redis.limiter;
 afterEach(async () => {
-  await Promise.all(limiters.splice(0).map((l) => l.close()));
-  for (const c of clients.splice(0)) c.disconnect();
-  await admin.config('SET', 'maxmemory', '0', 'maxmemory-policy', 'noeviction');
+  await redis.admin.config('SET', 'maxmemory', '0', 'maxmemory-policy', 'noeviction');
 });
-afterAll(async () => {
-  await server?.close();
-});
-
-async function limiter(options: Partial<ResilientLimiterOptions> = {}): Promise<ResilientLimiter> {
-  const redis = createRedisClient({ host: '127.0.0.1', port: server.port });
-  clients.push(redis);
-  await waitReady(redis);
-  // A deadline a loaded machine does not miss: these tests are about what Redis holds.
-  const l = new ResilientLimiter({ redis, prefix: `loss:${randomUUID()}:`, limit: 10, windowMs: 60_000, heartbeatMs: 100, breaker: { timeoutMs: 2_000 }, ...options });
-  limiters.push(l);
-  return l;
-}
-
-async function run(l: ResilientLimiter, key: string, n: number): Promise<LimiterDecision[]> {
-  const out: LimiterDecision[] = [];
-  for (let i = 0; i < n; i++) out.push(await l.limit(key));
-  return out;
-}
 
 /** Collects the process warnings of `code` until `stop()`. */
 function warnings(code: string): { list: Error[]; stop(): void } {
@@ -65,7 +35,7 @@ describe('FLUSHALL without a reconnect', () => {
     expect((await run(l, 'k', 10)).filter((d) => d.allowed && d.source === 'redis')).toHaveLength(10);
     expect((await run(l, 'other', 4)).filter((d) => d.allowed)).toHaveLength(4);
     const lost = once(l, 'dataLost');
-    await admin.flushall();
+    await redis.admin.flushall();
     // Before: Redis's window was empty and admitted 10 more (20 in a window of 10).
     const after = await run(l, 'k', 10);
     expect(after.filter((d) => d.allowed)).toEqual([]);
@@ -73,8 +43,8 @@ describe('FLUSHALL without a reconnect', () => {
     // The heartbeat that follows finds its set gone: every warm window is written back.
     expect(await lost).toEqual([{ reason: 'flushed' }]);
     await l.reconcile();
-    expect(await admin.zcard(redisKey(prefix, 'k'))).toBe(10);
-    expect(await admin.zcard(redisKey(prefix, 'other'))).toBe(4);
+    expect(await redis.admin.zcard(redisKey(prefix, 'k'))).toBe(10);
+    expect(await redis.admin.zcard(redisKey(prefix, 'other'))).toBe(4);
     expect(await l.limit('k')).toMatchObject({ allowed: false, source: 'redis' });
     expect(await l.limit('other')).toMatchObject({ allowed: true, source: 'redis', remaining: 5 });
   });
@@ -87,7 +57,7 @@ describe('eviction', () => {
       await limiter();
       await sleep(200); // the read is asynchronous: an INFO round trip, 200 ms for a loaded machine
       expect(warned.list).toEqual([]);
-      await admin.config('SET', 'maxmemory', '1gb', 'maxmemory-policy', 'volatile-lru');
+      await redis.admin.config('SET', 'maxmemory', '1gb', 'maxmemory-policy', 'volatile-lru');
       await limiter();
       for (let i = 0; warned.list.length === 0 && i < 100; i++) await sleep(20);
       expect(warned.list).toHaveLength(1);
@@ -100,8 +70,8 @@ describe('eviction', () => {
   it('tells of keys evicted (event and warning), and a key whose calls were evicted is answered locally', async () => {
     const evictedWarning = warnings('RESILIMIT_KEYS_EVICTED');
     try {
-      const used = Number(/^used_memory:(\d+)/m.exec(await admin.info('memory'))?.[1]);
-      await admin.config('SET', 'maxmemory', String(used + 2 * 2 ** 20), 'maxmemory-policy', 'allkeys-random');
+      const used = Number(/^used_memory:(\d+)/m.exec(await redis.admin.info('memory'))?.[1]);
+      await redis.admin.config('SET', 'maxmemory', String(used + 2 * 2 ** 20), 'maxmemory-policy', 'allkeys-random');
       const l = await limiter({ limit: 1 });
       await run(l, 'user:1', 1);
       // The first to tell may be the heartbeat set's disappearance ('flushed': allkeys-random evicts it too).
@@ -115,9 +85,7 @@ describe('eviction', () => {
       });
       // Other keys through a 2 MiB margin, 64 KiB at a time, until the watch (a read every beat) has seen
       // Redis evict some: it reads its baseline a beat after ready, so evictions before that go unseen.
-      const filler = createRedisClient({ host: '127.0.0.1', port: server.port });
-      clients.push(filler);
-      await waitReady(filler);
+      const filler = await redis.client();
       let seen = false;
       void lost.then(() => (seen = true));
       for (let i = 0; !seen; i++) {

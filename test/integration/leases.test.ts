@@ -7,39 +7,15 @@
  */
 import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { Redis } from 'ioredis';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { createRedisClient, ResilientLimiter, type LimiterDecision, type ResilientLimiterOptions } from '../../src/index.js';
-import { startRedisServer, waitReady, type RedisChild } from '../support/redis.js';
+import { run, useLimiters } from '../support/limiters.js';
 
-let server: RedisChild;
-const clients: Redis[] = [];
-const limiters: ResilientLimiter[] = [];
+const redis = useLimiters({ limit: 20, windowMs: 60_000, heartbeatMs: 100 });
 
-beforeAll(async () => {
-  server = await startRedisServer();
-});
-afterEach(async () => {
-  await Promise.all(limiters.splice(0).map((l) => l.close()));
-  for (const c of clients.splice(0)) c.disconnect();
-});
-afterAll(async () => {
-  await server?.close();
-});
-
-async function limiter(options: Partial<ResilientLimiterOptions> & { prefix: string }): Promise<ResilientLimiter> {
-  const redis = createRedisClient({ host: '127.0.0.1', port: server.port });
-  clients.push(redis);
-  await waitReady(redis);
-  const l = new ResilientLimiter({ redis, limit: 20, windowMs: 60_000, heartbeatMs: 100, ...options, local: { instances: 'auto', leaseMs: 300, ...options.local } });
-  limiters.push(l);
-  return l;
-}
-
-async function run(l: ResilientLimiter, key: string, n: number): Promise<LimiterDecision[]> {
-  const out: LimiterDecision[] = [];
-  for (let i = 0; i < n; i++) out.push(await l.limit(key));
-  return out;
+/** A limiter counting instances, on leases of 300 ms; `options.local` is merged over that. */
+function limiter(options: Partial<ResilientLimiterOptions> & { prefix: string }): Promise<ResilientLimiter> {
+  return redis.limiter({ ...options, local: { instances: 'auto', leaseMs: 300, ...options.local } });
 }
 
 const admitted = (ds: LimiterDecision[], source: LimiterDecision['source']): number => ds.filter((d) => d.allowed && d.source === source).length;
@@ -113,10 +89,8 @@ describe('afterLease', () => {
   });
 
   it('an instance that never beat has no lease: it answers on a tenth of its share', async () => {
-    const redis = createRedisClient({ host: '127.0.0.1', port: 1, lazyConnect: true });
-    clients.push(redis);
-    const l = new ResilientLimiter({ redis, prefix: `lease:${randomUUID()}:`, limit: 30, windowMs: 60_000 });
-    limiters.push(l);
+    const down = createRedisClient({ host: '127.0.0.1', port: 1, lazyConnect: true });
+    const l = redis.track(new ResilientLimiter({ redis: down, prefix: `lease:${randomUUID()}:`, limit: 30, windowMs: 60_000 }));
     const ds = await run(l, 'k', 10);
     expect(ds.every((d) => d.source === 'local' && d.reason === 'not-ready')).toBe(true);
     expect(ds.filter((d) => d.allowed)).toHaveLength(3);
@@ -125,9 +99,8 @@ describe('afterLease', () => {
 
 describe('options', () => {
   it('refuses a lease shorter than 3 heartbeats, and an unknown afterLease, naming the option', async () => {
-    const redis = createRedisClient({ host: '127.0.0.1', port: server.port, lazyConnect: true });
-    clients.push(redis);
-    expect(() => new ResilientLimiter({ redis, limit: 1, windowMs: 1000, heartbeatMs: 200, local: { leaseMs: 500 } })).toThrow(/local\.leaseMs.*600/);
-    expect(() => new ResilientLimiter({ redis, limit: 1, windowMs: 1000, local: { afterLease: 'later' as never } })).toThrow(/local\.afterLease.*'shrink'/);
+    const client = await redis.client();
+    expect(() => new ResilientLimiter({ redis: client, limit: 1, windowMs: 1000, heartbeatMs: 200, local: { leaseMs: 500 } })).toThrow(/local\.leaseMs.*600/);
+    expect(() => new ResilientLimiter({ redis: client, limit: 1, windowMs: 1000, local: { afterLease: 'later' as never } })).toThrow(/local\.afterLease.*'shrink'/);
   });
 });

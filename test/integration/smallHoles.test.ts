@@ -5,39 +5,14 @@
  */
 import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { Redis } from 'ioredis';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { createRedisClient, ErrorCode, ResilientLimiter, type LimiterDecision, type ResilientLimiterOptions } from '../../src/index.js';
+import { describe, expect, it } from 'vitest';
+import { ErrorCode, type LimiterDecision, type ResilientLimiter } from '../../src/index.js';
 import { redisKey } from '../../src/redisKey.js';
-import { startRedisServer, waitReady, type RedisChild } from '../support/redis.js';
+import { useLimiters } from '../support/limiters.js';
 
-let server: RedisChild;
-let admin: Redis;
-const clients: Redis[] = [];
-const limiters: ResilientLimiter[] = [];
-
-beforeAll(async () => {
-  server = await startRedisServer();
-  admin = server.client();
-  await waitReady(admin);
-});
-afterEach(async () => {
-  await Promise.all(limiters.splice(0).map((l) => l.close()));
-  for (const c of clients.splice(0)) c.disconnect();
-});
-afterAll(async () => {
-  await server?.close();
-});
-
-async function limiter(options: Partial<ResilientLimiterOptions> & { prefix: string }): Promise<ResilientLimiter> {
-  const redis = createRedisClient({ host: '127.0.0.1', port: server.port });
-  clients.push(redis);
-  await waitReady(redis);
-  // A deadline a loaded machine does not miss: these tests are about what each instance remembers.
-  const l = new ResilientLimiter({ redis, limit: 3, windowMs: 60_000, local: { instances: 1 }, breaker: { timeoutMs: 2_000 }, ...options });
-  limiters.push(l);
-  return l;
-}
+// A deadline a loaded machine does not miss: these tests are about what each instance remembers.
+const redis = useLimiters({ limit: 3, windowMs: 60_000, local: { instances: 1 }, breaker: { timeoutMs: 2_000 } });
+const limiter = redis.limiter;
 
 /** Calls `l.limit(key)` every 50 ms until it is admitted; how long that took, ms. 5 s at most (a loaded machine). */
 async function admittedWithin(l: ResilientLimiter, key: string): Promise<number> {
@@ -125,7 +100,7 @@ describe('close() while acquire() calls are on their way to Redis', () => {
     );
     await l.close();
     expect(await Promise.all(waiting)).toEqual(Array(5).fill(ErrorCode.CLOSED));
-    const held = await Promise.all(Array.from({ length: 5 }, (_, i) => admin.zcard(redisKey(prefix, `k${i}`))));
+    const held = await Promise.all(Array.from({ length: 5 }, (_, i) => redis.admin.zcard(redisKey(prefix, `k${i}`))));
     expect(held).toEqual([0, 0, 0, 0, 0]);
   });
 });
