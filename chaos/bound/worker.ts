@@ -20,8 +20,8 @@ export type Setup = {
   readonly instances: number;
   /** A Redis Cluster's nodes, instead of `port`: the worker makes an ioredis Cluster client with the settings the docs give. */
   readonly cluster?: readonly { readonly host: string; readonly port: number }[];
-  /** More limiter options (heartbeatMs, local.leaseMs, local.afterLease), merged over the ones above. */
-  readonly options?: { readonly heartbeatMs?: number; readonly local?: Readonly<Record<string, unknown>> };
+  /** More limiter options (heartbeatMs, local.leaseMs, local.afterLease, breaker), merged over the ones above. */
+  readonly options?: { readonly heartbeatMs?: number; readonly local?: Readonly<Record<string, unknown>>; readonly breaker?: Readonly<Record<string, number>> };
 };
 
 /** One call: [issued (epoch ms), latency (ms), key index, allowed (0/1), source, reason, admitted at (epoch ms on the deciding tier's clock, -1 when not admitted), threw (0/1)]. */

@@ -27,6 +27,11 @@ export type ClusterHarnessOptions = {
    * @default true
    */
   requireFullCoverage?: boolean;
+  /**
+   * Replicas per master (started after the masters, `nodes[masters…]`): a master killed is replaced by
+   * its replica once the others mark it failing. @default 0
+   */
+  replicas?: number;
 };
 
 export type RedisCluster = {
@@ -58,7 +63,7 @@ export type RedisCluster = {
 };
 
 export async function startRedisCluster(options: ClusterHarnessOptions = {}): Promise<RedisCluster> {
-  const { masters = 3, nodeTimeoutMs = 2000, requireFullCoverage = true } = options;
+  const { masters = 3, nodeTimeoutMs = 2000, requireFullCoverage = true, replicas = 0 } = options;
   const nodes: RedisChild[] = [];
   const clients = new Set<Cluster>();
   const close = async (): Promise<void> => {
@@ -73,7 +78,7 @@ export async function startRedisCluster(options: ClusterHarnessOptions = {}): Pr
   /** Node index per slot. */
   const owners = new Int16Array(16384).fill(-1);
   try {
-    for (let i = 0; i < masters; i++) {
+    for (let i = 0; i < masters * (1 + replicas); i++) {
       nodes.push(
         await startRedisServer({
           args: [
@@ -90,7 +95,7 @@ export async function startRedisCluster(options: ClusterHarnessOptions = {}): Pr
       'create',
       ...nodes.map((n) => `127.0.0.1:${n.port}`),
       '--cluster-replicas',
-      '0',
+      String(replicas),
       '--cluster-yes',
     ]);
     const deadline = Date.now() + 10_000;
@@ -111,6 +116,14 @@ export async function startRedisCluster(options: ClusterHarnessOptions = {}): Pr
       owners.fill(index, from, to + 1);
     }
     if (owners.includes(-1)) throw new Error('some slots have no master after cluster create');
+    // Replicas in sync with their masters before any test writes: a failover then loses only what was
+    // written after (replication is asynchronous).
+    for (const node of nodes) {
+      while ((await node.info('replication'))['role'] === 'slave' && (await node.info('replication'))['master_link_status'] !== 'up') {
+        if (Date.now() > deadline) throw new Error(`replica on port ${node.port} did not sync with its master`);
+        await sleep(50);
+      }
+    }
   } catch (error) {
     await close();
     throw error;
@@ -140,7 +153,7 @@ export async function startRedisCluster(options: ClusterHarnessOptions = {}): Pr
       const counts = nodes.map(() => 0);
       const slots = new Set(avoidSlots);
       const keys: string[] = [];
-      for (let i = 0; keys.length < perMaster * nodes.length; i++) {
+      for (let i = 0; keys.length < perMaster * masters; i++) {
         const key = `${stem}${i}`;
         const slot = calculateSlot(toRedisKey(key));
         const node = owners[slot] as number;
