@@ -48,7 +48,7 @@ export type Beats = {
  * may be answering locally with calls Redis has not seen: the **unrecovered** ones.
  *
  * - The count is the largest of the last HOLD_BEATS regular beats' answers: it falls at once when an
- *   instance leaves (`close()`), or once one stayed silent for a full period of beats, not when one
+ *   instance leaves (`close()`), or once a silent one's hold has ended (see Leases below), not when one
  *   answer is low (after a Redis restart the members are gone and come back one beat at a time). It
  *   is kept while Redis cannot answer.
  * - Unrecovered = count − 1 − the other instances that beat clean (nothing missing from Redis) since

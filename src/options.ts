@@ -247,7 +247,7 @@ export type ResilientLimiterOptions = Omit<WindowOptions, 'limit'> & {
    */
   perf?: { now(): number };
   /**
-   * How often, in ms, an `instances: 'auto'` limiter beats; an instance silent for 3 beats is gone.
+   * How often, in ms, an `instances: 'auto'` limiter beats; an instance silent for 1.5 beats has its share reserved, and stays counted until its lease and its window have passed (`local.leaseMs`).
    * @default 1000 (range 100 … 60,000)
    */
   heartbeatMs?: number;
