@@ -20,7 +20,8 @@ ARGV[7]  quietMs    an instance whose last beat is older than this may be answer
 Data model: member <id> scored with its last beat; member "!" .. <id> scored with its last dirty beat,
 removed by a clean one; member "-" .. <id> scored with the time it left (kept for ttlMs); member
 "~" .. <id> scored with the time until which its share is held (its last beat + holdMs), removed when
-it leaves; member "#lost" scored with the time a beat found the set gone (kept for ttlMs). Reply:
+it leaves; member "#lost" scored with the time a beat found the set gone (kept for ttlMs, and while
+an instance is silent on a hold). Reply:
 {count, fresh, leftAt, silent, lostAt}: count = instances beating within ttlMs (this one
 included unless it left) plus the silent ones; silent = the OTHER instances not beating within ttlMs
 whose hold has not ended (silence is not departure: they may be answering locally on a lease);
@@ -85,14 +86,14 @@ for i = 1, #members, 2 do
   local mark = string.sub(member, 1, 1)
   if mark == '~' then
     if score < now then expired[#expired + 1] = member elseif score > keepUntil then keepUntil = score end
-  elseif score <= now - ttl then
+  elseif score <= now - ttl and mark ~= '#' then
     expired[#expired + 1] = member
   elseif mark == '!' then
     dirty[string.sub(member, 2)] = true
   elseif mark == '-' then
     leftAt = math.max(leftAt, score)
   elseif mark == '#' then
-    lostAt = score
+    lostAt = score -- kept past ttlMs while an instance is silent on a hold (below): it has not seen it
   else
     beating[member] = score
   end
@@ -114,7 +115,11 @@ for i = 1, #members, 2 do
     if other ~= id and not beating[other] then silent = silent + 1 end
   end
 end
--- The last instance left: the set holds no state worth a loss marker (a next start is no loss).
-if op == 'leave' and live == 0 then redis.call('ZREM', key, '#lost') end
+-- The loss marker goes once every instance has had ttlMs to see it and none is silent on a hold (a
+-- silent one sees it when it beats again), or when the last instance left (a next start is no loss).
+if lostAt > 0 and silent == 0 and (lostAt <= now - ttl or (op == 'leave' and live == 0)) then
+  redis.call('ZREM', key, '#lost')
+  lostAt = 0
+end
 redis.call('PEXPIRE', key, keepUntil - now)
 return { live + silent, fresh, leftAt, silent, lostAt }

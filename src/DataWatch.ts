@@ -62,6 +62,7 @@ export class DataWatch {
   // A beat after ready, not at once: on a Cluster the first calls open the masters' connections, and
   // an INFO to every master in the same breath made the first decision miss its deadline.
   readonly #onReady = (): void => {
+    this.#evicted = undefined; // another server, maybe (a failover): its count is a new baseline
     clearTimeout(this.#soon);
     this.#soon = setTimeout(() => void this.#tick(true), this.intervalMs);
     this.#soon.unref();

@@ -10,6 +10,16 @@ import type { Settings } from './Settings.js';
 import type { DecisionReason } from './types.js';
 
 /**
+ * Whether a local answer for `reason` may mean that this instance lost Redis (its beats may stop): then
+ * its windows keep the calls that leave while the others cannot know it (`LocalWindow.lost`). Not for
+ * `'reconciling'` nor `'redis-reply-error'`, given while Redis answers: re-armed at every beat, the
+ * ghosts would hold back most of what leaves the window.
+ */
+function mayBeLost(reason: DecisionReason): boolean {
+  return reason !== 'reconciling' && reason !== 'redis-reply-error';
+}
+
+/**
  * The answer when Redis does not decide, by mode: the one place for `'fail-open'` (admit),
  * `'fail-closed'` (refuse, retry after the breaker's open period) and `'local'` (the local tier, at
  * this instance's share of the limit), for `limit()`, `limitAll()` and `peek()`.
@@ -38,7 +48,7 @@ export class Fallback {
     if (mode !== 'local') return this.#fixed(mode, reason, now, limit, id);
     const share = this.settings.localShareOf(limit, now);
     if (share === 0) return this.#fixed('fail-closed', reason, now, limit); // a lease ended, and a tenth of the share is none
-    this.settings.lost(this.local);
+    if (mayBeLost(reason)) this.settings.lost(this.local);
     const journalled = this.#journals(reason);
     // A journalled call keeps its id in the local window even if it was never sent to Redis: once
     // written back it is in Redis, so a re-seed after Redis lost its data writes it again (counted
@@ -59,9 +69,9 @@ export class Fallback {
     const now = this.now();
     const mode = this.settings.fallbackMode(now);
     if (mode !== 'local') return combine(items.map((item) => this.#fixed(mode, reason, now, item.limit)), mode, reason);
-    const share = (item: CheckedItem): number => this.settings.fallbackShareOf(item.limit, now);
+    const share = (item: CheckedItem): number => this.settings.fallbackShareOf(item.limit, now, true);
     if (items.some((item) => share(item) === 0)) return combine(items.map((item) => this.#fixed('fail-closed', reason, now, item.limit)), 'fail-closed', reason);
-    this.settings.lost(this.local);
+    if (mayBeLost(reason)) this.settings.lost(this.local);
     const journalled = this.#journals(reason);
     const kept = journalled || typeof id === 'string' ? id : undefined;
     const idFor = (item: CheckedItem): CallId | undefined => (kept === undefined ? undefined : itemId(kept, item));
@@ -98,7 +108,7 @@ export class Fallback {
     if (mode !== 'local') return this.#fixed(mode, reason, now, limit);
     const share = this.settings.fallbackShareOf(limit, now);
     if (share === 0) return this.#fixed('fail-closed', reason, now, limit);
-    this.settings.lost(this.local);
+    if (mayBeLost(reason)) this.settings.lost(this.local);
     return localDecision(this.local.main[inspect](key, 1, undefined, now, this.reserved.of(key), share), reason);
   }
 

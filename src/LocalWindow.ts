@@ -103,7 +103,7 @@ export class LocalWindow implements RateWindow {
    * shares alone add up to the limit. Never more than the share in force. When Redis admitted the
    * call, `admitted` is it, recorded first as {@link record} would (one lookup of the key).
    *
-   * Returns false, learning and recording nothing, when Redis admitted the call while holding fewer
+   * With `offset` (the check is asked for), returns false, learning and recording nothing, when Redis admitted the call while holding fewer
    * permits of the key (`used` less the call's cost) than this window holds of this instance's calls
    * that Redis has (every call but those never sent, see `CallId`) and that stay in the window for
    * `offset.uncertainty()` more (read only then; a call Redis admitted is kept here at the latest local time it can have:
@@ -124,7 +124,7 @@ export class LocalWindow implements RateWindow {
     const now = this.#now();
     const log = this.#logOf(key, now);
     const before = admitted === undefined ? 0 : used - admitted.cost;
-    if (admitted !== undefined && log.used - log.unsent > before && log.sentAbove(before, now - this.#options.windowMs + (offset?.uncertainty() ?? 0))) {
+    if (offset !== undefined && admitted !== undefined && log.used - log.unsent > before && log.sentAbove(before, now - this.#options.windowMs + offset.uncertainty())) {
       return false;
     }
     if (admitted !== undefined) {

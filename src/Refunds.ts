@@ -75,6 +75,7 @@ export async function refund(parts: Pick<Parts, 'local' | 'deny' | 'recovery'>, 
   if (permits > 0) deny.delete(key);
   if (unanswered) {
     recovery.unanswered.delete(`${key}\0${id}`);
+    if (recovery.writing) pending.add(key, id, cost); // a pass may write the journalled copy back after it
     // Redis had it or not: this instance's copy was given back either way.
     return { refunded: permits > 0 || known > 0, permits: Math.max(permits, known), pending: false };
   }

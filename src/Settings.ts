@@ -72,8 +72,9 @@ export class Settings {
    * The share of `limit` the local tier answers with at `now` (local clock; undefined: as if leased):
    * {@link shareOf}, or a tenth of it once the lease has ended with `afterLease: 'shrink'`.
    */
-  fallbackShareOf(limit: number, now?: number): number {
-    const share = this.shareOf(limit);
+  fallbackShareOf(limit: number, now?: number, item = false): number {
+    // limitAll()'s items: their limits are not `limit()`'s, so `local.limit` is not theirs either.
+    const share = item ? Math.ceil(limit / this.instances) : this.shareOf(limit);
     return now !== undefined && this.#shrunk(now) ? Math.floor(share / SHRINK) : share;
   }
 

@@ -52,7 +52,9 @@ export class OneCall implements PathCall<BatchOutcome[], LimiterDecision> {
     const call = admitted ? { at: decision.nowMs - offset.low(false), cost: this.cost, id: this.callId } : undefined;
     const { settings } = parts.fallback;
     const local = parts.local.main;
-    if (!local.observe(this.key, decision.used, this.limit, settings.instances, settings.localShareOf(this.limit), call, offset)) return this.#lost();
+    // Only mode 'local' has a window to answer with instead: the others take Redis's word (the canary still re-seeds).
+    const check = settings.mode === 'local' ? offset : undefined;
+    if (!local.observe(this.key, decision.used, this.limit, settings.instances, settings.localShareOf(this.limit), call, check)) return this.#lost();
     if (admitted) {
       // A denial that let this call through (a probe, a smaller cost) no longer holds in Redis; nor does
       // its block here (`observe` lifted it). A retry Redis counted already (a duplicate) proves no room.
@@ -88,6 +90,7 @@ export class OneCall implements PathCall<BatchOutcome[], LimiterDecision> {
     recovery.report.suspected();
     const decision = this.fallback('reconciling');
     if (!decision.allowed) recovery.refunds.add(this.key, this.id, this.cost);
+    else recovery.unanswered.set(`${this.key}\0${this.id}`, true); // Redis holds it: a refund goes there too
     recovery.schedule();
     return decision;
   }

@@ -24,11 +24,13 @@ export type LimiterEvents = {
    */
   dropped: [info: { calls: number; total: number }];
   /**
-   * Redis lost the limiter's data without a reconnect: the heartbeat set vanished between two beats
-   * (`'flushed'`: a `FLUSHALL`, `FLUSHDB` or a `DEL`; `instances: 'auto'` only), or Redis evicted keys
-   * under its memory limit (`'evicted'`, with how many since the last read; see the warning
-   * `RESILIMIT_EVICTION_POLICY`). The limiter writes its warm windows back into Redis, as after a
-   * restart, answering locally (reason `'reconciling'`) until that is done.
+   * Redis lost the limiter's data. `'flushed'` (`instances: 'auto'` only): a heartbeat found the
+   * instance count's set gone (a `FLUSHALL`, `FLUSHDB`, a restart, or every instance silent past its
+   * hold; on a Cluster, the master holding `<prefix>instances`): the limiter writes its warm windows
+   * back into Redis, as after a restart (twice after a restart: harmless), answering locally (reason
+   * `'reconciling'`) until that is done. `'evicted'`: Redis evicted keys under its memory limit, with
+   * how many since the last read (see the warning `RESILIMIT_EVICTION_POLICY`); no re-seed (it would
+   * evict other keys), but a key whose calls the warm window holds is answered locally meanwhile.
    */
   dataLost: [loss: DataLoss];
   /** The count of live instances changed (`instances: 'auto'`). */

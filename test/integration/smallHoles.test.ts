@@ -123,3 +123,22 @@ describe('waits in whole milliseconds', () => {
     }
   });
 });
+
+describe('found in review', () => {
+  it("mode 'fail-closed': another instance's refund of this instance's call does not make it refuse the key (Redis is taken at its word)", async () => {
+    const prefix = `holes:${randomUUID()}:`;
+    const a = await limiter({ prefix, mode: 'fail-closed' });
+    const b = await limiter({ prefix, mode: 'fail-closed' });
+    const x = await a.limit('k');
+    expect(await b.refund('k', x.id as string)).toMatchObject({ refunded: true });
+    expect(await a.limit('k')).toMatchObject({ allowed: true, source: 'redis' });
+  });
+
+  it("limitAll()'s local answer shares each item's limit among the instances, whatever local.limit is (it is limit()'s)", async () => {
+    const l = await limiter({ prefix: `holes:${randomUUID()}:`, local: { instances: 1, limit: 1 } });
+    l.forceOpen();
+    let admitted = 0;
+    for (let i = 0; i < 5; i++) if ((await l.limitAll([{ key: 'g', limit: 10, windowMs: 60_000 }])).allowed) admitted += 1;
+    expect(admitted).toBe(5);
+  });
+});
