@@ -180,16 +180,21 @@ describe('on a Redis Cluster of three masters: exactness across slots', () => {
     try {
       const keys = keysOnEveryMaster(prefix, 4);
       const byKey = new Map<string, LimiterDecision[]>(keys.map((k) => [k, []]));
-      const until = Date.now() + 800;
+      // At least 800 ms, and until every key has had 6 windows' worth admitted (10 s at most): a machine
+      // busy starting other test files' clusters made fewer calls in 800 ms than 5 windows need, once.
+      const started = Date.now();
+      const enough = (key: string): boolean => (byKey.get(key) ?? []).filter((d) => d.allowed).length >= limit * 6;
+      const going = (key: string): boolean => Date.now() - started < 800 || (!enough(key) && Date.now() - started < 10_000);
       await Promise.all(
         keys.flatMap((key) =>
           ls.flatMap((l) =>
             Array.from({ length: 2 }, async () => {
-              while (Date.now() < until) byKey.get(key)?.push(await l.limit(key));
+              while (going(key)) byKey.get(key)?.push(await l.limit(key));
             }),
           ),
         ),
       );
+      const windows = Math.ceil((Date.now() - started) / windowMs) + 1;
       for (const [key, decisions] of byKey) {
         // Redis decided every call, or its deny cache repeated a rejection: nothing came from the fallback.
         expect(decisions.every((d) => d.reason === 'decided' || d.reason === 'deny-cache')).toBe(true);
@@ -198,7 +203,7 @@ describe('on a Redis Cluster of three masters: exactness across slots', () => {
         const admitted = decisions.filter((d) => d.allowed).map((d) => ({ at: d.resetAtMs - windowMs, cost: 1 }));
         expect({ key, max: maxInAnyWindow(admitted, windowMs) }).toEqual({ key, max: limit });
         expect(admitted.length).toBeGreaterThanOrEqual(limit * 5);
-        expect(admitted.length).toBeLessThanOrEqual(limit * 10);
+        expect(admitted.length).toBeLessThanOrEqual(limit * windows);
       }
     } finally {
       await Promise.all(ls.map((l) => l.close()));
