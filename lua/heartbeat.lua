@@ -76,6 +76,7 @@ end
 local members = redis.call('ZRANGE', key, 0, -1, 'WITHSCORES')
 local dirty = {}
 local beating = {}
+local holds = {}
 local leftAt = 0
 local lostAt = 0
 local expired = {}
@@ -85,7 +86,12 @@ for i = 1, #members, 2 do
   local score = tonumber(members[i + 1])
   local mark = string.sub(member, 1, 1)
   if mark == '~' then
-    if score < now then expired[#expired + 1] = member elseif score > keepUntil then keepUntil = score end
+    if score < now then
+      expired[#expired + 1] = member
+    else
+      holds[string.sub(member, 2)] = true
+      if score > keepUntil then keepUntil = score end
+    end
   elseif score <= now - ttl and mark ~= '#' then
     expired[#expired + 1] = member
   elseif mark == '!' then
@@ -108,12 +114,8 @@ for member, beat in pairs(beating) do
     fresh = fresh + 1
   end
 end
-for i = 1, #members, 2 do
-  local member = members[i]
-  if string.sub(member, 1, 1) == '~' and tonumber(members[i + 1]) >= now then
-    local other = string.sub(member, 2)
-    if other ~= id and not beating[other] then silent = silent + 1 end
-  end
+for other in pairs(holds) do
+  if other ~= id and not beating[other] then silent = silent + 1 end
 end
 -- The loss marker goes once every instance has had ttlMs to see it and none is silent on a hold (a
 -- silent one sees it when it beats again), or when the last instance left (a next start is no loss).

@@ -58,8 +58,8 @@ export class Fallback {
     const d = this.local.main[decide](key, cost, kept, now, this.reserved.of(key), share, this.blockMs);
     if (d.allowed && journalled) {
       this.recovery.add(key, now, cost, id);
-      // Its Redis call was sent and not answered: Redis may have run it (see `Recovery.unanswered`).
-      if (reason === 'timeout' || reason === 'redis-error') this.recovery.unanswered.set(`${key}\0${memberOf(id)}`, true);
+      // Its Redis call was sent and not answered: Redis may have run it.
+      if (reason === 'timeout' || reason === 'redis-error') this.recovery.markUnanswered(key, memberOf(id));
     }
     return localDecision(d, reason, d.allowed ? memberOf(id) : undefined);
   }

@@ -10,9 +10,9 @@ export type BeatOp = 'clean' | 'dirty' | 'leave';
 /**
  * A beat's answer: the instances (this one included, and the silent ones whose lease may still be in
  * force), the other instances that are fresh, when an instance last left the count (Redis's clock; 0
- * when none did lately), and how many of the others are silent on a lease (see `lua/heartbeat.lua`).
+ * when none did lately), and when a beat last found the heartbeat set gone (see `lua/heartbeat.lua`).
  */
-export type BeatReply = { readonly live: number; readonly fresh: number; readonly leftAt?: number; readonly silent?: number; readonly lostAt?: number };
+export type BeatReply = { readonly live: number; readonly fresh: number; readonly leftAt?: number; readonly lostAt?: number };
 
 /**
  * How long a beat counts, in ms: `ttlMs` as beating, `quietMs` as fresh (older, the instance may be
@@ -88,7 +88,6 @@ export class InstanceCounter {
   #stopped = false;
   /** This instance may answer locally until then (local clock): the last beat Redis answered, when sent, plus `leaseMs`. */
   #leaseUntil = Number.NEGATIVE_INFINITY;
-  #silent = 0;
   /** The newest `BeatReply.lostAt` seen (Redis's clock); undefined before the first answer. */
   #lostAt: number | undefined;
 
@@ -105,11 +104,6 @@ export class InstanceCounter {
   /** The other instances that may be answering locally with calls Redis has not seen. */
   get unrecovered(): number {
     return this.#unrecovered;
-  }
-
-  /** The other instances silent on a lease that may still be in force (counted in {@link unrecovered} too). */
-  get silent(): number {
-    return this.#silent;
   }
 
   /**
@@ -214,7 +208,6 @@ export class InstanceCounter {
       if (this.#recent.length > HOLD_BEATS) this.#recent.shift();
     }
     const live = Math.max(...this.#recent, reply.live, 1);
-    this.#silent = reply.silent ?? 0;
     if (current) {
       const unrecovered = Math.max(0, live - 1 - reply.fresh);
       const fewer = unrecovered < this.#unrecovered;

@@ -56,7 +56,7 @@ export class Recovery {
    * connection), as `<key>\0<member>`: Redis may have run it and hold the call, so a refund of it goes
    * to Redis too (`Refunds.refund`), even before the journal writes it. The most recent 10,000.
    */
-  readonly unanswered = new LRUCache<string, true>({ max: 10_000 });
+  readonly #unanswered = new LRUCache<string, true>({ max: 10_000 });
   readonly #options: RecoveryOptions;
   readonly #now: () => number;
 
@@ -142,6 +142,16 @@ export class Recovery {
   }
 
   /** Journals a call the local tier admitted, to be written into Redis. */
+  /** The call `member` of `key` was answered locally, though Redis may hold it (see `#unanswered`). */
+  markUnanswered(key: string, member: string): void {
+    this.#unanswered.set(`${key}\0${member}`, true);
+  }
+
+  /** Whether Redis may hold the call `member` of `key` though it was answered locally; forgets it. */
+  takeUnanswered(key: string, member: string): boolean {
+    return this.#unanswered.size !== 0 && this.#unanswered.delete(`${key}\0${member}`);
+  }
+
   add(key: string, at: number, cost: number, id: CallId, windowMs?: number): void {
     this.journal.add(key, at, cost, id, windowMs);
   }

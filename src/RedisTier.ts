@@ -300,9 +300,9 @@ export class RedisTier {
     return this.breaker.fire(() =>
       runScript(this.#redis, heartbeatScript, [key], args).then(
         (reply) => {
-          const [live, fresh, leftAt, silent, lostAt] = reply as [number, number, number, number, number];
+          const [live, fresh, leftAt, , lostAt] = reply as [number, number, number, number, number];
           if (live < 0) throw new ResilimitError(ErrorCode.REDIS_UNAVAILABLE, 'A heartbeat reached Redis after its deadline');
-          return { live, fresh, leftAt, silent, lostAt };
+          return { live, fresh, leftAt, lostAt };
         },
         (error: unknown) => Promise.reject(redisCallError(error)),
       ),

@@ -58,7 +58,7 @@ export async function refund(parts: Pick<Parts, 'local' | 'deny' | 'recovery'>, 
   if (known > 0) deny.delete(key);
   // Never sent to Redis: journalled and not yet written back, or never to be (a negative id, see `CallId`);
   // unless its own Redis call went unanswered (Redis may have run it: the refund goes there too).
-  const unanswered = recovery.unanswered.size !== 0 && recovery.unanswered.has(`${key}\0${id}`);
+  const unanswered = recovery.takeUnanswered(key, id);
   if (!unanswered && ((held !== undefined && !held.sent) || (held === undefined && typeof warm?.id === 'number' && warm.id < 0))) {
     return { refunded: true, permits: known, pending: false };
   }
@@ -74,7 +74,6 @@ export async function refund(parts: Pick<Parts, 'local' | 'deny' | 'recovery'>, 
   }
   if (permits > 0) deny.delete(key);
   if (unanswered) {
-    recovery.unanswered.delete(`${key}\0${id}`);
     if (recovery.writing) pending.add(key, id, cost); // a pass may write the journalled copy back after it
     // Redis had it or not: this instance's copy was given back either way.
     return { refunded: permits > 0 || known > 0, permits: Math.max(permits, known), pending: false };

@@ -90,7 +90,7 @@ export class OneCall implements PathCall<BatchOutcome[], LimiterDecision> {
     recovery.report.suspected();
     const decision = this.fallback('reconciling');
     if (!decision.allowed) recovery.refunds.add(this.key, this.id, this.cost);
-    else recovery.unanswered.set(`${this.key}\0${this.id}`, true); // Redis holds it: a refund goes there too
+    else recovery.markUnanswered(this.key, this.id); // Redis holds it: a refund goes there too
     recovery.schedule();
     return decision;
   }
