@@ -18,8 +18,20 @@ export class ClockOffset {
   /** When the bounds were last narrowed (`elapsed()` clock). */
   #at = 0;
 
-  /** `elapsed`: a monotonic clock in ms (performance.now), which times how far the bounds widen. */
-  constructor(readonly elapsed: () => number = () => performance.now()) {}
+  /** The widest the bounds were after a round trip since `#spreadSince`, and in the period before it (see `uncertainty`). */
+  #spread = 0;
+  #spreadBefore = 0;
+  #spreadSince = Number.NEGATIVE_INFINITY;
+
+  /**
+   * `elapsed`: a monotonic clock in ms (performance.now), which times how far the bounds widen.
+   * `keepMs`: how long a time moved with these bounds is kept (the window): `uncertainty()`
+   * remembers the bounds' width that long.
+   */
+  constructor(
+    readonly elapsed: () => number = () => performance.now(),
+    readonly keepMs = 0,
+  ) {}
 
   /** True once a round trip was seen. */
   get known(): boolean {
@@ -36,13 +48,28 @@ export class ClockOffset {
     // Redis read [redisMs, redisMs + 1) while the local clock read [sentMs, receivedMs + 1).
     const low = redisMs - receivedMs - 1;
     const high = redisMs + 1 - sentMs;
-    this.#low = Math.max(this.#low - widen, low);
-    this.#high = Math.min(this.#high + widen, high);
+    const was = { low: this.#low - widen, high: this.#high + widen };
+    this.#low = Math.max(was.low, low);
+    this.#high = Math.min(was.high, high);
+    // Times moved with the old bounds may be off by as much as both bounds together span.
+    let spread = this.#high - this.#low;
     if (this.#low > this.#high) {
+      spread = Math.max(was.high, high) - Math.min(was.low, low);
       this.#low = low;
       this.#high = high;
     }
     this.#at = now;
+    this.#remember(spread + 1, now);
+  }
+
+  /** Keeps `spread` as the widest of the current period (`keepMs` long) if it is. */
+  #remember(spread: number, now: number): void {
+    if (now - this.#spreadSince >= this.keepMs) {
+      this.#spreadBefore = now - this.#spreadSince >= 2 * this.keepMs ? 0 : this.#spread;
+      this.#spread = 0;
+      this.#spreadSince = now;
+    }
+    this.#spread = Math.max(this.#spread, spread);
   }
 
   /**
@@ -59,9 +86,16 @@ export class ClockOffset {
     return this.known ? this.#high + (this.elapsed() - this.#at) * DRIFT : 0;
   }
 
-  /** How far apart the bounds are now, ms, plus 1: how much earlier than this process Redis may see a time pass. */
+  /**
+   * How much earlier than this process Redis may see a time pass that was moved from Redis's clock
+   * within the last `keepMs` (ms): how far apart the bounds are now plus 1, or were when it was moved
+   * (a call Redis admitted is kept at `nowMs - low()`; bounds that were wide then and narrowed since
+   * leave it up to that width later than Redis holds it).
+   */
   uncertainty(): number {
-    return this.high() - this.low(false) + 1;
+    const now = this.elapsed();
+    if (now - this.#spreadSince >= this.keepMs) this.#remember(0, now);
+    return Math.max(this.high() - this.low(false) + 1, this.#spread, this.#spreadBefore);
   }
 }
 

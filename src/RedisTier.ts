@@ -91,7 +91,8 @@ export class RedisTier {
     this.#now = options.now;
     this.#perf = options.perf;
     this.#timeoutMs = options.breaker.timeoutMs;
-    this.offset = new ClockOffset(() => options.perf.now());
+    // A call Redis admitted is kept at most 1 ms after its reply, for one window.
+    this.offset = new ClockOffset(() => options.perf.now(), options.windowMs + 1);
     this.polls = new PollWatch(options.perf);
     this.breaker = new Breaker(options.breaker, onState, this.polls);
     this.#onReconnect = onReconnect;

@@ -2,6 +2,7 @@ import { performance } from 'node:perf_hooks';
 import { describe, expect, it, vi } from 'vitest';
 import { LocalWindow, ResilimitError } from '../../src/index.js';
 import { block, configure, decide } from '../../src/internal.js';
+import { ClockOffset } from '../../src/ClockOffset.js';
 import { prng, ReferenceWindow } from '../support/model.js';
 
 function clock(start = 1_000_000) {
@@ -262,6 +263,33 @@ describe('LocalWindow.observe: the part of a shared window learnt from Redis', (
     const idle = share(0);
     idle.w.observe('k', 0, 40, 4, 10);
     expect(idle.admitted()).toBe(10);
+  });
+
+  it('does not take a call for lost that it kept at a later time than Redis, under bounds that narrowed since', () => {
+    // CI found this: a slow first round trip on a loaded machine leaves the clock offset's bounds
+    // wide, so a call Redis admitted then is kept here up to that width later than it was; once fast
+    // round trips narrowed the bounds, Redis had dropped it from its window while this one still held it.
+    const t = { now: 0, elapsed: 0 };
+    const w = new LocalWindow({ limit: 10, windowMs: 100, maxKeys: 10, now: () => t.now });
+    const offset = new ClockOffset(() => t.elapsed, 100);
+    // The clocks agree. Sent at 0, Redis admitted at 30, the reply read at 60: the offset is within [-31, 31].
+    t.now = t.elapsed = 60;
+    offset.sample(0, 30, 60);
+    expect(w.observe('k', 1, 10, 1, 10, { at: 30 - offset.low(false), cost: 1, id: 1 }, offset)).toBe(true);
+    // A fast round trip narrows the bounds to [-1, 1]: the call is kept at 61, it was admitted at 30.
+    t.now = t.elapsed = 100;
+    offset.sample(100, 100, 100);
+    // At 135 Redis's window (35, 135] no longer holds it, and admits a call holding only that one.
+    t.now = t.elapsed = 135;
+    expect(w.observe('k', 1, 10, 1, 10, { at: 135 - offset.low(false), cost: 1, id: 2 }, offset)).toBe(true);
+    // Once the wide bounds are forgotten (kept one to two windows), Redis losing a call it holds is
+    // seen again: one admitted at 270, then a call Redis admits holding only itself.
+    t.now = t.elapsed = 270;
+    offset.sample(270, 270, 270);
+    expect(w.observe('k', 1, 10, 1, 10, { at: 270 - offset.low(false), cost: 1, id: 3 }, offset)).toBe(true);
+    t.now = t.elapsed = 300;
+    offset.sample(300, 300, 300);
+    expect(w.observe('k', 1, 10, 1, 10, { at: 300 - offset.low(false), cost: 1, id: 4 }, offset)).toBe(false);
   });
 
   it('reuses the permits of its own calls as they leave the window, and keeps its part for one window', () => {

@@ -59,13 +59,17 @@ describe('ClockOffset', () => {
 
   it('starts again from the sample when a clock steps out of the bounds (or another Redis answers)', () => {
     let elapsed = 0;
-    const offset = new ClockOffset(() => elapsed);
+    const offset = new ClockOffset(() => elapsed, 1000);
     offset.sample(5000, 5000, 5000);
     elapsed = 1;
     offset.sample(6000, 6500, 6000); // Redis's clock jumped 500 ms ahead
     expect([offset.low(), offset.high()]).toEqual([499, 501]);
+    // A time moved before the step may be off by both bounds' span, for a window (keepMs) after it.
+    expect(offset.uncertainty()).toBeGreaterThanOrEqual(503);
     elapsed = 2;
     offset.sample(7000, 6800, 7001); // and now 200 ms behind
     expect([offset.low(), offset.high()]).toEqual([-202, -199]);
+    elapsed = 2002; // two windows later it is forgotten: the bounds' width now, plus 1
+    expect(offset.uncertainty()).toBeCloseTo(3 + 0.4 + 1, 6); // the high bound widened 0.2 ms per s
   });
 });
