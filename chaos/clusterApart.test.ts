@@ -8,7 +8,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { redisKey } from '../src/redisKey.ts';
+import { redisKey } from '../src/redis/redisKey.ts';
 import { startRedisCluster, type RedisCluster } from '../test/support/cluster.ts';
 import { startFleet, summary } from './bound/fleet.ts';
 import type { Setup } from './bound/worker.ts';

@@ -12,7 +12,7 @@ import type { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createRedisClient, ResilientLimiter } from '../src/index.ts';
 import { waitReady } from '../test/support/redis.ts';
-import { redisKey } from '../src/redisKey.ts';
+import { redisKey } from '../src/redis/redisKey.ts';
 import { startLocalBackend, type LocalBackend } from './backends/index.ts';
 
 let backend: LocalBackend;

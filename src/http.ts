@@ -7,7 +7,7 @@
  */
 import { Buffer } from 'node:buffer';
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { describe, ErrorCode, ResilimitError } from './errors.js';
+import { describe, ErrorCode, ResilimitError } from './options/errors.js';
 import { joined, partitionKeyParameter, problemBody, PROBLEM_TYPE, RateLimitFields, retryAfterSeconds } from './http/fields.js';
 import type { RequestLike } from './http/keys.js';
 import { checkLimiter, resolveHttpOptions, type ClosingResponse, type CommonHttpOptions, type HttpLimiter } from './http/options.js';

@@ -9,10 +9,10 @@ export type {
   RedisWindowOptions,
   ResilientLimiterOptions,
   WindowOptions,
-} from './options.js';
-export { MAX_ID_LENGTH, MAX_INT, MAX_KEY_LENGTH, MAX_PREFIX_LENGTH } from './options.js';
-export { LocalWindow } from './LocalWindow.js';
-export { RedisWindow, type RedisDecision } from './RedisWindow.js';
+} from './options/options.js';
+export { MAX_ID_LENGTH, MAX_INT, MAX_KEY_LENGTH, MAX_PREFIX_LENGTH } from './options/options.js';
+export { LocalWindow } from './local/LocalWindow.js';
+export { RedisWindow, type RedisDecision } from './redis/RedisWindow.js';
 export {
   ResilientLimiter,
   type DecisionMessage,
@@ -21,14 +21,14 @@ export {
   type LimiterStats,
   type RefundOptions,
   type RefundResult,
-} from './ResilientLimiter.js';
-export type { AcquireOptions } from './Waiters.js';
-export type { BreakerState } from './breaker.js';
-export type { ReconcileResult } from './Reconciler.js';
-export { closeRedisClient, type CloseRedisClientOptions } from './closeRedisClient.js';
-export { createRedisClient, SAFE_CLIENT_OPTIONS, type ClientOptions } from './redisClient.js';
-export { ErrorCode, ResilimitError, isResilimitError } from './errors.js';
-export { isRedisUnavailable } from './failures.js';
-export type { LimitAllDecision, LimitAllItem } from './limitAll.js';
-export { adaptiveLimit, type AdaptiveLimit, type AdaptiveLimitOptions, type LoadSignal } from './adaptive.js';
-export { rateLimited, RateLimitedError, wrap, type Limiter, type WrapOptions } from './wrap.js';
+} from './limiter/ResilientLimiter.js';
+export type { AcquireOptions } from './limiter/Waiters.js';
+export type { BreakerState } from './redis/Breaker.js';
+export type { ReconcileResult } from './recovery/Journal.js';
+export { closeRedisClient, type CloseRedisClientOptions } from './client/closeRedisClient.js';
+export { createRedisClient, SAFE_CLIENT_OPTIONS, type ClientOptions } from './client/redisClient.js';
+export { ErrorCode, ResilimitError, isResilimitError } from './options/errors.js';
+export { isRedisUnavailable } from './path/failures.js';
+export type { LimitAllDecision, LimitAllItem } from './path/limitAll.js';
+export { adaptiveLimit, type AdaptiveLimit, type AdaptiveLimitOptions, type LoadSignal } from './limiter/adaptive.js';
+export { rateLimited, RateLimitedError, wrap, type Limiter, type WrapOptions } from './limiter/wrap.js';

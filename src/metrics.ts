@@ -17,9 +17,9 @@ import {
   type Meter,
   type Observable,
 } from '@opentelemetry/api';
-import type { BreakerState } from './breaker.js';
-import { invalidOption } from './errors.js';
-import type { DecisionMessage, ResilientLimiter } from './ResilientLimiter.js';
+import type { BreakerState } from './redis/Breaker.js';
+import { invalidOption } from './options/errors.js';
+import type { DecisionMessage, ResilientLimiter } from './limiter/ResilientLimiter.js';
 import type { DecisionReason, DecisionSource } from './types.js';
 
 /** Options of {@link instrumentLimiter}. */

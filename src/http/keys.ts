@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import type { IncomingHttpHeaders } from 'node:http';
-import { ErrorCode, invalidOption, ResilimitError } from '../errors.js';
-import { MAX_KEY_LENGTH } from '../options.js';
+import { ErrorCode, invalidOption, ResilimitError } from '../options/errors.js';
+import { MAX_KEY_LENGTH } from '../options/options.js';
 
 /**
  * What the key helpers read from a request: Node's `IncomingMessage` (plain `node:http`, Express,

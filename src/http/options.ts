@@ -1,6 +1,6 @@
-import { unknownOption } from '../checks.js';
-import { describe, ErrorCode, invalidOption, ResilimitError } from '../errors.js';
-import { MAX_KEY_LENGTH } from '../options.js';
+import { unknownOption } from '../options/checks.js';
+import { describe, ErrorCode, invalidOption, ResilimitError } from '../options/errors.js';
+import { MAX_KEY_LENGTH } from '../options/options.js';
 import type { Decision, LimitOptions } from '../types.js';
 import { byIp, type KeyFunction } from './keys.js';
 

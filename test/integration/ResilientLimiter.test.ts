@@ -10,7 +10,7 @@ import {
   type ReconcileResult,
   type ResilientLimiterOptions,
 } from '../../src/index.js';
-import { redisKey } from '../../src/redisKey.js';
+import { redisKey } from '../../src/redis/redisKey.js';
 import { prng, ReferenceWindow } from '../support/model.js';
 import { restartEmpty, startRedisServer, waitReady, type RedisChild } from '../support/redis.js';
 

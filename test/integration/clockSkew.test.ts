@@ -16,7 +16,7 @@ import type { Redis } from 'ioredis';
 import { performance } from 'node:perf_hooks';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { createRedisClient, ResilientLimiter, type LimiterDecision, type ResilientLimiterOptions } from '../../src/index.js';
-import { redisKey } from '../../src/redisKey.js';
+import { redisKey } from '../../src/redis/redisKey.js';
 import { restartEmpty, startRedisServer, waitReady, type RedisChild } from '../support/redis.js';
 
 let server: RedisChild;

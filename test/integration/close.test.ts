@@ -239,7 +239,7 @@ closed({ closeMs, inFlight: stats.inFlight, decided: decisions.length,
 });
 
 describe('close() called twice at once', () => {
-  // BUG (src/ResilientLimiter.ts, close): `#closed` is set only after `await this.reconcile()`, so a
+  // BUG (src/limiter/ResilientLimiter.ts, close): `#closed` is set only after `await this.reconcile()`, so a
   // second close() made while the first reconciles runs the whole sequence too; both then wait for
   // the outstanding calls through the single `#whenSettled` slot, the later one overwrites the
   // earlier one's resolver, and that close() never resolves.

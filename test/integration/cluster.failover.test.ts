@@ -24,7 +24,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { ClusterOptions } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ResilientLimiter, type BreakerState, type LimiterDecision } from '../../src/index.js';
-import { redisKey } from '../../src/redisKey.js';
+import { redisKey } from '../../src/redis/redisKey.js';
 import { startRedisCluster, type RedisCluster } from '../support/cluster.js';
 
 /** cluster-node-timeout: Redis's default is 15 s; 1 s keeps the scenario short (failure detection scales with it). */

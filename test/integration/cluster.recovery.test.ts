@@ -10,7 +10,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { Cluster } from 'ioredis';
 import { afterAll, afterEach, beforeAll, expect, it } from 'vitest';
 import { ResilientLimiter, type LimiterDecision } from '../../src/index.js';
-import { redisKey } from '../../src/redisKey.js';
+import { redisKey } from '../../src/redis/redisKey.js';
 import { startRedisCluster, type RedisCluster } from '../support/cluster.js';
 
 let cluster: RedisCluster;

@@ -5,7 +5,7 @@ import calculateSlot from 'cluster-key-slot';
 import type { Cluster } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { RedisWindow, ResilientLimiter, type LimiterDecision, type RedisDecision, type ResilientLimiterOptions } from '../../src/index.js';
-import { redisKey } from '../../src/redisKey.js';
+import { redisKey } from '../../src/redis/redisKey.js';
 import { startRedisCluster, type RedisCluster } from '../support/cluster.js';
 import { prng, ReferenceWindow } from '../support/model.js';
 

@@ -10,7 +10,7 @@ import { randomUUID } from 'node:crypto';
 import { once } from 'node:events';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterEach, describe, expect, it } from 'vitest';
-import { redisKey } from '../../src/redisKey.js';
+import { redisKey } from '../../src/redis/redisKey.js';
 import { run, useLimiters } from '../support/limiters.js';
 
 // A deadline a loaded machine does not miss: these tests are about what Redis holds.

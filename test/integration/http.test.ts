@@ -869,6 +869,6 @@ describe('the package entry point', () => {
     const files = loaded.filter((url) => url.startsWith('file:')).map((url) => url.slice(url.indexOf('/dist/') + 1));
     expect(files).toContain('dist/http.js');
     expect(files.every((f) => f.startsWith('dist/'))).toBe(true); // no dependency, no framework
-    expect(files).not.toContain('dist/ResilientLimiter.js');
+    expect(files).not.toContain('dist/limiter/ResilientLimiter.js');
   });
 });

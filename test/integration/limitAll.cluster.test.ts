@@ -8,7 +8,7 @@ import calculateSlot from 'cluster-key-slot';
 import type { Cluster } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ResilientLimiter } from '../../src/index.js';
-import { allKey } from '../../src/limitAll.js';
+import { allKey } from '../../src/path/limitAll.js';
 import { startRedisCluster, type RedisCluster } from '../support/cluster.js';
 
 let cluster: RedisCluster;

@@ -3,7 +3,7 @@ import { once } from 'node:events';
 import type { Cluster } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ResilientLimiter } from '../../src/index.js';
-import { redisKey } from '../../src/redisKey.js';
+import { redisKey } from '../../src/redis/redisKey.js';
 import { startRedisCluster, type RedisCluster } from '../support/cluster.js';
 
 // Per-key limits and blocks on a Redis Cluster: keys on every master, calls coalesced per slot.

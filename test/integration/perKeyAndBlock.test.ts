@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type { Redis } from 'ioredis';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { createRedisClient, ErrorCode, RedisWindow, ResilientLimiter, type ResilientLimiterOptions } from '../../src/index.js';
-import { redisKey } from '../../src/redisKey.js';
+import { redisKey } from '../../src/redis/redisKey.js';
 import { freePort, startRedisServer, waitReady, type RedisChild } from '../support/redis.js';
 
 // Per-key limits (`limit: (key) => number`) and blocks (`block(key, ms)`, `blockMs`) against a real

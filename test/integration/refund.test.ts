@@ -9,7 +9,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { Redis } from 'ioredis';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { createRedisClient, ErrorCode, ResilientLimiter, type ResilientLimiterOptions } from '../../src/index.js';
-import { redisKey } from '../../src/redisKey.js';
+import { redisKey } from '../../src/redis/redisKey.js';
 import { startRedisServer, waitReady, type RedisChild } from '../support/redis.js';
 
 let server: RedisChild;

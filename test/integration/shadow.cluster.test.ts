@@ -4,8 +4,8 @@ import calculateSlot from 'cluster-key-slot';
 import type { Cluster } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ResilientLimiter } from '../../src/index.js';
-import { allKey } from '../../src/limitAll.js';
-import { redisKey } from '../../src/redisKey.js';
+import { allKey } from '../../src/path/limitAll.js';
+import { redisKey } from '../../src/redis/redisKey.js';
 import { startRedisCluster, type RedisCluster } from '../support/cluster.js';
 
 // Shadow mode on a Redis Cluster: each master's refusals are admitted, shadowRejected, and no master's

@@ -8,8 +8,8 @@ import { subscribe, unsubscribe } from 'node:diagnostics_channel';
 import type { Redis } from 'ioredis';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { createRedisClient, ResilientLimiter, type DecisionMessage, type LimiterDecision, type ResilientLimiterOptions } from '../../src/index.js';
-import { allKey } from '../../src/limitAll.js';
-import { redisKey } from '../../src/redisKey.js';
+import { allKey } from '../../src/path/limitAll.js';
+import { redisKey } from '../../src/redis/redisKey.js';
 import { useRedis, waitReady, type RedisHandle } from '../support/redis.js';
 
 let server: RedisHandle;

@@ -7,7 +7,7 @@ import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { describe, expect, it } from 'vitest';
 import { ErrorCode, type LimiterDecision, type ResilientLimiter } from '../../src/index.js';
-import { redisKey } from '../../src/redisKey.js';
+import { redisKey } from '../../src/redis/redisKey.js';
 import { useLimiters } from '../support/limiters.js';
 
 // A deadline a loaded machine does not miss: these tests are about what each instance remembers.

@@ -130,7 +130,7 @@ describe('@rateLimited', () => {
 
   it('limits a method as compiled by TypeScript (standard decorators), with the instance as this', async () => {
     const source = `
-      import { rateLimited } from '${pathToFileURL(`${root}src/wrap.ts`).href.replace(/\.ts$/, '.js')}';
+      import { rateLimited } from '${pathToFileURL(`${root}src/limiter/wrap.ts`).href.replace(/\.ts$/, '.js')}';
       export function make(limiter) {
         class Mailer {
           sent = [];
@@ -150,7 +150,7 @@ describe('@rateLimited', () => {
     // The compiled module imports the built wrap.js: point it at the one vitest compiles from src.
     mkdirSync(dir, { recursive: true });
     const file = `${dir}mailer-${randomUUID()}.mjs`;
-    writeFileSync(file, outputText.replace(/from '[^']*wrap\.js'/, `from '${pathToFileURL(`${root}dist/wrap.js`).href}'`));
+    writeFileSync(file, outputText.replace(/from '[^']*wrap\.js'/, `from '${pathToFileURL(`${root}dist/limiter/wrap.js`).href}'`));
     const { make } = (await import(pathToFileURL(file).href)) as {
       make: (l: ResilientLimiter) => new (tenant: string) => { send(to: string, body: string): Promise<number>; sent: string[] };
     };

@@ -7,7 +7,7 @@ import {
   type DecisionMessage,
   type ResilientLimiterOptions,
 } from '../../src/index.js';
-import { CALL_BYTES } from '../../src/Reconciler.js';
+import { CALL_BYTES } from '../../src/recovery/Journal.js';
 import { freePort } from '../support/redis.js';
 
 
@@ -300,7 +300,7 @@ describe('ResilientLimiter without Redis', () => {
     expect(allowed).toEqual([true, true, true, false, false]);
   });
 
-  // BUG (src/LocalWindow.ts, Log.freedAt, reached from ResilientLimiter's fallback): a cost within the
+  // BUG (src/local/LocalWindow.ts, Log.freedAt, reached from ResilientLimiter's fallback): a cost within the
   // global limit but above the local share (limit 10, 4 instances: share 3, cost 5) is rejected
   // locally with retryAfterMs NaN, because freedAt indexes past the end of the log.
   it('answers a cost above the local share with a finite retryAfterMs', async () => {
@@ -488,7 +488,7 @@ describe('ResilientLimiter without Redis', () => {
     await expect(escaped.limit('k')).rejects.toMatchObject({ code: 'ERR_RESILIMIT_CLOSED' });
   });
 
-  // BUG (src/ResilientLimiter.ts, #reconcile): close() (and reconcile()) sends the pending calls to a
+  // BUG (src/limiter/ResilientLimiter.ts, #reconcile): close() (and reconcile()) sends the pending calls to a
   // client that never became ready, checking only that the breaker is closed; on a lazyConnect client
   // that command makes ioredis start connecting (and, with createRedisClient's retry strategy,
   // reconnect forever). Every other path checks `redis.status === 'ready'` first.

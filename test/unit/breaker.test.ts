@@ -1,7 +1,7 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
-import { Breaker, countsAsFailure, type BreakerState } from '../../src/breaker.js';
-import type { ResolvedBreakerOptions } from '../../src/options.js';
-import { ErrorCode, ResilimitError } from '../../src/errors.js';
+import { Breaker, countsAsFailure, type BreakerState } from '../../src/redis/Breaker.js';
+import type { ResolvedBreakerOptions } from '../../src/options/options.js';
+import { ErrorCode, ResilimitError } from '../../src/options/errors.js';
 
 const OPTIONS: ResolvedBreakerOptions = {
   timeoutMs: 50,
@@ -328,7 +328,7 @@ describe('Breaker', () => {
     ]);
   });
 
-  // BUG (src/breaker.ts, forceOpen + the 'halfOpen' handler): forceOpen() only hides the half-open
+  // BUG (src/redis/Breaker.ts, forceOpen + the 'halfOpen' handler): forceOpen() only hides the half-open
   // state; opossum's reset timer still moves it to half-open after resetTimeoutMs, so fire() lets a
   // trial through (and, if it succeeds, every call after it) while `state` says 'open'.
   it('rejects fire() with EOPENBREAKER while forced open, also after resetTimeoutMs', async () => {

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { ClockOffset } from '../../src/ClockOffset.js';
+import { ClockOffset } from '../../src/redis/ClockOffset.js';
 import { prng } from '../support/model.js';
 
 /** Two simulated clocks: Redis's runs `offset` ms ahead of the local one; both are read in whole ms. */

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { ErrorCode, isRedisUnavailable, isResilimitError, ResilimitError } from '../../src/index.js';
-import { reasonOf, redisCallError } from '../../src/failures.js';
-import { checkRuntime } from '../../src/options.js';
+import { reasonOf, redisCallError } from '../../src/path/failures.js';
+import { checkRuntime } from '../../src/options/options.js';
 
 function replyError(message: string): Error {
   const error = new Error(message);

@@ -5,7 +5,7 @@
 import { readFile } from 'node:fs/promises';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { describe, expect, it } from 'vitest';
-import { PollWatch } from '../../src/PollWatch.js';
+import { PollWatch } from '../../src/redis/PollWatch.js';
 
 function fakePerf(): { now(): number; set(ms: number): void } {
   let t = 0;

@@ -5,7 +5,7 @@
 import { Cluster } from 'ioredis';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { createRedisClient } from '../../src/index.js';
-import { NOT_READY_AFTER_MS, NOT_READY_EVERY_MS, ReadyWatch, type NotReady, type Timers } from '../../src/ReadyWatch.js';
+import { NOT_READY_AFTER_MS, NOT_READY_EVERY_MS, ReadyWatch, type NotReady, type Timers } from '../../src/client/ReadyWatch.js';
 
 /** Timers run by hand: `advance(ms)` moves the clock and fires what is due, in order. */
 function manualTimers() {

@@ -1,6 +1,6 @@
 import calculateSlot from 'cluster-key-slot';
 import { describe, expect, it } from 'vitest';
-import { redisKey } from '../../src/redisKey.js';
+import { redisKey } from '../../src/redis/redisKey.js';
 
 describe('redisKey', () => {
   it('wraps the whole user key in the hash tag', () => {

@@ -1,0 +1,84 @@
+import type { Cluster, Redis } from 'ioredis';
+import { withDeadline } from './clientEvents.js';
+import { invalidOption } from '../options/errors.js';
+import { stopFollowing } from './followFailovers.js';
+import { integer } from '../options/options.js';
+
+/** Options of {@link closeRedisClient}. */
+export type CloseRedisClientOptions = {
+  /**
+   * How long to wait for Redis to answer `QUIT`, in ms, before the connections are dropped.
+   * Integer 0 … 60,000 (0: drop them at once, without `QUIT`).
+   * @default 1000
+   */
+  timeoutMs?: number;
+};
+
+/**
+ * Closes an ioredis `Redis` or `Cluster` client for good, whatever Redis does, so that a shutdown
+ * always ends. When the client is ready it sends `QUIT` (pending replies arrive first) and waits
+ * for the answer at most `timeoutMs`; when the client is not ready (Redis down: it is reconnecting),
+ * when `QUIT` fails, or when no answer comes in time (a frozen Redis), it calls `disconnect()`, which
+ * stops ioredis reconnecting, and closes the client's sockets at once. Never rejects for Redis's sake.
+ *
+ * Why not `quit()` alone: with `enableOfflineQueue: false` (as {@link createRedisClient} sets), a
+ * client that is not connected rejects `quit()` at once and goes on reconnecting, so the process
+ * never exits; against a frozen Redis, `quit()` waits forever.
+ *
+ * It resolves within about `timeoutMs`, and leaves nothing of the client running, except what
+ * ioredis keeps to itself (measured on ioredis 6.0.0): with Redis down, `disconnect()` arms a timer
+ * of `disconnectTimeout` (200 ms with {@link createRedisClient}, 2 s by ioredis's default) on the
+ * socket already closed; on a Cluster, a refresh of the slots ioredis began by itself (a cold client
+ * does, after its first commands) holds its own connection for up to `slotsRefreshTimeout` +
+ * `disconnectTimeout` (3 s by default). The process can exit that much later.
+ *
+ * Close the limiters first: `close()` may still write to Redis.
+ * @throws {ResilimitError} `ERR_RESILIMIT_INVALID_OPTION` when `client` is not an ioredis client or
+ *   `timeoutMs` is out of range (a rejection of the returned promise).
+ * @example
+ * process.once('SIGTERM', async () => {
+ *   await limiter.close();
+ *   await closeRedisClient(redis);
+ * });
+ */
+export async function closeRedisClient(client: Redis | Cluster, options: CloseRedisClientOptions = {}): Promise<void> {
+  checkClient(client);
+  const timeoutMs = checkTimeout(options);
+  if (client.status === 'end') return;
+  if (client.status === 'ready' && timeoutMs > 0) {
+    const quit = await withDeadline(client.quit(), timeoutMs).then(
+      () => true,
+      () => false,
+    );
+    if (quit) return;
+  }
+  drop(client);
+}
+
+/**
+ * Stops the client reconnecting and closes its sockets now: ioredis's `disconnect()` ends a socket
+ * and waits up to `disconnectTimeout` for the server to close its side, which a frozen server never does.
+ */
+function drop(client: Redis | Cluster): void {
+  const sockets = isCluster(client) ? client.nodes('all').map((node) => node.stream) : [client.stream];
+  client.disconnect();
+  if (!isCluster(client)) stopFollowing(client);
+  for (const socket of sockets) socket?.destroy();
+}
+
+function isCluster(client: Redis | Cluster): client is Cluster {
+  return (client as { isCluster?: boolean }).isCluster === true;
+}
+
+function checkClient(client: unknown): void {
+  const c = client as Partial<Record<'quit' | 'disconnect' | 'status', unknown>> | null;
+  if (typeof c !== 'object' || c === null || typeof c.quit !== 'function' || typeof c.disconnect !== 'function' || typeof c.status !== 'string') {
+    throw invalidOption('client', 'an ioredis Redis or Cluster client', client);
+  }
+}
+
+function checkTimeout(options: unknown): number {
+  if (typeof options !== 'object' || options === null) throw invalidOption('options', 'an object', options);
+  const value = (options as CloseRedisClientOptions).timeoutMs;
+  return value === undefined ? 1000 : integer('timeoutMs', value, 0, 60_000);
+}

@@ -1,0 +1,198 @@
+import type { DenyCache } from '../path/DenyCache.js';
+import { knownOptions } from '../options/checks.js';
+import { invalidOption } from '../options/errors.js';
+import { configure } from '../internal.js';
+import type { LocalTier } from '../local/LocalTier.js';
+import { limitValue } from '../options/limitFunction.js';
+import { integer, MAX_INT, mode as checkMode, type LimitFunction, type Mode, type ResolvedLimiterOptions } from '../options/options.js';
+import type { RedisWindow } from '../redis/RedisWindow.js';
+
+/** Once its lease has ended, `afterLease: 'shrink'` answers locally at a share of this many times less. */
+const SHRINK = 10;
+
+/**
+ * The settings a limiter changes at run time: the limit (a number, or a function of the key called at
+ * every call), the window, the mode, shadow mode and the kill switch. It owns them, and alone applies a
+ * change to the parts that hold a copy: the Redis window, the local window's share (`local.limit`, or
+ * `ceil(limit / instances)`), and the deny cache (cleared, as its denials were made under the old limit).
+ *
+ * Every call carries its own limit ({@link limitOf}) to both tiers and the deny cache, so a limit
+ * function may give each key its own, and change it at any call.
+ */
+export class Settings {
+  /** The limit option; with a function, the value it gave last (0 before its first call). */
+  #limit: number;
+  /** The `limit` option when it is a function: called with the key at every call. */
+  #limitFn: LimitFunction | undefined;
+  #windowMs: number;
+  #mode: Mode;
+  #shadow: boolean;
+  #enabled = true;
+
+  constructor(
+    readonly options: Pick<ResolvedLimiterOptions, 'limit' | 'limitFn' | 'windowMs' | 'mode' | 'shadow' | 'localLimit' | 'instances' | 'afterLease' | 'heartbeatMs'>,
+    readonly redis: RedisWindow,
+    readonly local: LocalTier,
+    readonly deny: DenyCache,
+    /** The instance counter when `instances: 'auto'`, else undefined. */
+    readonly counter: () => { readonly count: number; readonly unrecovered: number; leasedAt(now: number): boolean; readonly lastSeenAt: number } | undefined,
+  ) {
+    this.#limitFn = options.limitFn;
+    this.#limit = options.limitFn === undefined ? options.limit : 0;
+    this.#windowMs = options.windowMs;
+    this.#mode = options.mode;
+    this.#shadow = options.shadow;
+  }
+
+  /** The `limit` option; with a function, the value it gave for the last call (0 before the first). */
+  get limit(): number {
+    return this.#limit;
+  }
+
+  /**
+   * The limit of a call of `key`: the `limit` option, or its function's value for `key`.
+   * @throws {ResilimitError} `ERR_RESILIMIT_INVALID_OPTION` when the function throws or gives a bad value.
+   */
+  limitOf(key: string): number {
+    const fn = this.#limitFn;
+    if (fn === undefined) return this.#limit;
+    return (this.#limit = limitValue(fn, key));
+  }
+
+  /**
+   * The share of `limit` to give the local window of `limit()` with a call: undefined without a limit
+   * function (the window's own limit is the share then, kept up to date: nothing to compute per call),
+   * unless the lease has ended with `afterLease: 'shrink'` ({@link fallbackShareOf}).
+   */
+  localShareOf(limit: number, now?: number): number | undefined {
+    return this.#limitFn === undefined && (now === undefined || !this.#shrunk(now)) ? undefined : this.fallbackShareOf(limit, now);
+  }
+
+  /**
+   * The share of `limit` the local tier answers with at `now` (local clock; undefined: as if leased):
+   * {@link shareOf}, or a tenth of it once the lease has ended with `afterLease: 'shrink'`.
+   */
+  fallbackShareOf(limit: number, now?: number, item = false): number {
+    // limitAll()'s items: their limits are not `limit()`'s, so `local.limit` is not theirs either.
+    const share = item ? Math.ceil(limit / this.instances) : this.shareOf(limit);
+    return now !== undefined && this.#shrunk(now) ? Math.floor(share / SHRINK) : share;
+  }
+
+  /**
+   * The mode the fallback answers in at `now` (local clock): `mode`, except in `'local'` once this
+   * instance's lease has ended (`instances: 'auto'`, see `InstanceCounter.leased`) with `afterLease`
+   * `'fail-closed'` or `'fail-open'`.
+   */
+  fallbackMode(now: number): Mode {
+    const mode = this.#mode;
+    if (mode !== 'local') return mode;
+    const after = this.options.afterLease;
+    if (after === 'shrink' || after === 'keep' || this.counter()?.leasedAt(now) !== false) return mode;
+    return after;
+  }
+
+  /**
+   * This instance answers locally: the local tier keeps counting the permits of calls that leave
+   * while the others cannot know it yet (`LocalTier.lost`). They see it silent at most 3 beats after
+   * its last beat Redis answered: it is no longer fresh 1.5 beats after it, and each of them learns
+   * that at its next beat, with half a beat for a loaded machine. Nothing with a fixed instance count
+   * (no beats: the others reserve nothing), or before the first beat (no share is held for it).
+   */
+  lost(local: LocalTier): void {
+    const seen = this.counter()?.lastSeenAt;
+    if (seen !== undefined && seen > Number.NEGATIVE_INFINITY) local.lost(seen, this.options.heartbeatMs * 3);
+  }
+
+  /** In mode `'local'`, the lease has ended and `afterLease` is `'shrink'`. */
+  #shrunk(now: number): boolean {
+    return this.options.afterLease === 'shrink' && this.#mode === 'local' && this.counter()?.leasedAt(now) === false;
+  }
+
+  /** This instance's local share of `limit`: `local.limit` (at most `limit`), or `ceil(limit / instances)`. */
+  shareOf(limit: number): number {
+    const local = this.options.localLimit;
+    return local === undefined ? Math.ceil(limit / this.instances) : Math.min(local, limit);
+  }
+
+  get windowMs(): number {
+    return this.#windowMs;
+  }
+
+  get mode(): Mode {
+    return this.#mode;
+  }
+
+  get enabled(): boolean {
+    return this.#enabled;
+  }
+
+  /** Shadow mode: a call the limit would refuse is admitted, marked `shadowRejected` (see `Stats.publish`). */
+  get shadow(): boolean {
+    return this.#shadow;
+  }
+
+  /** Instances sharing the limit: counted (`'auto'`, 1 until a heartbeat answers) or set. */
+  get instances(): number {
+    return this.counter()?.count ?? (this.options.instances === 'auto' ? 1 : this.options.instances);
+  }
+
+  /**
+   * Permits of a limit (`limit()`'s, or a `limitAll()` item's) that Redis's decisions leave free now:
+   * the local shares of the instances that may be answering locally with calls Redis has not seen
+   * yet (`InstanceCounter.unrecovered`), at most all but one. 0 unless `instances: 'auto'`.
+   */
+  reserveOf(limit: number): number {
+    const unrecovered = this.counter()?.unrecovered ?? 0;
+    if (unrecovered === 0) return 0;
+    return Math.min(unrecovered * this.shareOf(limit), limit - 1);
+  }
+
+  /** The local window's own limit: the share of the `limit` option (MAX_INT's with a function: every call then gives its share). */
+  get localLimit(): number {
+    return this.shareOf(this.#limitFn === undefined ? this.#limit : MAX_INT);
+  }
+
+  /** The instance count changed: the local share follows. */
+  applyLocalLimit(): void {
+    this.local.main[configure]({ limit: this.localLimit });
+  }
+
+  /** See `ResilientLimiter.update`. @throws {ResilimitError} `ERR_RESILIMIT_INVALID_OPTION`, changing nothing. */
+  update(changes: { limit?: number | LimitFunction; windowMs?: number }): void {
+    knownOptions('update()', changes, ['limit', 'windowMs'], { name: 'changes' });
+    const limitFn = typeof changes.limit === 'function' ? changes.limit : undefined;
+    const limit = changes.limit === undefined || limitFn !== undefined ? this.#limit : integer('limit', changes.limit, 1, MAX_INT);
+    const windowMs = changes.windowMs === undefined ? this.#windowMs : integer('windowMs', changes.windowMs, 1, MAX_INT);
+    if (changes.limit !== undefined) this.#limitFn = limitFn;
+    this.#limit = limit;
+    this.#windowMs = windowMs;
+    this.#apply({ limit: this.#limitFn === undefined ? limit : MAX_INT, windowMs });
+  }
+
+  /** Sets the mode; the previous one when it changed, else undefined. @throws {ResilimitError} `ERR_RESILIMIT_INVALID_OPTION`. */
+  setMode(mode: Mode): Mode | undefined {
+    const next = checkMode('mode', mode);
+    const previous = this.#mode;
+    if (next === previous) return undefined;
+    this.#mode = next;
+    return previous;
+  }
+
+  /** @throws {ResilimitError} `ERR_RESILIMIT_INVALID_OPTION` for anything but a boolean. */
+  setEnabled(enabled: boolean): void {
+    if (typeof enabled !== 'boolean') throw invalidOption('enabled', 'a boolean', enabled);
+    this.#enabled = enabled;
+  }
+
+  /** @throws {ResilimitError} `ERR_RESILIMIT_INVALID_OPTION` for anything but a boolean. */
+  setShadow(shadow: boolean): void {
+    if (typeof shadow !== 'boolean') throw invalidOption('shadow', 'a boolean', shadow);
+    this.#shadow = shadow;
+  }
+
+  #apply(changes: { limit: number; windowMs: number }): void {
+    this.redis[configure](changes);
+    this.local.main[configure]({ ...changes, limit: this.localLimit });
+    this.deny.clear();
+  }
+}

@@ -1,0 +1,86 @@
+import { combine, decided, type LimitAllDecision, type LimiterDecision } from './decisions.js';
+import type { Parts, PathCall } from './DecisionPath.js';
+import { memberOf, type CallId } from '../options/input.js';
+import { itemId, type CheckedItem, type GroupReply } from './limitAll.js';
+import { bySlot } from '../redis/redisKey.js';
+import type { DecisionReason } from '../types.js';
+
+type ItemReply = GroupReply['items'][number];
+
+/** What Redis said of a `limitAll()` call: one reply per item, and whether a window refused. */
+type AllReply = { replies: Map<CheckedItem, ItemReply>; refused: boolean; nowMs: number; givenBack: Set<CheckedItem> };
+
+/**
+ * A call of `limitAll()` on the decision path. On a single Redis, or when the keys share a hash
+ * slot, one script call decides every window atomically. On a Cluster with keys on several slots,
+ * the slots are decided one after another (in slot order); after a refusal the others are only
+ * checked, and the permits taken on the earlier slots are given back (best effort: a give that
+ * fails leaves those permits used, over-counting, never under).
+ */
+export class AllCall implements PathCall<AllReply, LimitAllDecision> {
+  readonly #taken: (readonly CheckedItem[])[] = [];
+
+  constructor(
+    readonly parts: Parts,
+    readonly items: readonly CheckedItem[],
+    readonly id: CallId,
+    readonly now: number,
+  ) {}
+
+  reserve(sign: 1 | -1): void {
+    for (const item of this.items) this.parts.reserved.add(item.group, sign * item.cost);
+  }
+
+  async ask(): Promise<AllReply> {
+    const { tier } = this.parts;
+    const id = memberOf(this.id);
+    const groups = tier.isCluster ? bySlot(this.items, (item) => item.redisKey) : [this.items];
+    try {
+      const replies = new Map<CheckedItem, ItemReply>();
+      let refused = false;
+      let nowMs = this.now;
+      for (const group of groups) {
+        // After a refusal nothing more is taken: the other slots are only asked how they stand.
+        const reply = await tier.sendAll(refused ? 'check' : 'take', group, id);
+        nowMs = reply.nowMs;
+        group.forEach((item, i) => replies.set(item, reply.items[i] as ItemReply));
+        if (!refused) {
+          if (reply.admitted) this.#taken.push(group);
+          else refused = true;
+        }
+      }
+      const givenBack = new Set(refused ? this.#taken.flat() : []);
+      if (refused) await this.#giveBack(id);
+      return { replies, refused, nowMs, givenBack };
+    } catch (error) {
+      await this.#giveBack(id);
+      throw error;
+    }
+  }
+
+  settle({ replies, refused, nowMs, givenBack }: AllReply): LimitAllDecision {
+    const { parts } = this;
+    const decisions = this.items.map((item): LimiterDecision => {
+      const r = replies.get(item) as ItemReply;
+      const back = givenBack.has(item) && !r.duplicate;
+      return decided(r.fits, item.limit, back ? Math.min(r.remaining + item.cost, item.limit) : r.remaining, r.retryAfterMs, r.resetAtMs);
+    });
+    if (!refused) {
+      // Warm standby, as for limit(): the local windows hold the calls Redis admitted.
+      const at = nowMs - parts.tier.offset.low(false); // learnt from this very round trip: no drift to allow for
+      for (const item of this.items) {
+        if (!(replies.get(item) as ItemReply).duplicate) parts.local.forWindow(item.windowMs).record(item.key, at, item.cost, itemId(this.id, item));
+      }
+    }
+    parts.recovery.schedule();
+    return combine(decisions, 'redis', 'decided');
+  }
+
+  fallback(reason: DecisionReason): LimitAllDecision {
+    return this.parts.fallback.all(this.items, this.id, reason);
+  }
+
+  async #giveBack(id: string): Promise<void> {
+    for (const group of this.#taken.splice(0)) await this.parts.tier.sendAll('give', group, id).catch(() => undefined);
+  }
+}

@@ -1,0 +1,30 @@
+import { redisDecision, type LimiterDecision } from './decisions.js';
+import type { Parts, PathCall } from './DecisionPath.js';
+import { decisionOf, type BatchOutcome } from '../redis/RedisWindow.js';
+import type { DecisionReason } from '../types.js';
+
+/** A call of `peek()` on the decision path: a script call at cost 0, which writes nothing. */
+export class PeekCall implements PathCall<BatchOutcome[], LimiterDecision> {
+  readonly cost = 0;
+  readonly id = '';
+
+  constructor(
+    readonly parts: Parts,
+    readonly key: string,
+    readonly limit: number,
+  ) {}
+
+  reserve(): void {}
+
+  ask(): Promise<BatchOutcome[]> {
+    return this.parts.tier.send([this]);
+  }
+
+  settle(reply: BatchOutcome[]): LimiterDecision {
+    return redisDecision(decisionOf(reply[0] as BatchOutcome));
+  }
+
+  fallback(reason: DecisionReason): LimiterDecision {
+    return this.parts.fallback.peek(this.key, reason, this.limit);
+  }
+}

@@ -1,0 +1,121 @@
+import { knownOptions } from '../options/checks.js';
+import { describe, ErrorCode, invalidOption, ResilimitError } from '../options/errors.js';
+import { checkKey, idOf, type CallId } from '../options/input.js';
+import { integer, MAX_INT } from '../options/options.js';
+import { groupOf } from '../recovery/Journal.js';
+import { redisKey } from '../redis/redisKey.js';
+import { replyIntegers, type Script } from '../redis/script.js';
+
+export type { LimitAllDecision } from './decisions.js';
+
+/** One of the limits {@link ResilientLimiter.limitAll} decides together. */
+export type LimitAllItem = {
+  /** The key this limit counts (e.g. `user:42`, `route:/search`, `global`). */
+  key: string;
+  /** Permits allowed in any window of `windowMs`. Integer 1 … 2^31 − 1. */
+  limit: number;
+  /** The window's length in ms. Integer 1 … 2^31 − 1. */
+  windowMs: number;
+  /** Permits this call takes from this limit. Integer 1 … `limit`. @default 1 */
+  cost?: number;
+};
+
+/** An item with its arguments checked and its Redis key built. */
+export type CheckedItem = {
+  readonly key: string;
+  readonly limit: number;
+  readonly windowMs: number;
+  readonly cost: number;
+  readonly redisKey: string;
+  /** Its window's name in the journal and among the calls waiting on Redis (`groupOf`). */
+  readonly group: string;
+  /** 1 for the first item of its Redis key in this call, 2 for the second, …: its member is `id#n` past 1. */
+  readonly occurrence: number;
+};
+
+/** The most limits one call may decide together. */
+export const MAX_ITEMS = 64;
+
+/**
+ * The Redis key of one of `limitAll()`'s windows: the user key is the hash tag (as for `limit()`),
+ * and the window length is part of the name, because one sorted set holds one window length (a
+ * shorter window would forget calls a longer one still counts). So a `limitAll()` window never
+ * shares its key with `limit()`.
+ */
+export function allKey(prefix: string, key: string, windowMs: number): string {
+  return `${redisKey(prefix, key)}:w${windowMs}`;
+}
+
+/** Checks the items of a `limitAll()` call. @throws {ResilimitError} */
+const ITEM_OPTIONS = ['key', 'limit', 'windowMs', 'cost'] satisfies (keyof LimitAllItem)[];
+
+export function checkItems(items: unknown, prefix: string, options?: unknown): CheckedItem[] {
+  if (options !== undefined) knownOptions('limitAll()', options, ['id']);
+  if (!Array.isArray(items) || items.length === 0 || items.length > MAX_ITEMS) {
+    throw new ResilimitError(
+      ErrorCode.INVALID_OPTION,
+      `Expected the limits of limitAll() to be an array of 1 to ${MAX_ITEMS} { key, limit, windowMs, cost? }, got ${Array.isArray(items) ? `an array of ${items.length}` : describe(items)}`,
+    );
+  }
+  const seen = new Map<string, number>();
+  return items.map((item: unknown, i): CheckedItem => {
+    if (typeof item !== 'object' || item === null) throw invalidOption(`limits[${i}]`, 'an object { key, limit, windowMs, cost? }', item);
+    const o = knownOptions('limitAll()', item, ITEM_OPTIONS, { path: `limits[${i}].` });
+    checkKey(o['key']);
+    const limit = integer(`limits[${i}].limit`, o['limit'], 1, MAX_INT);
+    const windowMs = integer(`limits[${i}].windowMs`, o['windowMs'], 1, MAX_INT);
+    const cost = o['cost'] === undefined ? 1 : integer(`limits[${i}].cost`, o['cost'], 1, limit);
+    const rk = allKey(prefix, o['key'], windowMs);
+    const occurrence = (seen.get(rk) ?? 0) + 1;
+    seen.set(rk, occurrence);
+    return { key: o['key'], limit, windowMs, cost, redisKey: rk, group: groupOf({ key: o['key'], windowMs }), occurrence };
+  });
+}
+
+/**
+ * The id of an item in one call: the call's id, `#n` for the n-th occurrence of its Redis key (as
+ * the script names its member). A generated id past its first occurrence becomes a string, which the
+ * local windows check as a repeat like a caller's id: unique all the same, it never matches.
+ */
+export function itemId(id: CallId, item: CheckedItem): CallId {
+  if (item.occurrence === 1) return id;
+  return `${typeof id === 'number' ? idOf(id) : id}#${item.occurrence}`;
+}
+
+/** The script's arguments for `op` over a group. */
+export function scriptArgs(
+  op: 'take' | 'give' | 'check',
+  group: readonly CheckedItem[],
+  id: string,
+  nowArg: string | number,
+  notAfter: string | number,
+  /** Permits of a limit to leave free (see `Settings.reserveOf`); the cost always fits. */
+  reserve: (limit: number) => number = () => 0,
+): (string | number)[] {
+  const args: (string | number)[] = [op, nowArg, notAfter, id];
+  for (const item of group) args.push(Math.max(item.limit - reserve(item.limit), item.cost, 1), item.windowMs, item.cost);
+  return args;
+}
+
+/** Per-item results of a take or a check. */
+export type GroupReply = {
+  nowMs: number;
+  admitted: boolean;
+  items: { fits: boolean; remaining: number; retryAfterMs: number; resetAtMs: number; duplicate: boolean }[];
+};
+
+/** Reads the reply of `lua/limit-all.lua` for a take or a check of `count` items. */
+export function readReply(script: Script, reply: unknown, count: number): GroupReply {
+  const values = replyIntegers(script, reply, 3 + 5 * count);
+  const items: GroupReply['items'] = [];
+  for (let i = 3; i < values.length; i += 5) {
+    items.push({
+      fits: values[i] === 1,
+      remaining: values[i + 1] as number,
+      retryAfterMs: values[i + 2] as number,
+      resetAtMs: values[i + 3] as number,
+      duplicate: values[i + 4] === 1,
+    });
+  }
+  return { nowMs: values[0] as number, admitted: values[2] === 1, items };
+}

@@ -1,0 +1,58 @@
+import type { DenyCache } from '../path/DenyCache.js';
+import type { LocalTier } from '../local/LocalTier.js';
+import type { Settings } from '../limiter/Settings.js';
+import { nextId } from '../options/input.js';
+import { InstanceCounter } from './InstanceCounter.js';
+import type { ResolvedLimiterOptions } from '../options/options.js';
+import type { Recovery } from './Recovery.js';
+import type { RedisTier } from '../redis/RedisTier.js';
+
+/**
+ * An instance whose last beat is older than this many beats may be answering locally: it is not fresh,
+ * its share is reserved. 1.5: a beat that comes a little late on a loaded machine is not silence,
+ * and a silent instance is seen within two beats of the others.
+ */
+const QUIET_BEATS = 1.5;
+
+/**
+ * Starts the instance count of an `instances: 'auto'` limiter: one heartbeat member per limiter,
+ * gone 3 beats after its last; beats say whether this instance is clean (`Recovery.clean`, and retry a
+ * failed write-back pass when it is not), and the
+ * deny cache is cleared as unrecovered instances come back (its denials were made with their shares
+ * left free). `changed` is told the new count; `lost`, that a beat found the heartbeat set gone since
+ * this instance's previous one: Redis lost data (a FLUSHALL, an eviction, a restart).
+ */
+export function countInstances(
+  tier: RedisTier,
+  recovery: Recovery,
+  deny: DenyCache,
+  local: LocalTier,
+  settings: Settings,
+  options: Pick<ResolvedLimiterOptions, 'prefix' | 'heartbeatMs' | 'leaseMs' | 'now'>,
+  changed: (count: number) => void,
+  lost: () => void,
+): InstanceCounter {
+  const { prefix, heartbeatMs, leaseMs, now } = options;
+  const ttlMs = heartbeatMs * 3;
+  const member = nextId();
+  const counter = new InstanceCounter(heartbeatMs, {
+    send: (op, since) => {
+      // Held for the lease plus the longest window this instance admits on (limitAll's may be longer).
+      const times = { ttlMs, quietMs: heartbeatMs * QUIET_BEATS, holdMs: leaseMs + local.longestWindowMs(settings.windowMs) };
+      return tier.beat(`${prefix}instances`, member, times, op, since);
+    },
+    leaseMs,
+    clean: () => {
+      // An instance that gets no calls would stay dirty after a failed pass (only calls retry one),
+      // and the others would keep its share free for good: each beat retries it.
+      if (!recovery.clean) recovery.schedule();
+      return recovery.clean;
+    },
+    now,
+    changed,
+    recovered: () => deny.clear(),
+    vanished: lost,
+  });
+  counter.start();
+  return counter;
+}

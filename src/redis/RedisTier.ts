@@ -1,0 +1,391 @@
+import type { Cluster, Redis } from 'ioredis';
+import { Breaker, isOpenRejection, isTimeout, type BreakerState } from './Breaker.js';
+import { listen, unlisten, withDeadline } from '../client/clientEvents.js';
+import { ClockOffset } from './ClockOffset.js';
+import { ErrorCode, isResilimitError, ResilimitError } from '../options/errors.js';
+import { NOT_READY, redisCallError } from '../path/failures.js';
+import { decideBatch } from '../internal.js';
+import { readReply, scriptArgs, type CheckedItem, type GroupReply } from '../path/limitAll.js';
+import type { ResolvedLimiterOptions } from '../options/options.js';
+import { PollWatch } from './PollWatch.js';
+import { RedisWindow, type BatchCall, type BatchOutcome } from './RedisWindow.js';
+import { evalScript, loadScript, runScript, staleReplyNowMs } from './script.js';
+import type { BeatOp, BeatReply, BeatTimes } from '../recovery/InstanceCounter.js';
+
+const reconcileScript = loadScript('reconcile');
+const heartbeatScript = loadScript('heartbeat');
+const limitAllScript = loadScript('limit-all');
+
+/** How long a reconnect waits for the server's run id before it takes the data for lost, ms. */
+const PROBE_MS = 1_000;
+
+/** True when Redis itself answered with `error`: a stale reply (it ran the call after its deadline) or a reply error. */
+function repliedWith(error: unknown): boolean {
+  return staleReplyNowMs(error) !== undefined || (isResilimitError(error) && error.code === ErrorCode.REDIS_REPLY);
+}
+
+/** What the Redis tier needs of the limiter's options. */
+type TierOptions = Pick<ResolvedLimiterOptions, 'redis' | 'prefix' | 'limit' | 'windowMs' | 'blockMs' | 'breaker' | 'clock' | 'now' | 'perf'>;
+
+/**
+ * The Redis tier as the limiter uses it: every Redis call goes out through here, inside the breaker.
+ *
+ * It owns, and alone changes:
+ * - the breaker (the one place opossum is used is `Breaker.ts`);
+ * - the call ledger, kept by {@link fire}: the outstanding calls' start times in call order, the
+ *   decisions they carry, when the last one settled and the average latency of those answered in
+ *   time. Invariant: `outstandingDecisions` is the sum of the decisions of the calls in the ledger,
+ *   and a call leaves it when it settles, a late one included (a timed-out command still runs).
+ *   It marks `polls` (`PollWatch`) each time the wait for Redis starts again (see `PollWatch.mark`);
+ * - the bounds on Redis's clock minus the local one ({@link ClockOffset}), learnt from every
+ *   decision's round trip, and the staleness deadline sent with each decision;
+ * - whether the client has been ready once (until then nothing is sent: reason `not-ready`), and the
+ *   client's `ready` / `+node` events, which it reports as possible data loss (`onReconnect`).
+ *
+ * The rules that read the ledger (stall, saturation, slowness) are in `Gate.ts`.
+ */
+export class RedisTier {
+  readonly breaker: Breaker;
+  /** How long Redis was silent, not this process busy: marked here, shown the loop by the gate and the breaker. */
+  readonly polls: PollWatch;
+  /** Bounds on Redis's clock minus the local one (unused with an injected `clock`: both sides use it). */
+  readonly offset: ClockOffset;
+  readonly #redis: Redis | Cluster;
+  /** The window in Redis that decides `limit()`; `Settings` changes its limit and length. */
+  readonly window: RedisWindow;
+  readonly #clock: (() => number) | undefined;
+  readonly #now: () => number;
+  readonly #perf: { now(): number };
+  readonly #timeoutMs: number;
+  readonly #outstanding = new Map<number, number>();
+  #sequence = 0;
+  #outstandingDecisions = 0;
+  #lastReplyAt = 0;
+  #latencyMs = 1;
+  #everReady: boolean;
+  /** The server's run id as learnt at the last `ready` (undefined: not known). */
+  #runId: Promise<string | undefined> = Promise.resolve(undefined);
+  readonly #onReconnect: (lost: Promise<boolean>) => void;
+
+  constructor(
+    options: TierOptions,
+    onState: (state: BreakerState, previous: BreakerState) => void,
+    /**
+     * The client connected again after being ready once; `lost` resolves true when Redis may have
+     * lost data: another server answers (its run id changed: a restart, a failover), or it could not be told.
+     */
+    onReconnect: (lost: Promise<boolean>) => void,
+    /** Permits of a limit that Redis's decisions leave free now (`Settings.reserveOf`). */
+    readonly reserve: (limit: number) => number = () => 0,
+  ) {
+    this.#redis = options.redis;
+    this.window = new RedisWindow({
+      redis: options.redis,
+      prefix: options.prefix,
+      limit: options.limit,
+      windowMs: options.windowMs,
+      blockMs: options.blockMs,
+      ...(options.clock === undefined ? {} : { now: options.clock }),
+    });
+    this.#clock = options.clock;
+    this.#now = options.now;
+    this.#perf = options.perf;
+    this.#timeoutMs = options.breaker.timeoutMs;
+    // A call Redis admitted is kept at most 1 ms after its reply, for one window.
+    this.offset = new ClockOffset(() => options.perf.now(), options.windowMs + 1);
+    this.polls = new PollWatch(options.perf);
+    this.breaker = new Breaker(options.breaker, onState, this.polls);
+    this.#onReconnect = onReconnect;
+    this.#everReady = options.redis.status === 'ready';
+    if (this.#everReady) this.#runId = this.#probeRunId();
+    listen(options.redis, 'ready', this.#onReady);
+    // A Cluster client stays 'ready' while one master dies and comes back empty: ioredis drops the
+    // node ('-node') and adds it again ('+node') once it answers. Report such a node when it is ready.
+    if (this.isCluster) listen(options.redis, '+node', this.#onNode);
+  }
+
+  get isCluster(): boolean {
+    return (this.#redis as { isCluster?: boolean }).isCluster === true;
+  }
+
+  get state(): BreakerState {
+    return this.breaker.state;
+  }
+
+  /** The client is connected now. */
+  get ready(): boolean {
+    return this.#redis.status === 'ready';
+  }
+
+  /** The client has been ready at least once. */
+  get everReady(): boolean {
+    return this.#everReady;
+  }
+
+  /** When the oldest outstanding call was sent (perf clock), or undefined when none is. */
+  get oldestCallAt(): number | undefined {
+    return this.#outstanding.size === 0 ? undefined : (this.#outstanding.values().next().value as number);
+  }
+
+  /** When the last call settled (perf clock), 0 before any. */
+  get lastReplyAt(): number {
+    return this.#lastReplyAt;
+  }
+
+  /** Decisions in calls not yet settled (timed-out ones still running included). */
+  get outstandingDecisions(): number {
+    return this.#outstandingDecisions;
+  }
+
+  /** The average latency of recent decision calls answered within the deadline, ms. */
+  get latencyMs(): number {
+    return this.#latencyMs;
+  }
+
+  /**
+   * Runs one Redis call inside the breaker, in the ledger as `decisions` decisions until it settles.
+   * Rejects with `NOT_READY`, sending nothing, while the client is not connected.
+   */
+  fire<T>(decisions: number, run: () => Promise<T>): Promise<T> {
+    return this.breaker.fire(() => {
+      if (this.#redis.status !== 'ready') return Promise.reject(NOT_READY);
+      const sequence = ++this.#sequence;
+      const sentAt = this.#perf.now();
+      if (this.#outstanding.size === 0) this.polls.mark();
+      this.#outstanding.set(sequence, sentAt);
+      this.#outstandingDecisions += decisions;
+      const settle = (answered: boolean, error?: unknown): void => {
+        const at = this.#perf.now();
+        this.#outstanding.delete(sequence);
+        this.#outstandingDecisions -= decisions;
+        this.#lastReplyAt = at;
+        if (this.#outstanding.size > 0) this.polls.mark();
+        // A late reply says how slow Redis was, not how slow it is: the breaker answered that call already.
+        const latency = at - sentAt;
+        if (answered && decisions > 0 && latency <= this.#timeoutMs) this.#latencyMs += (latency - this.#latencyMs) * 0.05;
+        // Redis answers again while the breaker is open (a frozen Redis resumed, its queued calls now
+        // stale): try it now. A reply error is an answer too; a connection error is not.
+        if (this.breaker.state === 'open' && (answered || repliedWith(error))) this.#signOfLife();
+      };
+      const call = run();
+      call.then(
+        () => settle(true),
+        (error: unknown) => settle(false, error),
+      );
+      return call;
+    });
+  }
+
+  /**
+   * Decides calls of `limit()` (or peeks, at cost 0) in one script call; its staleness deadline counts
+   * from when it is sent (see {@link #notAfter}).
+   */
+  async send(calls: readonly BatchCall[]): Promise<BatchOutcome[]> {
+    let sentNow = 0;
+    const decisions = await this.fire(calls.length, () => {
+      sentNow = this.#now();
+      return this.window[decideBatch](calls, this.#notAfter(sentNow), this.reserve).catch((error: unknown) => this.#learnFromStale(error, sentNow));
+    });
+    // Every decision of a batch tells the same time (a batch of calls Redis could not decide teaches nothing).
+    for (const d of decisions) {
+      if (d instanceof ResilimitError) continue;
+      this.#learnOffset(sentNow, d.nowMs);
+      break;
+    }
+    return decisions;
+  }
+
+  /** One call of the limit-all script for a group of `limitAll()`'s windows sharing a slot. */
+  sendAll(op: 'take' | 'check', group: readonly CheckedItem[], id: string): Promise<GroupReply>;
+  sendAll(op: 'give', group: readonly CheckedItem[], id: string): Promise<unknown>;
+  sendAll(op: 'take' | 'give' | 'check', group: readonly CheckedItem[], id: string): Promise<unknown> {
+    return this.fire(group.length, () => {
+      const clock = this.#clock;
+      const sentNow = this.#now();
+      // A late give-back only removes what its take added: no staleness guard.
+      const notAfter = op === 'give' ? undefined : this.#notAfter(sentNow);
+      const args = scriptArgs(op, group, id, clock === undefined ? '' : Math.floor(clock()), notAfter === undefined ? '' : Math.ceil(notAfter), this.reserve);
+      return runScript(this.#redis, limitAllScript, group.map((item) => item.redisKey), args)
+        .then(
+          (reply) => {
+            if (op === 'give') return reply;
+            const read = readReply(limitAllScript, reply, group.length);
+            this.#learnOffset(sentNow, read.nowMs);
+            return read;
+          },
+          (error: unknown) => Promise.reject(redisCallError(error)),
+        )
+        .catch((error: unknown) => this.#learnFromStale(error, sentNow));
+    });
+  }
+
+  /**
+   * Runs a Redis call of `name` (`'reset()'`, `'block()'`) inside the breaker, in the ledger with no
+   * decisions. `otherwise`: what the caller did all the same, for the error's message.
+   * @throws {ResilimitError} `ERR_RESILIMIT_REDIS_REPLY` as Redis gave it; `ERR_RESILIMIT_REDIS_UNAVAILABLE`
+   *   saying why for anything else (the breaker open, the deadline, the connection).
+   */
+  async command<T>(name: string, otherwise: string, run: () => Promise<T>): Promise<T> {
+    try {
+      return await this.fire(0, run);
+    } catch (error) {
+      if (isResilimitError(error) && error.code === ErrorCode.REDIS_REPLY) throw error;
+      const why = isOpenRejection(error)
+        ? 'the breaker is open'
+        : isTimeout(error)
+          ? `no answer within ${this.#timeoutMs} ms`
+          : error instanceof Error
+            ? error.message
+            : String(error);
+      throw new ResilimitError(ErrorCode.REDIS_UNAVAILABLE, `${name} could not reach Redis (${why}): ${otherwise}`, { cause: error });
+    }
+  }
+
+  /**
+   * Writes a batch of journalled calls into `redisKey` with `lua/reconcile.lua`, by source (`EVAL`:
+   * a decision sent right behind it must run after it, and a `NOSCRIPT` retry would go out behind).
+   * Inside the breaker, outside the ledger: a batch of up to 200 calls is slower than a decision and
+   * would make a healthy Redis look slow to the gate, and write-backs are bounded by the journal,
+   * not by `maxInFlight`.
+   */
+  writeBack(redisKey: string, args: readonly (string | number)[]): Promise<[number, number, number]> {
+    return this.breaker.fire(async () => {
+      try {
+        return (await evalScript(this.#redis, reconcileScript, [redisKey], args)) as [number, number, number];
+      } catch (error) {
+        throw redisCallError(error);
+      }
+    });
+  }
+
+  /**
+   * Reads Redis's clock (`TIME`) and learns the clock offset from the round trip, before a
+   * write-back moves local times onto Redis's clock: it comes after an outage, before any decision,
+   * and either clock may have stepped meanwhile. Inside the breaker (half-open, it is the trial),
+   * outside the ledger, as write-backs are. Nothing with an injected clock (both sides use it), nor
+   * on a Cluster: it has no one clock, and `TIME` goes to any node, a dead one included (every
+   * catch-up then failed at random while one master was down).
+   */
+  async readClock(): Promise<void> {
+    if (this.#clock !== undefined || this.isCluster) return;
+    await this.breaker.fire(async () => {
+      const sentNow = this.#now();
+      const [seconds, micros] = await this.#redis.time().catch((error: unknown) => Promise.reject(redisCallError(error)));
+      this.#learnOffset(sentNow, Number(seconds) * 1000 + Math.floor(Number(micros) / 1000));
+    });
+  }
+
+  /**
+   * One heartbeat of the instance count (see `InstanceCounter`). Inside the breaker, outside the
+   * ledger: a beat is not a decision, comes once per `heartbeatMs` (more often while instances are
+   * unrecovered), and must not be sent while the breaker is open (it would be the trial call a
+   * decision should make). It carries the staleness deadline of a decision asked now: a beat that a
+   * frozen Redis runs late, while this instance answers locally, must not say it is back.
+   * `since` (local clock) is moved onto Redis's clock at the most it can be ahead: an instance that
+   * beat before it never counts as fresh. With an injected `clock` neither bound is sent (the script
+   * reads Redis's clock). `times` says how long a beat counts (see `lua/heartbeat.lua`).
+   */
+  beat(key: string, member: string, times: BeatTimes, op: BeatOp, since: number | undefined): Promise<BeatReply> {
+    if (!this.breaker.accepting || this.#redis.status !== 'ready') return Promise.reject(NOT_READY);
+    const real = this.#clock === undefined;
+    const notAfter = this.#notAfter(this.#now());
+    const args = [
+      member,
+      times.ttlMs,
+      op,
+      real && since !== undefined ? Math.ceil(since + this.offset.high()) : '',
+      notAfter === undefined ? '' : Math.ceil(notAfter),
+      Math.ceil(times.holdMs),
+      Math.ceil(times.quietMs),
+    ];
+    return this.breaker.fire(() =>
+      runScript(this.#redis, heartbeatScript, [key], args).then(
+        (reply) => {
+          const [live, fresh, leftAt, , lostAt] = reply as [number, number, number, number, number];
+          if (live < 0) throw new ResilimitError(ErrorCode.REDIS_UNAVAILABLE, 'A heartbeat reached Redis after its deadline');
+          return { live, fresh, leftAt, lostAt };
+        },
+        (error: unknown) => Promise.reject(redisCallError(error)),
+      ),
+    );
+  }
+
+  /** Removes the client listeners and the breaker's timers. */
+  close(): void {
+    this.breaker.shutdown();
+    unlisten(this.#redis, 'ready', this.#onReady);
+    if (this.isCluster) unlisten(this.#redis, '+node', this.#onNode);
+  }
+
+  readonly #onReady = (): void => {
+    const previous = this.#runId;
+    const current = (this.#runId = this.#probeRunId());
+    if (!this.#everReady) {
+      this.#everReady = true;
+      return;
+    }
+    this.#signOfLife();
+    this.#onReconnect(Promise.all([previous, current]).then(([before, now]) => before === undefined || now !== before));
+  };
+
+  /**
+   * Redis gave a sign of life while the breaker may be open: one `PING` within the deadline is the
+   * trial (see `Breaker.trial`), so that Redis decides again soon after it answers again, however
+   * long the open period has grown. Outside the ledger: it decides nothing.
+   */
+  #signOfLife(): void {
+    this.breaker.trial(() => withDeadline(this.#redis.ping(), this.#timeoutMs));
+  }
+
+  /**
+   * The server's run id (`INFO server`), new at every start of a server: the same id after a
+   * reconnect means the same process, with its data. Undefined on a Cluster (a node rejoining is
+   * reported by '+node'), or when it does not answer within PROBE_MS. Outside the breaker and the
+   * ledger: one command per connection, right after the client's own ready check got its answer.
+   */
+  #probeRunId(): Promise<string | undefined> {
+    if (this.isCluster) return Promise.resolve(undefined);
+    return withDeadline(this.#redis.info('server'), PROBE_MS).then(
+      (text) => /^run_id:(\w+)/m.exec(text)?.[1],
+      () => undefined,
+    );
+  }
+
+  /** A node joined a Cluster client's pool after start-up: it may be a master back without its data. */
+  readonly #onNode = (node: { once(event: 'ready', listener: () => void): unknown }): void => {
+    if (!this.#everReady) return;
+    node.once('ready', () => this.#onReconnect(Promise.resolve(true)));
+  };
+
+  /**
+   * The staleness guard of a Redis call sent at `now` (local clock): on Redis's clock (with the least
+   * offset the round trips allow), a little inside the deadline, which also counts from the send (the
+   * breaker's timer starts then). Not from when its calls were asked: this process may have been busy
+   * in between (other handlers run before a coalesced batch leaves), which is not Redis's lateness.
+   * Undefined with an injected clock (Redis cannot check it) or before the offset is known. The
+   * bound is not widened for the time since the last round trip: after a long outage that would put
+   * the deadline of the first calls in the past, and they would find Redis no use.
+   */
+  #notAfter(now: number): number | undefined {
+    const timeoutMs = this.#timeoutMs;
+    return this.#clock === undefined && this.offset.known
+      ? now + this.offset.low(false) + Math.max(timeoutMs - 2, timeoutMs / 2)
+      : undefined;
+  }
+
+  /** Learns the clock offset from a round trip sent at `sentNow` (local clock) that read Redis's clock at `redisNowMs`. */
+  #learnOffset(sentNow: number, redisNowMs: number): void {
+    if (this.#clock === undefined) this.offset.sample(sentNow, redisNowMs, this.#now());
+  }
+
+  /**
+   * Rethrows `error`, after learning the offset from it when it is a stale reply: Redis's clock may
+   * have stepped past the deadlines (a failover to a host whose clock is ahead), and without this
+   * every later call would be stale too.
+   */
+  #learnFromStale(error: unknown, sentNow: number): never {
+    const redisNowMs = staleReplyNowMs(error);
+    if (redisNowMs !== undefined) this.#learnOffset(sentNow, redisNowMs);
+    throw error;
+  }
+}

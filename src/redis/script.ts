@@ -1,0 +1,111 @@
+import { createHash } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import type { Cluster, Redis } from 'ioredis';
+import { ErrorCode, ResilimitError } from '../options/errors.js';
+
+/** A Lua script shipped in `lua/`, with its SHA1 computed once. */
+export type Script = { readonly name: string; readonly source: string; readonly sha: string };
+
+/** Loads `lua/<name>.lua` (next to `src/` and `dist/` in the package). */
+export function loadScript(name: string): Script {
+  const source = readFileSync(new URL(`../../lua/${name}.lua`, import.meta.url), 'utf8');
+  return Object.freeze({ name, source, sha: createHash('sha1').update(source).digest('hex') });
+}
+
+/**
+ * Runs a script by SHA, and by its source when the server does not know it (`NOSCRIPT`: a fresh,
+ * restarted or flushed server). Nothing is defined on the user's client.
+ */
+export async function runScript(
+  redis: Redis | Cluster,
+  script: Script,
+  keys: readonly string[],
+  args: readonly (string | number)[],
+): Promise<unknown> {
+  try {
+    return await redis.evalsha(script.sha, keys.length, ...keys, ...args);
+  } catch (error) {
+    if (!(error instanceof Error) || !error.message.startsWith('NOSCRIPT')) throw error;
+    return redis.eval(script.source, keys.length, ...keys, ...args);
+  }
+}
+
+/**
+ * Runs a script by its source (`EVAL`), never by SHA: for a write that must reach Redis before the
+ * commands sent after it. By SHA, a server that does not know the script answers `NOSCRIPT` and the
+ * retry by source would go out behind them.
+ */
+export function evalScript(
+  redis: Redis | Cluster,
+  script: Script,
+  keys: readonly string[],
+  args: readonly (string | number)[],
+): Promise<unknown> {
+  return redis.eval(script.source, keys.length, ...keys, ...args);
+}
+
+/**
+ * Reads the reply of our decision scripts: integers separated by commas, `nowMs,stale,…`, `length`
+ * of them in all.
+ * @throws {ResilimitError} `ERR_RESILIMIT_REDIS_UNAVAILABLE` when the script ran after its deadline
+ *   (stale: it changed nothing); `ERR_RESILIMIT_REDIS_REPLY` for any other reply.
+ */
+export function replyIntegers(script: Script, reply: unknown, length: number): number[] {
+  const values = typeof reply === 'string' ? integersOf(reply) : undefined;
+  if (values === undefined || values.length < 2) {
+    throw new ResilimitError(ErrorCode.REDIS_REPLY, `Unexpected reply from the ${script.name} script: ${JSON.stringify(reply)}`);
+  }
+  if (values[1] === 1) {
+    const error = new ResilimitError(ErrorCode.REDIS_UNAVAILABLE, 'Redis ran the call after its deadline; it changed nothing');
+    staleAt.set(error, values[0] as number);
+    throw error;
+  }
+  if (values.length !== length) {
+    throw new ResilimitError(ErrorCode.REDIS_REPLY, `Unexpected reply from the ${script.name} script: ${JSON.stringify(reply)}`);
+  }
+  return values;
+}
+
+/** Character codes of what a reply holds. */
+const [COMMA, MINUS, ZERO, NINE] = [44, 45, 48, 57];
+
+/**
+ * The integers of `text`, written in decimal and separated by commas, or undefined when it holds
+ * anything else (an empty value, another character, more digits than a safe integer has). One scan
+ * and no string per value: it reads every decision's reply.
+ */
+export function integersOf(text: string): number[] | undefined {
+  const values: number[] = [];
+  let value = 0;
+  let digits = 0;
+  let negative = false;
+  for (let i = 0; i <= text.length; i += 1) {
+    const c = i === text.length ? COMMA : text.charCodeAt(i);
+    if (c >= ZERO && c <= NINE) {
+      value = value * 10 + (c - ZERO);
+      digits += 1;
+    } else if (c === COMMA && digits > 0 && digits <= 15) {
+      values.push(negative ? -value : value);
+      value = 0;
+      digits = 0;
+      negative = false;
+    } else if (c === MINUS && digits === 0 && !negative) {
+      negative = true;
+    } else {
+      return undefined;
+    }
+  }
+  return values;
+}
+
+const staleAt = new WeakMap<object, number>();
+
+/**
+ * Redis's clock (ms) when it found a call past its deadline, for an error thrown by
+ * {@link replyIntegers} for a stale reply; undefined for any other error. A stale reply still tells
+ * the time on Redis's clock: the offset must learn from it, or a Redis clock that stepped ahead of
+ * the deadlines would make every later call stale too.
+ */
+export function staleReplyNowMs(error: unknown): number | undefined {
+  return typeof error === 'object' && error !== null ? staleAt.get(error) : undefined;
+}
