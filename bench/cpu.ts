@@ -22,7 +22,7 @@ const ROUNDS = 5;
 const WARMUP_MS = scaled(500);
 const MEASURE_MS = scaled(1_500);
 const CONTENDERS: readonly ContenderFactory[] = [resilimit, resilimitOneByOne, rateLimiterFlexible, upstash, naive];
-/** The reference of the ratios (the issue's: rate-limiter-flexible's RateLimiterRedis). */
+/** The reference of the ratios and of the targets: rate-limiter-flexible's RateLimiterRedis. */
 const REFERENCE = rateLimiterFlexible;
 
 type Round = { decisionsPerSecond: number; nodeUs: number; redisUs: number };
@@ -107,7 +107,7 @@ main(async () => {
           x(s.redisUs, ref.redisUs),
           x(s.totalUs, ref.totalUs),
         ]),
-      )}\n\nNode µs: this process's CPU per call settled in the measured interval (the contender's client and the benchmark's loop; the loop is the same for all). Redis µs: the redis-server process's CPU per decision it made. Targets (issue 15): Redis ≤ 1.0×, total ≤ 0.67× ${REFERENCE.name}'s.`,
+      )}\n\nNode µs: this process's CPU per call settled in the measured interval (the contender's client and the benchmark's loop; the loop is the same for all). Redis µs: the redis-server process's CPU per decision it made. Targets: Redis ≤ 1.0×, total ≤ 0.67× ${REFERENCE.name}'s.`,
     );
     await bench.finish({ summary, rounds: Object.fromEntries([...rounds].map(([f, r]) => [f.name, r])) });
   } finally {

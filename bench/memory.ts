@@ -1,9 +1,9 @@
 /**
  * Redis memory per key with a full window: `MEMORY USAGE key SAMPLES 0` (every element counted),
  * averaged over several keys, at limits 10, 100, 1,000 and 10,000, for resilimit's
- * lua/sliding-window.lua (through RedisWindow), the naive seed-article script and
- * rate-limiter-flexible's RateLimiterRedis (its key after `limit` consumptions); plus resilimit
- * filled by 5 calls of cost limit/5 (a cost > 1). Every window is filled by real calls.
+ * lua/sliding-window.lua (through RedisWindow), the plain sliding-window script (one ZSET script, no
+ * breaker) and rate-limiter-flexible's RateLimiterRedis (its key after `limit` consumptions); plus
+ * resilimit filled by 5 calls of cost limit/5 (a cost > 1). Every window is filled by real calls.
  *
  *   node bench/memory.ts
  */
@@ -61,7 +61,7 @@ main(async () => {
       await pool(n * 5, IN_FLIGHT, (i) => costly.limit(users[i % n] as string, { cost: limit / 5 }));
       const resilimitCost = await average(server, users.map((u) => costly.keyOf(u)), (k) => client.zcard(k));
 
-      bench.progress(`limit ${limit}: naive`);
+      bench.progress(`limit ${limit}: plain script`);
       await pool(n * limit, IN_FLIGHT, (i) => naiveLimit(client, `naive:${users[i % n] as string}`, limit, WINDOW_MS));
       const naive = await average(server, users.map((u) => `naive:${u}`), (k) => client.zcard(k));
 
@@ -84,7 +84,7 @@ main(async () => {
     bench.section(
       `Bytes per key (MEMORY USAGE … SAMPLES 0, averaged; redis-server ${server.version}, default listpack thresholds)`,
       `${table(
-        ['limit', 'keys averaged', 'resilimit', 'naive script', 'rate-limiter-flexible', 'resilimit, 5 calls of cost limit/5', 'resilimit ÷ naive', 'resilimit per admitted call', 'encoding (resilimit / naive)'],
+        ['limit', 'keys averaged', 'resilimit', 'plain script', 'rate-limiter-flexible', 'resilimit, 5 calls of cost limit/5', 'resilimit ÷ plain script', 'resilimit per admitted call', 'encoding (resilimit / plain script)'],
         rows.map((r) => [
           r.limit.toLocaleString('en-US'),
           String(r.keys),
@@ -96,7 +96,7 @@ main(async () => {
           (r.resilimit.bytesPerKey / r.limit).toFixed(1),
           `${r.resilimit.encoding} / ${r.naive.encoding}`,
         ]),
-      )}\n\nEach window is filled by real calls (limit calls of cost 1; for the cost case 5 calls of cost limit/5, stored as 5 members plus the \`*\` member that holds the extra cost). Sample members: resilimit \`${rows[0]?.resilimit.sampleMember}\` (its generated call id), cost case \`${rows[0]?.resilimitCost.sampleMember}\`, naive \`${rows[0]?.naive.sampleMember}\` (\`<now>-<8 random base-36 chars>\`). rate-limiter-flexible is a fixed-window counter: one small string whatever the limit.`,
+      )}\n\nEach window is filled by real calls (limit calls of cost 1; for the cost case 5 calls of cost limit/5, stored as 5 members plus the \`*\` member that holds the extra cost). Sample members: resilimit \`${rows[0]?.resilimit.sampleMember}\` (its generated call id), cost case \`${rows[0]?.resilimitCost.sampleMember}\`, plain script \`${rows[0]?.naive.sampleMember}\` (\`<now>-<8 random base-36 chars>\`). rate-limiter-flexible is a fixed-window counter: one small string whatever the limit.`,
     );
     await bench.finish({ windowMs: WINDOW_MS, redis: server.version, rows });
   } finally {

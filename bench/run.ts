@@ -1,7 +1,7 @@
 /**
- * `npm run bench`: every benchmark in sequence, each in its own process (and with its own
- * redis-server child), with a progress display: one live line per benchmark on a TTY, plain lines
- * otherwise. Writes `reports/bench/<time>/results.md` and `results.json`.
+ * `npm run bench`: every benchmark in sequence (those at the top of bench/, and the probes floor and
+ * growth of bench/probes/), each in its own process (and with its own redis-server child), with a
+ * progress display: one live line per benchmark on a TTY, plain lines otherwise. Writes `reports/bench/<time>/results.md` and `results.json`.
  *
  *   npm run bench                      # all of them
  *   npm run bench -- redis-tier memory # some of them
@@ -15,6 +15,8 @@ import { fileURLToPath } from 'node:url';
 import { clock, type BenchMessage, type ResultMessage } from './support/report.ts';
 
 const BENCHMARKS = ['redis-tier', 'cpu', 'degraded', 'local-tier', 'floor', 'memory', 'growth'];
+/** The benchmarks above that live in `bench/probes/` (what bounds the targets; growth with the key count). */
+const PROBES = new Set(['floor', 'growth']);
 /** A benchmark still running after this is stopped (they are designed to take 15–90 s). */
 const TIME_LIMIT_MS = 300_000;
 
@@ -46,7 +48,7 @@ const tty = process.stdout.isTTY === true;
 const spinner = ['⠋', '⠙', '⠹', '⠸', '⠼', '⠴', '⠦', '⠧', '⠇', '⠏'];
 
 function runOne(name: string): Promise<Outcome> {
-  const file = fileURLToPath(new URL(`./${name}.ts`, import.meta.url));
+  const file = fileURLToPath(new URL(`./${PROBES.has(name) ? 'probes/' : ''}${name}.ts`, import.meta.url));
   const started = performance.now();
   const source = sourceState();
   const child = spawn(process.execPath, [file], { stdio: ['ignore', 'pipe', 'pipe', 'ipc'] });

@@ -1,7 +1,8 @@
 /**
- * `npm run demo`, run the way a newcomer runs it: `node chaos/demo/main.ts` in a child process on the
- * built `dist/` (`npm test` builds before the suites run), stdout a pipe rather than a terminal, with
- * a short duration. Checks what it prints, that it exits by itself, and what its report says.
+ * `npm run demo` (examples/demo/), run the way a newcomer runs it: `node examples/demo/main.ts` in a
+ * child process on the built `dist/` (`npm test` builds before the suites run), stdout a pipe rather
+ * than a terminal, with a short duration. Checks what it prints, that it exits by itself, and what
+ * its report says.
  *
  *   npm run build && npx vitest run --project chaos chaos/demo.test.ts
  */
@@ -13,14 +14,14 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { probeContainerRuntime } from './backends/index.ts';
-import { RANGES } from './demo/options.ts';
-import type { SecondFigures } from './demo/record.ts';
-import { breakerEventText, limitBar, plainHeader, plainLine, wrap } from './demo/render.ts';
-import type { DemoReport } from './demo/types.ts';
+import { RANGES } from '../examples/demo/options.ts';
+import type { SecondFigures } from '../examples/demo/record.ts';
+import { breakerEventText, limitBar, plainHeader, plainLine, wrap } from '../examples/demo/render.ts';
+import type { DemoReport } from '../examples/demo/types.ts';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const runtime = await probeContainerRuntime();
-const MAIN = fileURLToPath(new URL('./demo/main.ts', import.meta.url));
+const MAIN = fileURLToPath(new URL('../examples/demo/main.ts', import.meta.url));
 const DIST = fileURLToPath(new URL('../dist/index.js', import.meta.url));
 
 const DURATION_S = 10;

@@ -1,6 +1,6 @@
 /**
- * No import cycle among chaos/ files, type-only imports included; and `findCycles` itself, checked on
- * small made-up folders.
+ * No import cycle among chaos/ files, nor among examples/ files (the demo), type-only imports
+ * included; and `findCycles` itself, checked on small made-up folders.
  *
  *   npx vitest run --project chaos chaos/imports.test.ts
  */
@@ -12,6 +12,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { findCycles } from '../test/support/importCycles.ts';
 
 const CHAOS = fileURLToPath(new URL('.', import.meta.url));
+const EXAMPLES = fileURLToPath(new URL('../examples/', import.meta.url));
 
 /** `a.ts → b.ts → a.ts`, the way a failure names a cycle. */
 const shown = (cycles: readonly (readonly string[])[]): string[] => cycles.map((cycle) => [...cycle, cycle[0]].join(' → '));
@@ -19,6 +20,12 @@ const shown = (cycles: readonly (readonly string[])[]): string[] => cycles.map((
 describe('chaos/ imports', () => {
   it('form no cycle, type-only imports included', () => {
     expect(shown(findCycles(CHAOS))).toEqual([]);
+  });
+});
+
+describe('examples/ imports', () => {
+  it('form no cycle, type-only imports included', () => {
+    expect(shown(findCycles(EXAMPLES))).toEqual([]);
   });
 });
 

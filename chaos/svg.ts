@@ -1,8 +1,8 @@
 /**
  * The parts both SVG charts are drawn from: the chaos suite's scenario timelines (`timeline.ts`) and
- * the demo's chart (`demo/chart.ts`). Written by hand (no dependency, no script, no external font), so
- * that a chart renders the same in a browser, on GitHub and in `rsvg-convert`; every function is
- * pure and returns lines of SVG.
+ * the demo's chart (`examples/demo/chart.ts`). Written by hand (no dependency, no script, no
+ * external font), so that a chart renders the same in a browser, on GitHub and in `rsvg-convert`;
+ * every function is pure and returns lines of SVG.
  */
 import type { BreakerState, DecisionSource } from '../src/index.ts';
 import type { StateChange } from './types.ts';

@@ -1,6 +1,6 @@
 --[[
-The "naive" sliding-window log of the articles resilimit started from: one sorted set per key,
-decided by one script. Benchmarks only (a baseline, not part of the package).
+A plain sliding-window log: one sorted set (ZSET) per key, decided by one script, no breaker.
+Benchmarks only (a baseline, not part of the package).
 
 KEYS[1]  the window's sorted set
 ARGV[1]  nowMs     the caller's clock, ms since the epoch

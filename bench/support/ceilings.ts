@@ -28,7 +28,7 @@ export async function ceilings(
   const windowMs = String(o.windowMs);
   const scripts = [
     // KEYS[1]; now, windowMs, limit, member.
-    { script: 'naive script', source: NAIVE_SOURCE, args: ['1', 'naive:user:__rand_int__', now, windowMs, limit, `${now}-__rand_int__`] },
+    { script: 'plain script', source: NAIVE_SOURCE, args: ['1', 'naive:user:__rand_int__', now, windowMs, limit, `${now}-__rand_int__`] },
     // KEYS[1]; windowMs, nowMs ('' = Redis TIME), notAfterMs (''), blockMs (0), the limit of every call (each of cost 1), then an id per key.
     {
       script: 'resilimit lua/sliding-window.lua',

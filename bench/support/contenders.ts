@@ -100,8 +100,9 @@ export const upstash: ContenderFactory = {
   },
 };
 
+/** The plain sliding-window script: one ZSET script per decision, no breaker (`support/naive.ts`). */
 export const naive: ContenderFactory = {
-  name: 'naive seed-article script',
+  name: 'plain sliding-window script',
   async create(server, { limit, windowMs }) {
     const client = await plainClient(server);
     return {

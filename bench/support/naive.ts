@@ -1,4 +1,7 @@
-/** The naive seed-article script (`bench/lua/naive-sliding-window.lua`), run by EVALSHA. */
+/**
+ * The plain sliding-window script (`bench/lua/naive-sliding-window.lua`): one ZSET script per
+ * decision, no breaker, no fallback; run by EVALSHA. A baseline for the benchmarks.
+ */
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import type { Redis } from 'ioredis';
@@ -6,7 +9,7 @@ import type { Redis } from 'ioredis';
 export const NAIVE_SOURCE = readFileSync(new URL('../lua/naive-sliding-window.lua', import.meta.url), 'utf8');
 export const NAIVE_SHA = createHash('sha1').update(NAIVE_SOURCE).digest('hex');
 
-/** A member as the articles build it: `<nowMs>-<random>` (8 base-36 characters of randomness). */
+/** A member as such scripts usually build it: `<nowMs>-<random>` (8 base-36 characters of randomness). */
 export function naiveMember(now: number): string {
   return `${now}-${Math.random().toString(36).slice(2, 10)}`;
 }

@@ -20,7 +20,7 @@ process.on('warning', (warning) => {
   process.stderr.write(`(node:${process.pid}) ${warning.name}: ${warning.message}\n`);
 });
 
-/** Runs the `src/` at `dir` (a file URL ending in `/`) as it is; see above. `bench/cpu-ab.ts` hooks a second checkout's. */
+/** Runs the `src/` at `dir` (a file URL ending in `/`) as it is; see above. `bench/probes/cpu-ab.ts` hooks a second checkout's. */
 export function hookSource(dir: string): void {
   registerHooks({
     resolve(specifier, context, next) {

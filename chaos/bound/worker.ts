@@ -5,7 +5,7 @@
  * `go` (the load starts), then `stop`; the worker answers with every call it made and exits.
  */
 import { Cluster, type Redis } from 'ioredis';
-import { loadLibrary } from '../demo/library.ts';
+import { loadLibrary } from '../library.ts';
 import type { Mode } from '../../src/index.ts';
 
 export type Setup = {

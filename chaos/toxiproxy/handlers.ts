@@ -44,7 +44,7 @@ export const populate: Handler = async ({ body, proxies }) =>
 /** `GET /proxies/{proxy}`. */
 export const proxyShow: Handler = (request) => jsonReply(proxyOf(request));
 
-/** `POST`/`PATCH /proxies/{proxy}`: fields left out keep their values. */
+/** `POST /proxies/{proxy}`: fields left out keep their values. */
 export const proxyUpdate: Handler = async (request) => {
   const proxy = proxyOf(request);
   await proxy.update(parseProxyUpdate(request.body, proxy));
@@ -57,9 +57,6 @@ export const proxyDelete: Handler = async ({ params, proxies }) => {
   return noContent();
 };
 
-/** `GET /proxies/{proxy}/toxics`: upstream toxics first. */
-export const toxicIndex: Handler = (request) => jsonReply(proxyOf(request).toxics.list().map(toxicJson));
-
 /** `POST /proxies/{proxy}/toxics`: 200 (not 201) and the toxic, defaults filled in. */
 export const toxicCreate: Handler = async (request) => {
   const { toxics } = proxyOf(request);
@@ -71,7 +68,7 @@ export const toxicCreate: Handler = async (request) => {
 /** `GET /proxies/{proxy}/toxics/{toxic}`. */
 export const toxicShow: Handler = (request) => jsonReply(toxicJson(toxicOf(request)));
 
-/** `POST`/`PATCH /proxies/{proxy}/toxics/{toxic}`: attributes merge, toxicity kept unless given. */
+/** `POST /proxies/{proxy}/toxics/{toxic}`: attributes merge, toxicity kept unless given. */
 export const toxicUpdate: Handler = async (request) => {
   const updated = parseToxicUpdate(request.body, toxicOf(request));
   await proxyOf(request).toxics.update(updated);

@@ -1,25 +1,26 @@
 /** The API's routes: method and path to handler. */
 import {
   populate, proxyCreate, proxyDelete, proxyIndex, proxyShow, proxyUpdate, resetState,
-  toxicCreate, toxicDelete, toxicIndex, toxicShow, toxicUpdate, version, type Handler,
+  toxicCreate, toxicDelete, toxicShow, toxicUpdate, version, type Handler,
 } from './handlers.ts';
 
 interface Route {
-  readonly methods: readonly string[];
+  readonly method: string;
   /** Path segments; `{name}` matches any one segment and captures it. */
   readonly pattern: readonly string[];
   readonly handler: Handler;
 }
 
-const route = (methods: string | string[], path: string, handler: Handler): Route => ({
-  methods: typeof methods === 'string' ? [methods] : methods,
+const route = (method: string, path: string, handler: Handler): Route => ({
+  method,
   pattern: path.split('/').slice(1),
   handler,
 });
 
 /**
- * Toxiproxy's routes, in its order. `POST` to update is deprecated there but still served, and it is
- * what toxiproxy-node-client sends.
+ * The routes toxiproxy-node-client sends, in Toxiproxy's order. Updates are `POST` (deprecated in
+ * Toxiproxy, which prefers `PATCH`, but what the client sends); `PATCH` and
+ * `GET /proxies/{proxy}/toxics`, which the client never sends, are not served.
  */
 const ROUTES: readonly Route[] = [
   route('POST', '/reset', resetState),
@@ -27,12 +28,11 @@ const ROUTES: readonly Route[] = [
   route('POST', '/proxies', proxyCreate),
   route('POST', '/populate', populate),
   route('GET', '/proxies/{proxy}', proxyShow),
-  route(['POST', 'PATCH'], '/proxies/{proxy}', proxyUpdate),
+  route('POST', '/proxies/{proxy}', proxyUpdate),
   route('DELETE', '/proxies/{proxy}', proxyDelete),
-  route('GET', '/proxies/{proxy}/toxics', toxicIndex),
   route('POST', '/proxies/{proxy}/toxics', toxicCreate),
   route('GET', '/proxies/{proxy}/toxics/{toxic}', toxicShow),
-  route(['POST', 'PATCH'], '/proxies/{proxy}/toxics/{toxic}', toxicUpdate),
+  route('POST', '/proxies/{proxy}/toxics/{toxic}', toxicUpdate),
   route('DELETE', '/proxies/{proxy}/toxics/{toxic}', toxicDelete),
   route('GET', '/version', version),
 ];
@@ -47,7 +47,7 @@ export type RouteMatch = { readonly handler: Handler; readonly params: Readonly<
 export function matchRoute(method: string, path: string): RouteMatch | undefined {
   const segments = path.split('/').slice(1).map(decodeSegment);
   for (const candidate of ROUTES) {
-    const params = candidate.methods.includes(method) ? matchPattern(candidate.pattern, segments) : undefined;
+    const params = candidate.method === method ? matchPattern(candidate.pattern, segments) : undefined;
     if (params) return { handler: candidate.handler, params };
   }
   return undefined;

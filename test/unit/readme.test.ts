@@ -30,7 +30,7 @@ describe('README', () => {
   });
 
   it('has the section the demo cites', () => {
-    const demo = readFileSync(new URL('../../chaos/demo/main.ts', import.meta.url), 'utf8');
+    const demo = readFileSync(new URL('../../examples/demo/main.ts', import.meta.url), 'utf8');
     const cited = [...demo.matchAll(/README: "([^"]+)"/g)].map((m) => m[1]);
     expect(cited.length).toBeGreaterThan(0);
     const headings = [...readme.matchAll(/^#+ (.+)$/gm)].map((m) => m[1]);

@@ -1,8 +1,9 @@
 import type { ToxicKind } from './kind.ts';
 
 /**
- * noop: passes every chunk through unchanged. It is also what runs in a toxic's place on a link
- * where the toxicity draw said no, and the hidden first stage of every link.
+ * Passes every chunk through unchanged: what runs in a toxic's place on a link where the toxicity
+ * draw said no, and the hidden first stage of every link. Not an API type (Toxiproxy's `noop` toxic
+ * is not served).
  */
 export const noop: ToxicKind<Record<string, never>> = {
   type: 'noop',

@@ -3,8 +3,8 @@
  * fresh process per checkout (alternating which goes first), and the medians are compared.
  *
  *   git worktree add /tmp/before <commit>
- *   node bench/cpu-ab.ts /tmp/before .            # 5 rounds
- *   node bench/cpu-ab.ts /tmp/before . --rounds 9
+ *   node bench/probes/cpu-ab.ts /tmp/before .            # 5 rounds
+ *   node bench/probes/cpu-ab.ts /tmp/before . --rounds 9
  *
  * Cases: `redis` — a healthy Redis (a redis-server child per process), 64 concurrent callers, 10,000
  * keys, limit 100 per 60 s: Node CPU (process.cpuUsage) and Redis CPU (INFO cpu) per decision;
@@ -21,10 +21,10 @@ const KEYS = 10_000;
 
 async function probe(root: string): Promise<Sample> {
   const srcDir = pathToFileURL(`${resolve(root)}/src/`).href;
-  const { hookSource } = await import('./support/sourceHooks.ts');
+  const { hookSource } = await import('../support/sourceHooks.ts');
   hookSource(srcDir);
-  const lib = (await import(`${srcDir}index.ts`)) as typeof import('../src/index.ts');
-  const { startRedisServer, waitReady } = await import('../test/support/redis.ts');
+  const lib = (await import(`${srcDir}index.ts`)) as typeof import('../../src/index.ts');
+  const { startRedisServer, waitReady } = await import('../../test/support/redis.ts');
   const server = await startRedisServer();
   const keys = Array.from({ length: KEYS }, (_, i) => `user:${i}`);
   const serverCpuUs = async (): Promise<number> => {
@@ -93,7 +93,7 @@ if (args[0] === '--probe') {
   process.exit(0);
 } else {
   const [a, b] = [args[0], args[1]];
-  if (a === undefined || b === undefined) throw new Error('usage: node bench/cpu-ab.ts <checkout A> <checkout B> [--rounds N]');
+  if (a === undefined || b === undefined) throw new Error('usage: node bench/probes/cpu-ab.ts <checkout A> <checkout B> [--rounds N]');
   const roundsAt = args.indexOf('--rounds');
   const rounds = roundsAt === -1 ? 5 : Number(args[roundsAt + 1]);
   const samples: Record<'A' | 'B', Sample[]> = { A: [], B: [] };

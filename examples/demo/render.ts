@@ -4,7 +4,7 @@
  * and one line per event. The formatting functions are pure, so tests read them without a terminal.
  */
 import type { BreakerState } from '../../src/index.ts';
-import { formatMs } from '../format.ts';
+import { formatMs } from '../../chaos/format.ts';
 import type { DemoMode } from './options.ts';
 import type { SecondFigures } from './record.ts';
 import type { RunView } from './run.ts';

@@ -4,9 +4,9 @@
  * pick the same way. The user's servers (`--redis` and `--toxiproxy`, or `REDIS_URL` with
  * `TOXIPROXY_URL`) stand for `CHAOS_BACKEND=external`.
  */
-import { NoChaosBackendError, startChaosBackend } from '../backends/index.ts';
-import type { Env } from '../backends/settings.ts';
-import type { BackendKind, ChaosBackend } from '../types.ts';
+import { NoChaosBackendError, startChaosBackend } from '../../chaos/backends/index.ts';
+import type { Env } from '../../chaos/backends/settings.ts';
+import type { BackendKind, ChaosBackend } from '../../chaos/types.ts';
 import type { ExternalServers } from './options.ts';
 
 /** No backend could be had: the message says how to get one. */

@@ -7,18 +7,18 @@
  * limiter keeps of it is counted. Rows: defaults, `reconcile: false` (the local window alone), and
  * the options given on the command line, if any (JSON, e.g. '{"maxPendingBytes":16777216}').
  *
- *   node --expose-gc bench/journal-memory.ts ['{"maxPending":100000}']
+ *   node --expose-gc bench/probes/journal-memory.ts ['{"maxPending":100000}']
  */
 import { performance } from 'node:perf_hooks';
-import type { ResilientLimiterOptions } from '../src/index.ts';
-import { createRedisClient, ResilientLimiter } from './support/resilimit.ts';
+import type { ResilientLimiterOptions } from '../../src/index.ts';
+import { createRedisClient, ResilientLimiter } from '../support/resilimit.ts';
 
 const CALLS = 1_000_000;
 const KEY_LENGTH = 1_000;
 
 const gc = (globalThis as { gc?: () => void }).gc;
 if (gc === undefined) {
-  console.error('usage: node --expose-gc bench/journal-memory.ts [options as JSON]');
+  console.error('usage: node --expose-gc bench/probes/journal-memory.ts [options as JSON]');
   process.exit(2);
 }
 

@@ -1,5 +1,6 @@
 /**
- * The library as users get it: the built package in `dist/` (`npm run demo` builds it first).
+ * The library as users get it: the built package in `dist/`, for the demo (`examples/demo/`; `npm run demo`
+ * builds it first) and the bound test's workers.
  *
  * Loaded through a computed URL, so that typechecking does not need `dist/` to exist (`npm test`
  * typechecks before it builds); the types come from `src/`, which `dist/` is built from.
@@ -7,12 +8,12 @@
 import { statSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import type * as Resilimit from '../../src/index.ts';
+import type * as Resilimit from '../src/index.ts';
 
 export type Library = typeof Resilimit;
 
-const DIST = new URL('../../dist/index.js', import.meta.url);
-const SRC = new URL('../../src/', import.meta.url);
+const DIST = new URL('../dist/index.js', import.meta.url);
+const SRC = new URL('../src/', import.meta.url);
 
 /** Imports `dist/index.js`. @throws Error saying how to build it when it is missing. */
 export async function loadLibrary(): Promise<Library> {

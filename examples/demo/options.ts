@@ -3,8 +3,8 @@
  * option, what was expected and what was given.
  */
 import { parseArgs } from 'node:util';
-import { splitHostPort } from '../toxiproxy/address.ts';
-import type { Env } from '../backends/settings.ts';
+import { splitHostPort } from '../../chaos/toxiproxy/address.ts';
+import type { Env } from '../../chaos/backends/settings.ts';
 
 /** What answers when Redis cannot (the library's `mode`). */
 export const MODES = ['local', 'fail-open', 'fail-closed'] as const;
@@ -189,7 +189,7 @@ function parseArgsMessage(error: unknown): string {
 export function helpText(): string {
   const { duration, instances, limit } = RANGES;
   return `Usage: npm run demo -- [options]
-       node chaos/demo/main.ts [options]      (after npm run build)
+       node examples/demo/main.ts [options]      (after npm run build)
 
 A live failover demo: several service instances, each with its own ResilientLimiter and
 Redis client, share ONE rate limit through Redis while Toxiproxy breaks the connection:

@@ -8,7 +8,7 @@ import type { DecisionSource } from '../../src/index.ts';
 import {
   axes, breakerStrip, documentHead, escapeXml, grid, INK, Legend, LIMIT, limitLine, niceStep, phaseLabel, PLOT_LEFT, PLOT_TOP, px,
   rateScale, SOURCE_COLOURS, stepLine, stripLayout, timeScale, type Scale,
-} from '../svg.ts';
+} from '../../chaos/svg.ts';
 import type { PhaseName } from './script.ts';
 import type { DemoReport } from './types.ts';
 

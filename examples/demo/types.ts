@@ -1,5 +1,5 @@
 /** What demo.json holds: the run's options, backend, phases, figures of every second and summary. */
-import type { BackendKind, StateChange } from '../types.ts';
+import type { BackendKind, StateChange } from '../../chaos/types.ts';
 import type { DemoMode } from './options.ts';
 import type { SecondFigures } from './record.ts';
 import type { DemoPhase } from './script.ts';

@@ -3,8 +3,8 @@
  * as the run goes (the live display) and at the end (demo.json). Times are ms from the load's start.
  */
 import type { BreakerState, DecisionReason, DecisionSource } from '../../src/index.ts';
-import { percentiles, type Call } from '../metrics.ts';
-import type { Percentiles, StateChange } from '../types.ts';
+import { percentiles, type Call } from '../../chaos/metrics.ts';
+import type { Percentiles, StateChange } from '../../chaos/types.ts';
 import type { DemoPhase, PhaseName } from './script.ts';
 
 export type { Call };

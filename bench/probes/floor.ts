@@ -1,6 +1,6 @@
 /**
  * What the design costs at the least, on each side, against rate-limiter-flexible's counters: the
- * floor under the targets of issue 15 (docs/benchmarks.md, "What bounds the targets").
+ * floor under the targets docs/benchmarks.md states (its section "What bounds the targets").
  *
  * - Redis: CPU per command of what an admitted call of the exact sliding log must do to its key's
  *   sorted set (`ZADD NX` of a new newest member, `ZCARD`) against rate-limiter-flexible's string
@@ -16,16 +16,16 @@
  *   the breaker held open; 10,000 keys, limit 100 per 60 s, every key touched once then 200,000
  *   calls at random (all admitted); rounds interleaved in one process, median of each.
  *
- *   node bench/floor.ts
+ *   node bench/probes/floor.ts
  */
 import { LRUCache } from 'lru-cache';
 import { performance } from 'node:perf_hooks';
 import { RateLimiterMemory } from 'rate-limiter-flexible';
-import { perSecond, ratio, table } from './support/format.ts';
-import { makeKeys } from './support/keys.ts';
-import { Bench, main } from './support/report.ts';
-import { createRedisClient, LocalWindow, ResilientLimiter } from './support/resilimit.ts';
-import { startServer } from './support/server.ts';
+import { perSecond, ratio, table } from '../support/format.ts';
+import { makeKeys } from '../support/keys.ts';
+import { Bench, main } from '../support/report.ts';
+import { createRedisClient, LocalWindow, ResilientLimiter } from '../support/resilimit.ts';
+import { startServer } from '../support/server.ts';
 
 const ITERATIONS = 50_000;
 const SIZES = [10, 50, 100];

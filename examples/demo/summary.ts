@@ -1,7 +1,7 @@
 /** The demo's summary figures, computed from the recorded calls and breaker transitions only. */
 import type { BreakerState, DecisionSource } from '../../src/index.ts';
-import { overLimit, percentiles } from '../metrics.ts';
-import type { Percentiles, StateChange } from '../types.ts';
+import { overLimit, percentiles } from '../../chaos/metrics.ts';
+import type { Percentiles, StateChange } from '../../chaos/types.ts';
 import { rounded, SOURCES, type Call } from './record.ts';
 import type { DemoPhase, PhaseName } from './script.ts';
 

@@ -6,9 +6,9 @@
 import { performance } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { BreakerState, LimiterDecision, ResilientLimiter } from '../../src/index.ts';
-import type { ChaosBackend } from '../types.ts';
+import type { ChaosBackend } from '../../chaos/types.ts';
 import { DEMO_KEY, startFleet, WINDOW_MS } from './fleet.ts';
-import type { Library } from './library.ts';
+import type { Library } from '../../chaos/library.ts';
 import type { DemoMode } from './options.ts';
 import { Recorder, type SecondFigures } from './record.ts';
 import { FaultScript, type DemoPhase } from './script.ts';

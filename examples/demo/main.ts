@@ -1,5 +1,5 @@
 /**
- * `npm run demo` (or `node chaos/demo/main.ts` after `npm run build`): a live failover demo.
+ * `npm run demo` (or `node examples/demo/main.ts` after `npm run build`): a live failover demo.
  * Several simulated service instances share one rate limit through Redis while Toxiproxy makes
  * Redis slow, then cuts it off, then brings it back; the terminal shows each second what was
  * admitted against the limit, who decided, and each instance's breaker. Writes demo.svg and
@@ -11,7 +11,7 @@
 import { relative, sep } from 'node:path';
 import { backendLine, startDemoBackend } from './backend.ts';
 import { DEMO_BREAKER, DEMO_KEY, WINDOW_MS } from './fleet.ts';
-import { loadLibrary, staleBuildWarning } from './library.ts';
+import { loadLibrary, staleBuildWarning } from '../../chaos/library.ts';
 import { helpText, parseCommand, UsageError, type DemoOptions } from './options.ts';
 import { createView } from './render.ts';
 import { defaultReportDir, writeDemoReport, type ReportPaths } from './report.ts';
@@ -19,8 +19,8 @@ import { runDemo, type RunOutcome } from './run.ts';
 import { planPhases, SLOW_LATENCY_MS, type DemoPhase } from './script.ts';
 import { summarize, type DemoSummary } from './summary.ts';
 import type { DemoReport } from './types.ts';
-import type { ChaosBackend } from '../types.ts';
-import { formatMs, machine } from '../format.ts';
+import type { ChaosBackend } from '../../chaos/types.ts';
+import { formatMs, machine } from '../../chaos/format.ts';
 
 const EXIT = { done: 0, failed: 1, usage: 2, interrupted: 130 } as const;
 

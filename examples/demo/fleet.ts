@@ -5,8 +5,8 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Redis } from 'ioredis';
 import type { BreakerOptions, ResilientLimiter } from '../../src/index.ts';
-import type { ProxiedRedis } from '../types.ts';
-import type { Library } from './library.ts';
+import type { ProxiedRedis } from '../../chaos/types.ts';
+import type { Library } from '../../chaos/library.ts';
 import type { DemoMode } from './options.ts';
 
 /**

@@ -3,7 +3,7 @@
  * proxy between the instances and Redis, through toxiproxy-node-client (as chaos/scenarios.ts does).
  */
 import type { Toxic } from 'toxiproxy-node-client';
-import type { ProxiedRedis } from '../types.ts';
+import type { ProxiedRedis } from '../../chaos/types.ts';
 
 export type PhaseName = 'healthy' | 'slow' | 'down' | 'back';
 

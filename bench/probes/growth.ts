@@ -4,16 +4,16 @@
  * window is pre-filled to half its limit (capped at 2M members in all, to keep the run bounded),
  * so that the scripts work on sets of the size that limit implies.
  *
- *   node bench/growth.ts
+ *   node bench/probes/growth.ts
  */
-import { closedLoop, samplesOf } from './support/closedLoop.ts';
-import { resilimit, STORE_OUTCOMES } from './support/contenders.ts';
-import { bytes, ms, percent, perSecond, table } from './support/format.ts';
-import { makeKeys, scaled } from './support/keys.ts';
-import { Bench, main } from './support/report.ts';
-import type { RedisWindow as RedisWindowType } from '../src/index.ts';
-import { RedisWindow } from './support/resilimit.ts';
-import { startServer, type BenchServer } from './support/server.ts';
+import { closedLoop, samplesOf } from '../support/closedLoop.ts';
+import { resilimit, STORE_OUTCOMES } from '../support/contenders.ts';
+import { bytes, ms, percent, perSecond, table } from '../support/format.ts';
+import { makeKeys, scaled } from '../support/keys.ts';
+import { Bench, main } from '../support/report.ts';
+import type { RedisWindow as RedisWindowType } from '../../src/index.ts';
+import { RedisWindow } from '../support/resilimit.ts';
+import { startServer, type BenchServer } from '../support/server.ts';
 
 const KEY_COUNTS = [1_000, 10_000, 100_000];
 const LIMITS = [10, 100, 1_000];

@@ -5,7 +5,7 @@
 import { mkdir, writeFile } from 'node:fs/promises';
 import { resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { jsonFileText } from '../format.ts';
+import { jsonFileText } from '../../chaos/format.ts';
 import { renderDemoSvg } from './chart.ts';
 import type { DemoReport } from './types.ts';
 
