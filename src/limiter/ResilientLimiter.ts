@@ -1,13 +1,10 @@
 import { EventEmitter } from 'node:events';
-import { AllCall } from '../path/AllCall.js';
 import type { BreakerState } from '../redis/Breaker.js';
-import { OneCall } from '../path/OneCall.js';
-import { PeekCall } from '../path/PeekCall.js';
 import type { LimiterEvents } from './events.js';
 import { DecisionPath, type Parts } from '../path/DecisionPath.js';
-import { combine, denyCacheDecision, fixedDecision, shadowed, type LimitAllDecision, type LimiterDecision } from '../path/decisions.js';
+import { type LimitAllDecision, type LimiterDecision } from '../path/decisions.js';
 import { ErrorCode, ResilimitError } from '../options/errors.js';
-import { callIdOf, checkCallOptions, checkCost, checkKey, memberOf } from '../options/input.js';
+import { callIdOf, checkCallOptions, checkCost, checkKey } from '../options/input.js';
 import type { InstanceCounter } from '../recovery/InstanceCounter.js';
 import { blockKey } from './block.js';
 import { checkItems, type LimitAllItem } from '../path/limitAll.js';
@@ -56,7 +53,6 @@ type Lifecycle = { readonly kind: 'open' } | { readonly kind: 'closing' | 'close
  */
 export class ResilientLimiter extends EventEmitter<LimiterEvents> {
   readonly #options: ResolvedLimiterOptions;
-  readonly #now: () => number;
   readonly #settings: Settings;
   readonly #tier: RedisTier;
   readonly #recovery: Recovery;
@@ -73,7 +69,6 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
   constructor(options: ResilientLimiterOptions) {
     super();
     const resolved = (this.#options = resolveLimiterOptions(options));
-    this.#now = resolved.now;
     ({
       settings: this.#settings,
       tier: this.#tier,
@@ -117,25 +112,13 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
    */
   async limit(key: string, options?: LimitOptions): Promise<LimiterDecision> {
     if (this.#life.kind === 'closed') throw new ResilimitError(ErrorCode.CLOSED, 'limit() was called after close()');
-    const stats = this.#stats;
-    const settings = this.#settings;
-    const started = stats.started();
+    const started = this.#stats.started();
     checkKey(key);
     checkCallOptions('limit()', options);
-    const limit = settings.limitOf(key);
+    const limit = this.#settings.limitOf(key);
     const cost = checkCost(options?.cost, limit);
-    const id = callIdOf(options?.id);
-    const now = this.#now();
-    if (!settings.enabled) return stats.publish(key, cost, fixedDecision(true, 'disabled', 'disabled', now, limit, 0, memberOf(id)), started);
-    const parts = this.#parts;
-    const denial = parts.deny.check(key, cost, limit);
-    // A retry of a call Redis admitted (the caller's id, in the warm window) is Redis's to answer: a duplicate.
-    if (denial !== undefined && (typeof id !== 'string' || !parts.local.main.holds(key, id))) {
-      return stats.publish(key, cost, denyCacheDecision(limit, denial, parts.deny.perf.now()), started);
-    }
-    const diverted = parts.gate.divert(key);
-    if (diverted !== undefined) return stats.publish(key, cost, parts.fallback.one(key, cost, id, diverted, limit, now), started);
-    return stats.publish(key, cost, await this.#path.run(new OneCall(parts, key, cost, id, now, limit)), started);
+    const d = this.#path.one(key, cost, callIdOf(options?.id), limit);
+    return this.#stats.publish(key, cost, d instanceof Promise ? await d : d, started);
   }
 
   /**
@@ -157,20 +140,10 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
    */
   async limitAll(limits: readonly LimitAllItem[], options?: { id?: string }): Promise<LimitAllDecision> {
     if (this.#life.kind === 'closed') throw new ResilimitError(ErrorCode.CLOSED, 'limitAll() was called after close()');
-    const stats = this.#stats;
-    const started = stats.started();
+    const started = this.#stats.started();
     const items = checkItems(limits, this.#options.prefix, options);
-    const id = callIdOf(options?.id);
-    for (const item of items) this.#parts.local.forWindow(item.windowMs);
-    const now = this.#now();
-    let result: LimitAllDecision;
-    if (!this.#settings.enabled) {
-      result = combine(items.map((item) => fixedDecision(true, 'disabled', 'disabled', now, item.limit, 0)), 'disabled', 'disabled');
-    } else {
-      const diverted = this.#parts.gate.divertAll(items);
-      result = diverted === undefined ? await this.#path.run(new AllCall(this.#parts, items, id, now)) : this.#parts.fallback.all(items, id, diverted);
-    }
-    return stats.publishAll(items, result, started);
+    const d = this.#path.all(items, callIdOf(options?.id));
+    return this.#stats.publishAll(items, d instanceof Promise ? await d : d, started);
   }
 
   /**
@@ -183,11 +156,7 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
   async peek(key: string): Promise<LimiterDecision> {
     if (this.#life.kind === 'closed') throw new ResilimitError(ErrorCode.CLOSED, 'peek() was called after close()');
     checkKey(key);
-    const limit = this.#settings.limitOf(key);
-    if (!this.#settings.enabled) return fixedDecision(true, 'disabled', 'disabled', this.#now(), limit, 0);
-    const diverted = this.#parts.gate.divert(key);
-    const d = diverted === undefined ? await this.#path.run(new PeekCall(this.#parts, key, limit)) : this.#parts.fallback.peek(key, diverted, limit);
-    return d.allowed || !this.#settings.shadow ? d : shadowed(d);
+    return this.#path.peek(key, this.#settings.limitOf(key));
   }
 
   /**

@@ -1,8 +1,8 @@
 import { channel } from 'node:diagnostics_channel';
 import type { EventEmitter } from 'node:events';
 import type { BreakerState } from '../redis/Breaker.js';
-import { REASONS, shadowed, shadowedAll, type LimitAllDecision, type LimiterDecision } from '../path/decisions.js';
-import type { Parts } from '../path/DecisionPath.js';
+import { REASONS, type LimitAllDecision, type LimiterDecision } from '../path/decisions.js';
+import type { Parts } from '../path/parts.js';
 import type { LimiterEvents } from './events.js';
 import type { Mode } from '../options/options.js';
 import type { Settings } from './Settings.js';
@@ -75,8 +75,7 @@ const decisionChannel = channel('resilimit:decision');
 /**
  * The decision counters of one limiter, and the one place a decision is published. Every decision
  * passes through {@link publish} once; the counters are kept by it alone (and `opened` by the breaker's
- * state changes). So it is also where shadow mode turns a refusal into a shadowed admission: after
- * every tier has decided (a refusal recorded nothing anywhere), before anything counts or sees it.
+ * state changes).
  */
 export class Stats {
   readonly byReason = Object.fromEntries(REASONS.map((r) => [r, 0])) as Record<DecisionReason, number>;
@@ -89,8 +88,6 @@ export class Stats {
     /** The limiter: the channel's `limiter`, and where the `shadowRejected` event is emitted. */
     readonly limiter: EventEmitter<LimiterEvents>,
     readonly perf: { now(): number },
-    /** Owns the `shadow` flag, read for refusals only. */
-    readonly settings: { readonly shadow: boolean },
   ) {}
 
   /** The start of a call, for its `durationMs`: read only when the channel has subscribers. */
@@ -99,14 +96,14 @@ export class Stats {
   }
 
   /**
-   * Counts a decision and publishes it; returns it, or, for a refusal in shadow mode, its shadowed
-   * admission (counted, published and returned in its place). Shadow mode adds nothing to an
-   * admission's path, and one flag read to a refusal's.
+   * Counts a decision and publishes it. A refusal shadow mode admitted (`shadowRejected`, made on the
+   * decision path) is counted apart too, and told to the `shadowRejected` listeners.
    */
-  publish(key: string, cost: number, decision: LimiterDecision, started: number): LimiterDecision {
-    let d = decision;
-    if (decision.allowed) this.allowed += 1;
-    else if (this.settings.shadow) d = this.#shadow(key, cost, decision);
+  publish(key: string, cost: number, d: LimiterDecision, started: number): LimiterDecision {
+    if (d.allowed) {
+      this.allowed += 1;
+      if (d.shadowRejected === true) this.#shadowed(key, cost, d);
+    }
     this.byReason[d.reason] += 1;
     this.bySource[d.source] += 1;
     if (decisionChannel.hasSubscribers) {
@@ -116,26 +113,20 @@ export class Stats {
     return d;
   }
 
-  /**
-   * Publishes the per-limit decisions of a `limitAll()` answer (each through {@link publish}, in place)
-   * and returns the answer: shadowed when a limit refused in shadow mode.
-   */
+  /** Publishes the per-limit decisions of a `limitAll()` answer (each through {@link publish}) and returns the answer. */
   publishAll(items: readonly { readonly key: string; readonly cost: number }[], result: LimitAllDecision, started: number): LimitAllDecision {
     const { decisions } = result;
     for (let i = 0; i < items.length; i += 1) {
       const item = items[i] as { key: string; cost: number };
-      decisions[i] = this.publish(item.key, item.cost, decisions[i] as LimiterDecision, started);
+      this.publish(item.key, item.cost, decisions[i] as LimiterDecision, started);
     }
-    return result.allowed || !this.settings.shadow ? result : shadowedAll(result, decisions);
+    return result;
   }
 
   /** A refusal admitted in shadow mode: counted, and told to the `shadowRejected` listeners (if any: it is on the call's path). */
-  #shadow(key: string, cost: number, refusal: LimiterDecision): LimiterDecision {
-    const decision = shadowed(refusal);
-    this.allowed += 1;
+  #shadowed(key: string, cost: number, decision: LimiterDecision): void {
     this.shadowRejected += 1;
     if (this.limiter.listenerCount('shadowRejected') > 0) this.limiter.emit('shadowRejected', { key, cost, decision });
-    return decision;
   }
 
   /** The counters and the state of the parts, for `ResilientLimiter.stats()`. */

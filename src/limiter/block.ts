@@ -1,4 +1,4 @@
-import type { Parts } from '../path/DecisionPath.js';
+import type { Parts } from '../path/parts.js';
 import { checkKey } from '../options/input.js';
 import { block } from '../internal.js';
 import { integer, MAX_INT } from '../options/options.js';
@@ -16,7 +16,7 @@ function blockHere(parts: Pick<Parts, 'now' | 'deny' | 'local'>, key: string, ms
   const now = parts.now();
   parts.local.main[block](key, ms === 0 ? 0 : now + ms);
   if (ms === 0) parts.deny.lift(key);
-  else parts.deny.deny(key, parts.deny.perf.now() + ms, 1, 0, now + ms, 0);
+  else parts.deny.deny(key, { until: parts.deny.untilFor(0, ms), cost: 1, remaining: 0, resetAtMs: now + ms, limit: 0 });
 }
 
 /**

@@ -1,4 +1,4 @@
-import type { Parts } from '../path/DecisionPath.js';
+import type { Parts } from '../path/parts.js';
 import { knownOptions } from '../options/checks.js';
 import { ErrorCode, isResilimitError } from '../options/errors.js';
 import { checkCost, checkGivenId, checkKey, sameCall } from '../options/input.js';

@@ -81,15 +81,14 @@ export function wire(front: Front, resolved: ResolvedLimiterOptions, closed: () 
     (limit) => settings.reserveOf(limit),
   );
   const settings = new Settings(resolved, tier.window, local, deny, () => instances);
-  const stats = new Stats(front, perf, settings);
+  const stats = new Stats(front, perf);
   const refunds = new PendingRefunds(tier, resolved.maxPending, resolved.maxPendingBytes);
-  const recovery: Recovery = new Recovery(
-    resolved,
+  const recovery: Recovery = new Recovery(resolved, {
     tier,
     local,
     settings,
     closed,
-    {
+    report: {
       reconciled: (result) => front.emit('reconciled', result),
       dropped: (calls, total) => front.emit('dropped', { calls, total }),
       caughtUp: () => instances?.beatNow(),
@@ -102,20 +101,22 @@ export function wire(front: Front, resolved: ResolvedLimiterOptions, closed: () 
       },
     },
     refunds,
-  );
+  });
   const coalescer = new Coalescer(
     (calls) => tier.send(calls),
     tier.isCluster ? (call) => calculateSlot(redisKey(prefix, call.key)) : undefined,
+    // Half-open lets one Redis call through: a call alone, so that only its caller waits on the trial.
+    resolved.coalesce ? () => tier.state === 'closed' : () => false,
   );
   const reserved = new Reservations();
   const gate = new Gate(tier, recovery, coalescer, { ...resolved, timeoutMs: resolved.breaker.timeoutMs }, perf);
-  const fallback = new Fallback(settings, local, reserved, recovery, tier.breaker, now, resolved.reconcile, resolved.blockMs);
-  const parts: Parts = { now, tier, gate, coalescer, coalesce: resolved.coalesce, local, deny, reserved, recovery, fallback };
+  const fallback = new Fallback({ settings, local, reserved, recovery, breaker: tier.breaker, now, reconcile: resolved.reconcile, blockMs: resolved.blockMs });
+  const parts: Parts = { now, settings, tier, offset: tier.offset, gate, coalescer, local, deny, reserved, recovery, fallback };
   // Refunds go round the front door, which refuses them once the limiter is closed: close() gives back
   // what was admitted for the waiters it rejected.
   const waiters = new Waiters((key, o) => front.limit(key, o), (key) => settings.limitOf(key), (key, id) => refund(parts, key, id), resolved);
   const watch = new ReadyWatch(tier, resolved, (info) => front.emit('notReady', info));
-  const path = new DecisionPath((error) => {
+  const path = new DecisionPath(parts, (error) => {
     if (front.listenerCount('redisReplyError') > 0) front.emit('redisReplyError', error);
   });
   // Redis lost data without a reconnect. Flushed: re-seed it from the warm windows, as after a restart

@@ -1,5 +1,5 @@
 import { combine, decided, type LimitAllDecision, type LimiterDecision } from './decisions.js';
-import type { Parts, PathCall } from './DecisionPath.js';
+import type { Parts, PathCall } from './parts.js';
 import { memberOf, type CallId } from '../options/input.js';
 import { itemId, type CheckedItem, type GroupReply } from './limitAll.js';
 import { bySlot } from '../redis/redisKey.js';

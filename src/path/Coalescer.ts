@@ -32,7 +32,14 @@ export class Coalescer {
     readonly send: (calls: readonly BatchCall[]) => Promise<BatchOutcome[]>,
     /** The hash slot of a call's key (a Cluster), or undefined on a single Redis. */
     readonly slotOf: ((call: BatchCall) => number) | undefined,
+    /** Whether calls are coalesced now (the `coalesce` option, and the breaker closed). */
+    readonly coalescing: () => boolean = () => true,
   ) {}
+
+  /** Sends `call`: queued for this turn's batch while {@link coalescing}, else alone. As {@link enqueue} resolves. */
+  ask(call: QueuedCall): Promise<BatchOutcome[]> {
+    return this.coalescing() ? this.enqueue(call) : this.send([call]);
+  }
 
   /** Calls queued for this turn's batches. */
   get size(): number {

@@ -1,56 +1,26 @@
-import type { Coalescer } from './Coalescer.js';
-import type { DenyCache } from './DenyCache.js';
 import type { ResilimitError } from '../options/errors.js';
-import type { Fallback } from './Fallback.js';
-import type { Gate } from './Gate.js';
-import type { LocalTier } from '../local/LocalTier.js';
-import type { Recovery } from '../recovery/Recovery.js';
+import { memberOf, type CallId } from '../options/input.js';
+import { AllCall } from './AllCall.js';
+import { combine, denyCacheDecision, fixedDecision, shadowed, shadowedAll, type LimitAllDecision, type LimiterDecision } from './decisions.js';
 import { reasonOf } from './failures.js';
-import type { RedisTier } from '../redis/RedisTier.js';
-import type { Reservations } from './Reservations.js';
-import type { DecisionReason } from '../types.js';
+import type { CheckedItem } from './limitAll.js';
+import { OneCall } from './OneCall.js';
+import type { Parts, PathCall } from './parts.js';
+import { PeekCall } from './PeekCall.js';
 
-/** The parts a call on the decision path uses, wired once by `ResilientLimiter`. */
-export type Parts = {
-  /** The local clock (the `clock` option, or a steady one that a wall-clock step does not move). */
-  readonly now: () => number;
-  readonly tier: RedisTier;
-  readonly gate: Gate;
-  readonly coalescer: Coalescer;
-  /** `coalesce` option. */
-  readonly coalesce: boolean;
-  readonly local: LocalTier;
-  readonly deny: DenyCache;
-  readonly reserved: Reservations;
-  readonly recovery: Recovery;
-  readonly fallback: Fallback;
-};
+export type { Parts, PathCall } from './parts.js';
 
 /**
- * One call on the decision path: what differs between `limit()` (`OneCall`), `limitAll()`
- * (`AllCall`) and `peek()` (`PeekCall`). `R` is Redis's reply, `D` the decision.
- */
-export interface PathCall<R, D> {
-  /** Reserves its permits while it waits on Redis (`sign` 1), or releases them (-1). */
-  reserve(sign: 1 | -1): void;
-  /** Asks Redis; rejects when Redis did not decide (the rejection says why). */
-  ask(): Promise<R>;
-  /**
-   * Redis answered: record what it admitted in the warm window, or remember what it refused; the
-   * decision. Throws, as `ask` rejects, when the reply holds no decision for this call (its key
-   * holds another type while the other calls of its script call were decided).
-   */
-  settle(reply: R): D;
-  /** The answer by mode when Redis did not decide, for `reason`. */
-  fallback(reason: DecisionReason): D;
-}
-
-/**
- * The one decision path of `limit()`, `limitAll()` and `peek()`: gate → Redis → record or deny →
- * fallback. The gate (`Gate.ts`) and the fallback (`Fallback.ts`) are shared parts; a call the gate
- * lets through runs {@link run}: Redis, then record or deny, or the fallback when Redis did not
- * decide. The caller asks the gate first, so that a diverted call is answered synchronously, with no
- * call object, no promise and no microtask: the whole path while Redis is down.
+ * The one decision path of `limit()`, `limitAll()` and `peek()`, every step in order:
+ *
+ *   kill switch → deny cache (`limit()` only) → gate → Redis → record or deny
+ *                                                  ↘ fallback (diverted, or Redis did not decide)
+ *   → shadow (a refusal admitted, in shadow mode)
+ *
+ * A call the gate diverts is answered synchronously (no call object, no promise, no microtask: the
+ * whole path while Redis is down); one that goes to Redis is a call object (`OneCall`, `AllCall`,
+ * `PeekCall`) run by {@link run}, and its answer is a promise. The front door checks the arguments
+ * before, and counts and publishes the decision after (`Stats`).
  *
  * It owns the count of calls on their way to Redis, which `close()` waits for.
  */
@@ -58,10 +28,55 @@ export class DecisionPath {
   #unsettled = 0;
   #whenSettled: (() => void) | undefined;
 
-  constructor(readonly onReplyError: (error: ResilimitError) => void) {}
+  constructor(
+    readonly parts: Parts,
+    /** Redis answered a call with an error about the request (the `redisReplyError` event). */
+    readonly onReplyError: (error: ResilimitError) => void,
+  ) {}
 
-  /** Asks Redis for `call`; records or denies what it decided, or answers by the fallback when it did not. */
-  async run<R, D>(call: PathCall<R, D>): Promise<D> {
+  /** `limit()`'s decision of a call of `cost` under `limit` (`Settings.limitOf`). */
+  one(key: string, cost: number, id: CallId, limit: number): LimiterDecision | Promise<LimiterDecision> {
+    const { parts } = this;
+    const now = parts.now();
+    if (!parts.settings.enabled) return fixedDecision(true, 'disabled', 'disabled', now, limit, 0, memberOf(id));
+    const { deny } = parts;
+    const denial = deny.check(key, cost, limit);
+    // A retry of a call Redis admitted (the caller's id, in the warm window) is Redis's to answer: a duplicate.
+    if (denial !== undefined && (typeof id !== 'string' || !parts.local.main.holds(key, id))) {
+      return this.#shadow(denyCacheDecision(limit, denial, deny.perf.now()));
+    }
+    const diverted = parts.gate.divert(key);
+    if (diverted !== undefined) return this.#shadow(parts.fallback.one(key, cost, id, diverted, limit, now));
+    return this.run(new OneCall(parts, key, cost, id, now, limit), this.#shadow);
+  }
+
+  /** `limitAll()`'s decision of `items` together (their local windows made first). */
+  all(items: readonly CheckedItem[], id: CallId): LimitAllDecision | Promise<LimitAllDecision> {
+    const { parts } = this;
+    for (const item of items) parts.local.forWindow(item.windowMs);
+    const now = parts.now();
+    if (!parts.settings.enabled) {
+      return combine(items.map((item) => fixedDecision(true, 'disabled', 'disabled', now, item.limit, 0)), 'disabled', 'disabled');
+    }
+    const diverted = parts.gate.divertAll(items);
+    if (diverted !== undefined) return this.#shadowAll(parts.fallback.all(items, id, diverted));
+    return this.run(new AllCall(parts, items, id, now), this.#shadowAll);
+  }
+
+  /** `peek()`'s answer for a call of cost 1 under `limit`: the deny cache is not consulted. */
+  peek(key: string, limit: number): LimiterDecision | Promise<LimiterDecision> {
+    const { parts } = this;
+    if (!parts.settings.enabled) return fixedDecision(true, 'disabled', 'disabled', parts.now(), limit, 0);
+    const diverted = parts.gate.divert(key);
+    if (diverted !== undefined) return this.#shadow(parts.fallback.peek(key, diverted, limit));
+    return this.run(new PeekCall(parts, key, limit), this.#shadow);
+  }
+
+  /**
+   * Asks Redis for `call`; records or denies what it decided, or answers by the fallback when it did
+   * not; `finish` last (shadow mode).
+   */
+  async run<R, D>(call: PathCall<R, D>, finish: (decision: D) => D): Promise<D> {
     this.#unsettled += 1;
     call.reserve(1);
     let reserved = true;
@@ -69,13 +84,13 @@ export class DecisionPath {
       const reply = await call.ask();
       call.reserve(-1);
       reserved = false;
-      return call.settle(reply);
+      return finish(call.settle(reply));
     } catch (error) {
       if (reserved) {
         call.reserve(-1);
         reserved = false;
       }
-      return call.fallback(reasonOf(error, this.onReplyError));
+      return finish(call.fallback(reasonOf(error, this.onReplyError)));
     } finally {
       if (reserved) call.reserve(-1);
       this.#unsettled -= 1;
@@ -90,4 +105,11 @@ export class DecisionPath {
       this.#whenSettled = resolve;
     });
   }
+
+  /** Shadow mode: a refusal is admitted all the same, consuming nothing (`shadowRejected`). One flag read per refusal. */
+  readonly #shadow = (d: LimiterDecision): LimiterDecision => (d.allowed || !this.parts.settings.shadow ? d : shadowed(d));
+
+  /** {@link #shadow} for `limitAll()`: the refusing limits' decisions shadowed too. */
+  readonly #shadowAll = (d: LimitAllDecision): LimitAllDecision =>
+    d.allowed || !this.parts.settings.shadow ? d : shadowedAll(d, d.decisions.map(this.#shadow));
 }

@@ -5,6 +5,9 @@ import { LRUCache } from 'lru-cache';
  * Redis to see whether the denial still holds there. `held`: a block Redis does not hold (made while
  * it could not answer): never probed, kept to its end.
  */
+/** A refusal to remember (see {@link DenyCache.deny}). */
+export type Refusal = { until: number; cost: number; remaining: number; resetAtMs: number; limit: number };
+
 type Denial = { until: number; cost: number; remaining: number; resetAtMs: number; limit: number; probeAt: number; held: boolean };
 
 /**
@@ -38,11 +41,18 @@ export class DenyCache {
   }
 
   /**
-   * Remembers a rejection of `cost` for `key` under `limit` until `until` (ms on the `perf` clock).
-   * A blocked key: cost 1 and limit 0 (every call, under any limit).
+   * Remembers a rejection of `key` until `until` (on this cache's clock, see {@link untilFor}): a call
+   * of at least `cost` under `limit` is refused till then, with `remaining` and `resetAtMs` as Redis
+   * said. A blocked key: cost 1 and limit 0 (every call, under any limit).
    */
-  deny(key: string, until: number, cost: number, remaining: number, resetAtMs: number, limit: number): void {
+  deny(key: string, refusal: Refusal): void {
+    const { until, cost, remaining, resetAtMs, limit } = refusal;
     this.#entries.set(key, { until, cost, remaining, resetAtMs, limit, probeAt: this.perf.now() + PROBE_MS, held: false });
+  }
+
+  /** The end of a wait of `retryAfterMs` counted from a call asked `askedMsAgo` ms ago, on this cache's clock. */
+  untilFor(askedMsAgo: number, retryAfterMs: number): number {
+    return this.perf.now() - askedMsAgo + retryAfterMs;
   }
 
   /** The block of `key` was not taken by Redis: keep it to its end, unprobed (see {@link Denial}). */

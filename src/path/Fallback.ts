@@ -29,18 +29,29 @@ function mayBeLost(reason: DecisionReason): boolean {
  * state: the windows, the reservations and the journal belong to their parts.
  */
 export class Fallback {
-  constructor(
-    readonly settings: Settings,
-    readonly local: LocalTier,
-    readonly reserved: Reservations,
-    readonly recovery: Recovery,
-    readonly breaker: Breaker,
-    readonly now: () => number,
-    /** `reconcile` option: journal what the local tier admits. */
-    readonly reconcile: boolean,
-    /** `blockMs` option: a call the local tier refuses for want of permits blocks its key for that long. */
-    readonly blockMs: number,
-  ) {}
+  readonly settings: Settings;
+  readonly local: LocalTier;
+  readonly reserved: Reservations;
+  readonly recovery: Recovery;
+  readonly breaker: Breaker;
+  readonly now: () => number;
+  /** `reconcile` option: journal what the local tier admits. */
+  readonly reconcile: boolean;
+  /** `blockMs` option: a call the local tier refuses for want of permits blocks its key for that long. */
+  readonly blockMs: number;
+
+  constructor(parts: Pick<Fallback, 'settings' | 'local' | 'reserved' | 'recovery' | 'breaker' | 'now' | 'reconcile' | 'blockMs'>) {
+    ({
+      settings: this.settings,
+      local: this.local,
+      reserved: this.reserved,
+      recovery: this.recovery,
+      breaker: this.breaker,
+      now: this.now,
+      reconcile: this.reconcile,
+      blockMs: this.blockMs,
+    } = parts);
+  }
 
   /** `limit()`'s answer, for a call of `limit` (`Settings.limitOf`), at `now` (the caller's reading of the clock, if it has one). */
   one(key: string, cost: number, id: CallId, reason: DecisionReason, limit: number, now = this.now()): LimiterDecision {

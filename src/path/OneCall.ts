@@ -1,5 +1,5 @@
 import { redisDecision, type LimiterDecision } from './decisions.js';
-import type { Parts, PathCall } from './DecisionPath.js';
+import type { Parts, PathCall } from './parts.js';
 import { memberOf, type CallId } from '../options/input.js';
 import { block } from '../internal.js';
 import { decisionOf, type BatchOutcome } from '../redis/RedisWindow.js';
@@ -34,9 +34,7 @@ export class OneCall implements PathCall<BatchOutcome[], LimiterDecision> {
   }
 
   ask(): Promise<BatchOutcome[]> {
-    const { parts } = this;
-    // Half-open lets one Redis call through: a call alone, so that only its caller waits on the trial.
-    return parts.coalesce && parts.tier.state === 'closed' ? parts.coalescer.enqueue(this) : parts.tier.send([this]);
+    return this.parts.coalescer.ask(this);
   }
 
   settle(reply: BatchOutcome[]): LimiterDecision {
@@ -48,9 +46,8 @@ export class OneCall implements PathCall<BatchOutcome[], LimiterDecision> {
     // the time Redis admitted it (on the local clock), with its id for re-seeding. The offset was
     // learnt from this very round trip: no drift to allow for (and no clock read).
     const admitted = decision.allowed && !decision.duplicate;
-    const { offset } = parts.tier;
+    const { offset, settings } = parts;
     const call = admitted ? { at: decision.nowMs - offset.low(false), cost: this.cost, id: this.callId } : undefined;
-    const { settings } = parts.fallback;
     const local = parts.local.main;
     // Only mode 'local' has a window to answer with instead: the others take Redis's word (the canary still re-seeds).
     const check = settings.mode === 'local' ? offset : undefined;
@@ -61,11 +58,16 @@ export class OneCall implements PathCall<BatchOutcome[], LimiterDecision> {
       parts.deny.admitted(this.key);
     } else if (!decision.allowed) {
       // Counted from when the call was asked (before Redis decided: the denial may end early, never
-      // late), moved onto the deny cache's clock; the reply may have been read much later. A blocked
-      // key refuses every call, whatever its cost, and the local tier keeps the block for an outage.
-      const askedAt = parts.deny.perf.now() - (parts.now() - this.now);
+      // late); the reply may have been read much later. A blocked key refuses every call, whatever its
+      // cost, and the local tier keeps the block for an outage.
       const { blocked } = decision;
-      parts.deny.deny(this.key, askedAt + decision.retryAfterMs, blocked ? 1 : this.cost, decision.remaining, decision.resetAtMs, blocked ? 0 : this.limit);
+      parts.deny.deny(this.key, {
+        until: parts.deny.untilFor(parts.now() - this.now, decision.retryAfterMs),
+        cost: blocked ? 1 : this.cost,
+        remaining: decision.remaining,
+        resetAtMs: decision.resetAtMs,
+        limit: blocked ? 0 : this.limit,
+      });
       if (blocked) local[block](this.key, this.now + decision.retryAfterMs);
     }
     parts.recovery.schedule();

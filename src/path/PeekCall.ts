@@ -1,5 +1,5 @@
 import { redisDecision, type LimiterDecision } from './decisions.js';
-import type { Parts, PathCall } from './DecisionPath.js';
+import type { Parts, PathCall } from './parts.js';
 import { decisionOf, type BatchOutcome } from '../redis/RedisWindow.js';
 import type { DecisionReason } from '../types.js';
 

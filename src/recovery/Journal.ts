@@ -55,6 +55,18 @@ export function groupOf(call: { key: string; windowMs?: number | undefined }): s
   return call.windowMs === undefined ? call.key : `\uD800${call.windowMs}\u0000${call.key}`;
 }
 
+/** A write-back pass that stopped part-way: what it did before (`partial`), and why it stopped (`cause`). */
+export class PartialWriteError extends Error {
+  override readonly name = 'PartialWriteError';
+
+  constructor(
+    readonly partial: ReconcileResult,
+    cause: unknown,
+  ) {
+    super(`A write-back pass stopped: ${cause instanceof Error ? cause.message : String(cause)}`, { cause });
+  }
+}
+
 /**
  * The journal of locally admitted calls, written back into Redis once it is healthy again, so that
  * the window after recovery does not grant a fresh full limit on top of them. Memory is bounded by
@@ -291,9 +303,7 @@ export class Journal {
       // Calls were added during the pass: the bounds hold again by dropping the oldest.
       if (this.size > this.maxPending || this.#bytes > this.maxBytes) this.#drop();
       result.remaining = this.size;
-      const error =
-        typeof failure.error === 'object' && failure.error !== null ? failure.error : new Error(String(failure.error));
-      throw Object.assign(error, { partial: result });
+      throw new PartialWriteError(result, failure.error);
     }
     result.remaining = this.size;
     return result;

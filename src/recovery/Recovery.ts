@@ -4,7 +4,7 @@ import { allKey } from '../path/limitAll.js';
 import type { LocalTier } from '../local/LocalTier.js';
 import type { ResolvedLimiterOptions } from '../options/options.js';
 import type { PendingRefunds } from './PendingRefunds.js';
-import { groupOf, Journal, reseed, type PendingCall, type ReconcileResult, type WriteBatch } from './Journal.js';
+import { groupOf, Journal, PartialWriteError, reseed, type PendingCall, type ReconcileResult, type WriteBatch } from './Journal.js';
 import { redisKey } from '../redis/redisKey.js';
 import type { RedisTier } from '../redis/RedisTier.js';
 
@@ -18,6 +18,21 @@ const IDLE: Passes = { kind: 'idle', failedAt: Number.NEGATIVE_INFINITY };
 
 /** What recovery needs of the limiter's options. */
 type RecoveryOptions = Pick<ResolvedLimiterOptions, 'prefix' | 'clock' | 'now' | 'perf' | 'maxPending' | 'maxPendingBytes'>;
+
+/** What a recovery tells its limiter. */
+export type RecoveryReport = {
+  /** A pass ended. */
+  reconciled(result: ReconcileResult): void;
+  /** Calls the journal dropped since the last report (at most one report per event-loop turn), and in all. */
+  dropped(calls: number, total: number): void;
+  /** A catch-up ended. */
+  caughtUp(): void;
+  /** A Redis decision suggests Redis lost this instance's calls of a key (see `OneCall.settle`): check for a wider loss. */
+  suspected(): void;
+};
+
+/** The parts a recovery works with (see the fields of {@link Recovery}). */
+export type RecoveryParts = Pick<Recovery, 'tier' | 'local' | 'settings' | 'closed' | 'report' | 'refunds'>;
 
 /**
  * Recovery: what makes the limit hold after Redis could not answer. It owns, and alone changes:
@@ -60,26 +75,17 @@ export class Recovery {
   readonly #options: RecoveryOptions;
   readonly #now: () => number;
 
-  constructor(
-    options: RecoveryOptions,
-    readonly tier: RedisTier,
-    readonly local: LocalTier,
-    /** The window length of `limit()` in force. */
-    readonly settings: { readonly windowMs: number },
-    readonly closed: () => boolean,
-    readonly report: {
-      /** A pass ended. */
-      reconciled(result: ReconcileResult): void;
-      /** Calls the journal dropped since the last report (at most one report per event-loop turn), and in all. */
-      dropped(calls: number, total: number): void;
-      /** A catch-up ended. */
-      caughtUp(): void;
-      /** A Redis decision suggests Redis lost this instance's calls of a key (see `OneCall.settle`): check for a wider loss. */
-      suspected(): void;
-    },
-    /** Refunds Redis could not make when asked: written by every pass, last. */
-    readonly refunds: PendingRefunds,
-  ) {
+  readonly tier: RedisTier;
+  readonly local: LocalTier;
+  /** The window length of `limit()` in force. */
+  readonly settings: { readonly windowMs: number };
+  readonly closed: () => boolean;
+  readonly report: RecoveryReport;
+  /** Refunds Redis could not make when asked: written by every pass, last. */
+  readonly refunds: PendingRefunds;
+
+  constructor(options: RecoveryOptions, parts: RecoveryParts) {
+    ({ tier: this.tier, local: this.local, settings: this.settings, closed: this.closed, report: this.report, refunds: this.refunds } = parts);
     this.#options = options;
     this.#now = options.now;
     this.journal = new Journal(options.maxPending, options.maxPendingBytes, (calls) => {
@@ -285,7 +291,7 @@ export class Recovery {
       result = await this.journal.flush(now - windowMs, concurrency, write, now);
     } catch (error) {
       failed = true;
-      result = (error as { partial?: ReconcileResult }).partial ?? { written: 0, expired: 0, present: 0, remaining: this.journal.size };
+      result = error instanceof PartialWriteError ? error.partial : { written: 0, expired: 0, present: 0, remaining: this.journal.size };
     }
     if (this.#reseed.size !== 0 && !failed && this.tier.state !== 'open') {
       const seeded = await reseed(this.local.calls(), this.#reseed, this.tier.state === 'half-open' ? 1 : 8, write);

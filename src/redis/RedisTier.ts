@@ -9,7 +9,7 @@ import { readReply, scriptArgs, type CheckedItem, type GroupReply } from '../pat
 import type { ResolvedLimiterOptions } from '../options/options.js';
 import { PollWatch } from './PollWatch.js';
 import { RedisWindow, type BatchCall, type BatchOutcome } from './RedisWindow.js';
-import { evalScript, loadScript, runScript, staleReplyNowMs } from './script.js';
+import { evalScript, loadScript, runScript, StaleReplyError } from './script.js';
 import type { BeatOp, BeatReply, BeatTimes } from '../recovery/InstanceCounter.js';
 
 const reconcileScript = loadScript('reconcile');
@@ -21,7 +21,7 @@ const PROBE_MS = 1_000;
 
 /** True when Redis itself answered with `error`: a stale reply (it ran the call after its deadline) or a reply error. */
 function repliedWith(error: unknown): boolean {
-  return staleReplyNowMs(error) !== undefined || (isResilimitError(error) && error.code === ErrorCode.REDIS_REPLY);
+  return error instanceof StaleReplyError || (isResilimitError(error) && error.code === ErrorCode.REDIS_REPLY);
 }
 
 /** What the Redis tier needs of the limiter's options. */
@@ -384,8 +384,7 @@ export class RedisTier {
    * every later call would be stale too.
    */
   #learnFromStale(error: unknown, sentNow: number): never {
-    const redisNowMs = staleReplyNowMs(error);
-    if (redisNowMs !== undefined) this.#learnOffset(sentNow, redisNowMs);
+    if (error instanceof StaleReplyError) this.#learnOffset(sentNow, error.redisNowMs);
     throw error;
   }
 }

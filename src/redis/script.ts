@@ -56,9 +56,7 @@ export function replyIntegers(script: Script, reply: unknown, length: number): n
     throw new ResilimitError(ErrorCode.REDIS_REPLY, `Unexpected reply from the ${script.name} script: ${JSON.stringify(reply)}`);
   }
   if (values[1] === 1) {
-    const error = new ResilimitError(ErrorCode.REDIS_UNAVAILABLE, 'Redis ran the call after its deadline; it changed nothing');
-    staleAt.set(error, values[0] as number);
-    throw error;
+    throw new StaleReplyError(values[0] as number);
   }
   if (values.length !== length) {
     throw new ResilimitError(ErrorCode.REDIS_REPLY, `Unexpected reply from the ${script.name} script: ${JSON.stringify(reply)}`);
@@ -98,14 +96,14 @@ export function integersOf(text: string): number[] | undefined {
   return values;
 }
 
-const staleAt = new WeakMap<object, number>();
-
 /**
- * Redis's clock (ms) when it found a call past its deadline, for an error thrown by
- * {@link replyIntegers} for a stale reply; undefined for any other error. A stale reply still tells
- * the time on Redis's clock: the offset must learn from it, or a Redis clock that stepped ahead of
- * the deadlines would make every later call stale too.
+ * Redis ran a call after its deadline, which changed nothing (`ERR_RESILIMIT_REDIS_UNAVAILABLE`).
+ * `redisNowMs`: Redis's clock (ms) when it found the call stale. A stale reply still tells the time on
+ * Redis's clock: the offset must learn from it, or a Redis clock that stepped ahead of the deadlines
+ * would make every later call stale too.
  */
-export function staleReplyNowMs(error: unknown): number | undefined {
-  return typeof error === 'object' && error !== null ? staleAt.get(error) : undefined;
+export class StaleReplyError extends ResilimitError {
+  constructor(readonly redisNowMs: number) {
+    super(ErrorCode.REDIS_UNAVAILABLE, 'Redis ran the call after its deadline; it changed nothing');
+  }
 }

@@ -4,7 +4,7 @@ import { InstanceCounter, type BeatOp, type BeatReply, type Beats } from '../../
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { PendingCalls } from '../../src/recovery/PendingCalls.js';
-import { CALL_BYTES, groupOf, pendingBytes, Journal, reseed, type PendingCall, type WriteBatch } from '../../src/recovery/Journal.js';
+import { CALL_BYTES, groupOf, pendingBytes, Journal, PartialWriteError, reseed, type PendingCall, type WriteBatch } from '../../src/recovery/Journal.js';
 
 /** Lets pending promise callbacks run. */
 async function ticks(n = 10): Promise<void> {
@@ -14,7 +14,7 @@ async function ticks(n = 10): Promise<void> {
 describe('DenyCache', () => {
   it('rejects a call of at least the denied cost until `until`, with what Redis said', () => {
     const cache = new DenyCache(10);
-    cache.deny('k', 1000, 3, 1, 5000, 10);
+    cache.deny('k', { until: 1000, cost: 3, remaining: 1, resetAtMs: 5000, limit: 10 });
     const denial = { until: 1000, cost: 3, remaining: 1, resetAtMs: 5000, limit: 10 };
     expect(cache.check('k', 3, 10, 0)).toMatchObject(denial);
     expect(cache.check('k', 4, 10, 500)).toMatchObject(denial);
@@ -25,8 +25,8 @@ describe('DenyCache', () => {
     const clock = { t: 0, now: () => clock.t };
     let answering = true;
     const cache = new DenyCache(10, clock, () => answering);
-    cache.deny('k', 60_000, 1, 0, 60_000, 10);
-    cache.deny('b', 60_000, 1, 0, 60_000, 0);
+    cache.deny('k', { until: 60_000, cost: 1, remaining: 0, resetAtMs: 60_000, limit: 10 });
+    cache.deny('b', { until: 60_000, cost: 1, remaining: 0, resetAtMs: 60_000, limit: 0 });
     cache.hold('b'); // a block made while Redis could not take it
     clock.t = 999;
     expect(cache.check('k', 1, 10)).toBeDefined();
@@ -45,9 +45,9 @@ describe('DenyCache', () => {
 
   it('keeps blocks through clear(), a refund (delete) and a Redis admission of a block Redis never took; lift() ends them', () => {
     const cache = new DenyCache(10);
-    cache.deny('denied', 1000, 1, 0, 5000, 10);
-    cache.deny('blocked', 1000, 1, 0, 5000, 0);
-    cache.deny('held', 1000, 1, 0, 5000, 0);
+    cache.deny('denied', { until: 1000, cost: 1, remaining: 0, resetAtMs: 5000, limit: 10 });
+    cache.deny('blocked', { until: 1000, cost: 1, remaining: 0, resetAtMs: 5000, limit: 0 });
+    cache.deny('held', { until: 1000, cost: 1, remaining: 0, resetAtMs: 5000, limit: 0 });
     cache.hold('held');
     cache.clear();
     expect([cache.check('denied', 1, 10, 0), cache.check('blocked', 1, 10, 0)]).toEqual([undefined, expect.objectContaining({ limit: 0 })]);
@@ -63,7 +63,7 @@ describe('DenyCache', () => {
 
   it('lets a smaller cost through and keeps the denial for larger ones', () => {
     const cache = new DenyCache(10);
-    cache.deny('k', 1000, 3, 2, 5000, 10);
+    cache.deny('k', { until: 1000, cost: 3, remaining: 2, resetAtMs: 5000, limit: 10 });
     expect(cache.check('k', 2, 10, 500)).toBeUndefined();
     expect(cache.check('k', 1, 10, 500)).toBeUndefined();
     expect(cache.check('k', 3, 10, 500)).toMatchObject({ cost: 3 });
@@ -72,7 +72,7 @@ describe('DenyCache', () => {
 
   it('forgets a denial once `until` is reached', () => {
     const cache = new DenyCache(10);
-    cache.deny('k', 1000, 1, 0, 5000, 10);
+    cache.deny('k', { until: 1000, cost: 1, remaining: 0, resetAtMs: 5000, limit: 10 });
     expect(cache.check('k', 1, 10, 1000)).toBeUndefined();
     expect(cache.size).toBe(0);
     // Forgotten, not just skipped: an earlier clock does not bring it back.
@@ -81,37 +81,37 @@ describe('DenyCache', () => {
 
   it('answers only for the denied key', () => {
     const cache = new DenyCache(10);
-    cache.deny('a', 1000, 1, 0, 5000, 10);
+    cache.deny('a', { until: 1000, cost: 1, remaining: 0, resetAtMs: 5000, limit: 10 });
     expect(cache.check('b', 1, 10, 0)).toBeUndefined();
     expect(cache.check('A', 1, 10, 0)).toBeUndefined();
   });
 
   it('replaces an earlier denial of the same key', () => {
     const cache = new DenyCache(10);
-    cache.deny('k', 1000, 5, 0, 5000, 10);
-    cache.deny('k', 2000, 2, 1, 6000, 10);
+    cache.deny('k', { until: 1000, cost: 5, remaining: 0, resetAtMs: 5000, limit: 10 });
+    cache.deny('k', { until: 2000, cost: 2, remaining: 1, resetAtMs: 6000, limit: 10 });
     expect(cache.check('k', 2, 10, 1500)).toMatchObject({ until: 2000, cost: 2, remaining: 1, resetAtMs: 6000, limit: 10 });
     expect(cache.size).toBe(1);
   });
 
   it('keeps at most maxKeys keys, forgetting the least recently used', () => {
     const cache = new DenyCache(2);
-    cache.deny('a', 1000, 1, 0, 5000, 10);
-    cache.deny('b', 1000, 1, 0, 5000, 10);
+    cache.deny('a', { until: 1000, cost: 1, remaining: 0, resetAtMs: 5000, limit: 10 });
+    cache.deny('b', { until: 1000, cost: 1, remaining: 0, resetAtMs: 5000, limit: 10 });
     expect(cache.check('a', 1, 10, 0)).toBeDefined(); // a is now the most recently used
-    cache.deny('c', 1000, 1, 0, 5000, 10);
+    cache.deny('c', { until: 1000, cost: 1, remaining: 0, resetAtMs: 5000, limit: 10 });
     expect(cache.size).toBe(2);
     expect(cache.check('b', 1, 10, 0)).toBeUndefined();
     expect(cache.check('a', 1, 10, 0)).toBeDefined();
     expect(cache.check('c', 1, 10, 0)).toBeDefined();
-    for (let i = 0; i < 1000; i++) cache.deny(`k${i}`, 1000, 1, 0, 5000, 10);
+    for (let i = 0; i < 1000; i++) cache.deny(`k${i}`, { until: 1000, cost: 1, remaining: 0, resetAtMs: 5000, limit: 10 });
     expect(cache.size).toBe(2);
   });
 
   it('forgets everything on clear', () => {
     const cache = new DenyCache(10);
-    cache.deny('a', 1000, 1, 0, 5000, 10);
-    cache.deny('b', 1000, 1, 0, 5000, 10);
+    cache.deny('a', { until: 1000, cost: 1, remaining: 0, resetAtMs: 5000, limit: 10 });
+    cache.deny('b', { until: 1000, cost: 1, remaining: 0, resetAtMs: 5000, limit: 10 });
     cache.clear();
     expect(cache.size).toBe(0);
     expect(cache.check('a', 1, 10, 0)).toBeUndefined();
@@ -119,11 +119,11 @@ describe('DenyCache', () => {
 
   it('lets a call under another limit through (a limit function changed the key\'s), but a block (limit 0) holds under any', () => {
     const cache = new DenyCache(10);
-    cache.deny('k', 1000, 1, 0, 5000, 10);
+    cache.deny('k', { until: 1000, cost: 1, remaining: 0, resetAtMs: 5000, limit: 10 });
     expect(cache.check('k', 1, 10, 0)).toBeDefined();
     expect(cache.check('k', 1, 20, 0)).toBeUndefined();
     expect(cache.check('k', 1, 10, 0)).toBeUndefined(); // forgotten: it was made under another limit
-    cache.deny('b', 1000, 1, 0, 5000, 0);
+    cache.deny('b', { until: 1000, cost: 1, remaining: 0, resetAtMs: 5000, limit: 0 });
     expect(cache.check('b', 1, 20, 0)).toBeDefined();
     expect(cache.check('b', 7, 3, 999)).toBeDefined();
   });
@@ -255,7 +255,7 @@ describe('Journal', () => {
     expect(new Set(started).size).toBe(20);
   });
 
-  it('on a writer failure goes on with the other batches, puts the failed calls back and rethrows the error with `partial`', async () => {
+  it('on a writer failure goes on with the other batches, puts the failed calls back and throws a PartialWriteError: the failure, and `partial`', async () => {
     const r = new Journal(100);
     for (let k = 0; k < 10; k++) add(r, call(`k${k}`, 10, 0));
     add(r, call('old', 1, 0)); // expired
@@ -269,7 +269,8 @@ describe('Journal', () => {
         return [1, 0, 0];
       })
       .catch((error: unknown) => error);
-    expect(thrown).toBe(failure);
+    expect(thrown).toBeInstanceOf(PartialWriteError);
+    expect((thrown as PartialWriteError).cause).toBe(failure);
     // k0 failed; the others were still sent (a master down must not hold back the others' keys).
     expect(sent).toEqual(['k0', 'k1', 'k2', 'k3', 'k4', 'k5', 'k6', 'k7', 'k8', 'k9']);
     expect((thrown as { partial: unknown }).partial).toEqual({ written: 9, expired: 1, present: 0, remaining: 1 });

@@ -1,0 +1,48 @@
+import type { Settings } from '../limiter/Settings.js';
+import type { LocalTier } from '../local/LocalTier.js';
+import type { Recovery } from '../recovery/Recovery.js';
+import type { ClockOffset } from '../redis/ClockOffset.js';
+import type { RedisTier } from '../redis/RedisTier.js';
+import type { DecisionReason } from '../types.js';
+import type { Coalescer } from './Coalescer.js';
+import type { DenyCache } from './DenyCache.js';
+import type { Fallback } from './Fallback.js';
+import type { Gate } from './Gate.js';
+import type { Reservations } from './Reservations.js';
+
+/** The parts the decision path and its calls use, wired once by `wire`. */
+export type Parts = {
+  /** The local clock (the `clock` option, or a steady one that a wall-clock step does not move). */
+  readonly now: () => number;
+  /** The settings in force: the mode, shadow mode, the kill switch, the shares. */
+  readonly settings: Settings;
+  readonly tier: RedisTier;
+  /** Redis's clock against the local one (the tier's, learnt from every round trip). */
+  readonly offset: ClockOffset;
+  readonly gate: Gate;
+  readonly coalescer: Coalescer;
+  readonly local: LocalTier;
+  readonly deny: DenyCache;
+  readonly reserved: Reservations;
+  readonly recovery: Recovery;
+  readonly fallback: Fallback;
+};
+
+/**
+ * One call on its way to Redis: what differs between `limit()` (`OneCall`), `limitAll()`
+ * (`AllCall`) and `peek()` (`PeekCall`). `R` is Redis's reply, `D` the decision.
+ */
+export interface PathCall<R, D> {
+  /** Reserves its permits while it waits on Redis (`sign` 1), or releases them (-1). */
+  reserve(sign: 1 | -1): void;
+  /** Asks Redis; rejects when Redis did not decide (the rejection says why). */
+  ask(): Promise<R>;
+  /**
+   * Redis answered: record what it admitted in the warm window, or remember what it refused; the
+   * decision. Throws, as `ask` rejects, when the reply holds no decision for this call (its key
+   * holds another type while the other calls of its script call were decided).
+   */
+  settle(reply: R): D;
+  /** The answer by mode when Redis did not decide, for `reason`. */
+  fallback(reason: DecisionReason): D;
+}
