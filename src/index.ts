@@ -30,5 +30,6 @@ export { createRedisClient, SAFE_CLIENT_OPTIONS, type ClientOptions } from './cl
 export { ErrorCode, ResilimitError, isResilimitError } from './options/errors.js';
 export { isRedisUnavailable } from './path/failures.js';
 export type { LimitAllDecision, LimitAllItem } from './path/limitAll.js';
+export type { AdmittedDecision, LimitDecision, RefusedDecision, ShadowedDecision } from './path/decisions.js';
 export { adaptiveLimit, type AdaptiveLimit, type AdaptiveLimitOptions, type LoadSignal } from './limiter/adaptive.js';
 export { rateLimited, RateLimitedError, wrap, type Limiter, type WrapOptions } from './limiter/wrap.js';

@@ -2,7 +2,7 @@ import { EventEmitter } from 'node:events';
 import type { BreakerState } from '../redis/Breaker.js';
 import type { LimiterEvents } from './events.js';
 import { DecisionPath, type Parts } from '../path/DecisionPath.js';
-import { type LimitAllDecision, type LimiterDecision } from '../path/decisions.js';
+import type { LimitAllDecision, LimitDecision, LimiterDecision } from '../path/decisions.js';
 import { ErrorCode, ResilimitError } from '../options/errors.js';
 import { callIdOf, checkCallOptions, checkCost, checkKey } from '../options/input.js';
 import type { InstanceCounter } from '../recovery/InstanceCounter.js';
@@ -153,7 +153,7 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
    * @throws {ResilimitError} `ERR_RESILIMIT_INVALID_KEY`, `ERR_RESILIMIT_CLOSED` after `close()`
    *   (rejections of the returned promise).
    */
-  async peek(key: string): Promise<LimiterDecision> {
+  async peek(key: string): Promise<LimitDecision> {
     if (this.#life.kind === 'closed') throw new ResilimitError(ErrorCode.CLOSED, 'peek() was called after close()');
     checkKey(key);
     return this.#path.peek(key, this.#settings.limitOf(key));
@@ -198,7 +198,7 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
    *   after `close()`, `ERR_RESILIMIT_REDIS_REPLY` when Redis refused the call (rejections of the returned promise).
    * @example
    * const d = await limiter.limit(`user:${userId}`);
-   * if (d.allowed && (await send()).failed) await limiter.refund(`user:${userId}`, d.id!);
+   * if (d.allowed && !d.shadowRejected && (await send()).failed) await limiter.refund(`user:${userId}`, d.id);
    */
   async refund(key: string, id: string, options?: RefundOptions): Promise<RefundResult> {
     if (this.#life.kind === 'closed') throw new ResilimitError(ErrorCode.CLOSED, 'refund() was called after close()');

@@ -1,4 +1,4 @@
-import { combine, decided, type LimitAllDecision, type LimiterDecision } from './decisions.js';
+import { combine, decided, type LimitAllDecision, type LimitDecision } from './decisions.js';
 import type { Parts, PathCall } from './parts.js';
 import { memberOf, type CallId } from '../options/input.js';
 import { itemId, type CheckedItem, type GroupReply } from './limitAll.js';
@@ -60,14 +60,14 @@ export class AllCall implements PathCall<AllReply, LimitAllDecision> {
 
   settle({ replies, refused, nowMs, givenBack }: AllReply): LimitAllDecision {
     const { parts } = this;
-    const decisions = this.items.map((item): LimiterDecision => {
+    const decisions = this.items.map((item): LimitDecision => {
       const r = replies.get(item) as ItemReply;
       const back = givenBack.has(item) && !r.duplicate;
       return decided(r.fits, item.limit, back ? Math.min(r.remaining + item.cost, item.limit) : r.remaining, r.retryAfterMs, r.resetAtMs);
     });
     if (!refused) {
       // Warm standby, as for limit(): the local windows hold the calls Redis admitted.
-      const at = nowMs - parts.tier.offset.low(false); // learnt from this very round trip: no drift to allow for
+      const at = nowMs - parts.offset.low(false); // learnt from this very round trip: no drift to allow for
       for (const item of this.items) {
         if (!(replies.get(item) as ItemReply).duplicate) parts.local.forWindow(item.windowMs).record(item.key, at, item.cost, itemId(this.id, item));
       }

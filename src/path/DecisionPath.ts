@@ -1,7 +1,17 @@
 import type { ResilimitError } from '../options/errors.js';
-import { memberOf, type CallId } from '../options/input.js';
+import type { CallId } from '../options/input.js';
 import { AllCall } from './AllCall.js';
-import { combine, denyCacheDecision, fixedDecision, shadowed, shadowedAll, type LimitAllDecision, type LimiterDecision } from './decisions.js';
+import {
+  combine,
+  denyCacheDecision,
+  fixedDecision,
+  shadowed,
+  shadowedAll,
+  type LimitAllDecision,
+  type LimitDecision,
+  type LimiterDecision,
+  type ShadowedDecision,
+} from './decisions.js';
 import { reasonOf } from './failures.js';
 import type { CheckedItem } from './limitAll.js';
 import { OneCall } from './OneCall.js';
@@ -38,7 +48,7 @@ export class DecisionPath {
   one(key: string, cost: number, id: CallId, limit: number): LimiterDecision | Promise<LimiterDecision> {
     const { parts } = this;
     const now = parts.now();
-    if (!parts.settings.enabled) return fixedDecision(true, 'disabled', 'disabled', now, limit, 0, memberOf(id));
+    if (!parts.settings.enabled) return fixedDecision(true, 'disabled', 'disabled', now, limit, 0, id);
     const { deny } = parts;
     const denial = deny.check(key, cost, limit);
     // A retry of a call Redis admitted (the caller's id, in the warm window) is Redis's to answer: a duplicate.
@@ -64,7 +74,7 @@ export class DecisionPath {
   }
 
   /** `peek()`'s answer for a call of cost 1 under `limit`: the deny cache is not consulted. */
-  peek(key: string, limit: number): LimiterDecision | Promise<LimiterDecision> {
+  peek(key: string, limit: number): LimitDecision | Promise<LimitDecision> {
     const { parts } = this;
     if (!parts.settings.enabled) return fixedDecision(true, 'disabled', 'disabled', parts.now(), limit, 0);
     const diverted = parts.gate.divert(key);
@@ -107,7 +117,7 @@ export class DecisionPath {
   }
 
   /** Shadow mode: a refusal is admitted all the same, consuming nothing (`shadowRejected`). One flag read per refusal. */
-  readonly #shadow = (d: LimiterDecision): LimiterDecision => (d.allowed || !this.parts.settings.shadow ? d : shadowed(d));
+  readonly #shadow = <D extends LimitDecision>(d: D): D | ShadowedDecision => (d.allowed || !this.parts.settings.shadow ? d : shadowed(d));
 
   /** {@link #shadow} for `limitAll()`: the refusing limits' decisions shadowed too. */
   readonly #shadowAll = (d: LimitAllDecision): LimitAllDecision =>

@@ -1,5 +1,5 @@
 import type { Breaker } from '../redis/Breaker.js';
-import { combine, fixedDecision, localDecision, type LimitAllDecision, type LimiterDecision } from './decisions.js';
+import { combine, fixedDecision, localDecision, type LimitAllDecision, type LimitDecision, type LimiterDecision } from './decisions.js';
 import { memberOf, type CallId } from '../options/input.js';
 import { decide, inspect } from '../internal.js';
 import { itemId, type CheckedItem } from './limitAll.js';
@@ -58,7 +58,7 @@ export class Fallback {
     const mode = this.settings.fallbackMode(now);
     if (mode !== 'local') return this.#fixed(mode, reason, now, limit, id);
     const share = this.settings.localShareOf(limit, now);
-    if (share === 0) return this.#fixed('fail-closed', reason, now, limit); // a lease ended, and a tenth of the share is none
+    if (share === 0) return this.#fixed('fail-closed', reason, now, limit, id); // a lease ended, and a tenth of the share is none
     if (mayBeLost(reason)) this.settings.lost(this.local);
     const journalled = this.#journals(reason);
     // A journalled call keeps its id in the local window even if it was never sent to Redis: once
@@ -72,7 +72,7 @@ export class Fallback {
       // Its Redis call was sent and not answered: Redis may have run it.
       if (reason === 'timeout' || reason === 'redis-error') this.recovery.markUnanswered(key, memberOf(id));
     }
-    return localDecision(d, reason, d.allowed ? memberOf(id) : undefined);
+    return localDecision(d, reason, id);
   }
 
   /** `limitAll()`'s answer: in `'local'`, all or nothing on local windows of each limit's share. */
@@ -113,7 +113,7 @@ export class Fallback {
   }
 
   /** `peek()`'s answer: what a call of cost 1 and `limit` would get, consuming nothing. */
-  peek(key: string, reason: DecisionReason, limit: number): LimiterDecision {
+  peek(key: string, reason: DecisionReason, limit: number): LimitDecision {
     const now = this.now();
     const mode = this.settings.fallbackMode(now);
     if (mode !== 'local') return this.#fixed(mode, reason, now, limit);
@@ -124,9 +124,13 @@ export class Fallback {
   }
 
   /** The fixed answer of mode `'fail-open'` (admit) or `'fail-closed'` (refuse until the breaker's open period has passed). */
-  #fixed(mode: 'fail-open' | 'fail-closed', reason: DecisionReason, now: number, limit: number, id?: CallId): LimiterDecision {
+  #fixed(mode: 'fail-open' | 'fail-closed', reason: DecisionReason, now: number, limit: number, id: CallId): LimiterDecision;
+  #fixed(mode: 'fail-open' | 'fail-closed', reason: DecisionReason, now: number, limit: number): LimitDecision;
+  #fixed(mode: 'fail-open' | 'fail-closed', reason: DecisionReason, now: number, limit: number, id?: CallId): LimitDecision {
     const open = mode === 'fail-open';
-    return fixedDecision(open, mode, reason, now, limit, this.breaker.resetTimeoutMs, open && id !== undefined ? memberOf(id) : undefined);
+    return id === undefined
+      ? fixedDecision(open, mode, reason, now, limit, this.breaker.resetTimeoutMs)
+      : fixedDecision(open, mode, reason, now, limit, this.breaker.resetTimeoutMs, id);
   }
 
   /**

@@ -1,10 +1,10 @@
-import { redisDecision, type LimiterDecision } from './decisions.js';
+import { redisDecision, type LimitDecision } from './decisions.js';
 import type { Parts, PathCall } from './parts.js';
 import { decisionOf, type BatchOutcome } from '../redis/RedisWindow.js';
 import type { DecisionReason } from '../types.js';
 
 /** A call of `peek()` on the decision path: a script call at cost 0, which writes nothing. */
-export class PeekCall implements PathCall<BatchOutcome[], LimiterDecision> {
+export class PeekCall implements PathCall<BatchOutcome[], LimitDecision> {
   readonly cost = 0;
   readonly id = '';
 
@@ -20,11 +20,11 @@ export class PeekCall implements PathCall<BatchOutcome[], LimiterDecision> {
     return this.parts.tier.send([this]);
   }
 
-  settle(reply: BatchOutcome[]): LimiterDecision {
+  settle(reply: BatchOutcome[]): LimitDecision {
     return redisDecision(decisionOf(reply[0] as BatchOutcome));
   }
 
-  fallback(reason: DecisionReason): LimiterDecision {
+  fallback(reason: DecisionReason): LimitDecision {
     return this.parts.fallback.peek(this.key, reason, this.limit);
   }
 }

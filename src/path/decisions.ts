@@ -1,22 +1,39 @@
+import { memberOf, type CallId } from '../options/input.js';
 import type { RedisDecision } from '../redis/RedisWindow.js';
 import type { Decision, DecisionReason, DecisionSource } from '../types.js';
 
+/** What every decision of `ResilientLimiter` holds besides `allowed`: it always says why it was made where it was. */
+type DecisionFields = Omit<Decision, 'allowed'> & { reason: DecisionReason };
+
+/** An admitted call of `limit()`: its cost was consumed, and `id` is what `refund()` takes (the caller's, or the one generated for it). */
+export type AdmittedDecision = DecisionFields & { allowed: true; id: string; shadowRejected?: never };
+
 /**
- * A decision of `ResilientLimiter`: it always says why it was made where it was. `id`: the call's id
- * when it was admitted (the caller's, or the one generated for it), what `refund()` takes; undefined
- * when it was refused or shadowed, and on `limitAll()`'s per-limit decisions.
+ * A call the limit would have refused, admitted all the same in shadow mode (the `shadow` option,
+ * `setShadow(true)`): it consumed no permit, no window recorded it (so `id` is undefined), and
+ * `remaining`, `retryAfterMs`, `resetAtMs`, `source` and `reason` are the refusal's: what enforcing
+ * the limit would have answered.
  */
-export type LimiterDecision = Decision & {
-  reason: DecisionReason;
-  id: string | undefined;
-  /**
-   * Present, and true, only in shadow mode (the `shadow` option, `setShadow(true)`) on a call the limit
-   * would have refused: it was admitted all the same (`allowed: true`) but consumed no permit, no window
-   * recorded it (so `id` is undefined), and `remaining`, `retryAfterMs`, `resetAtMs`, `source` and
-   * `reason` are the refusal's: what enforcing the limit would have answered. Absent on every other decision.
-   */
-  shadowRejected?: true;
-};
+export type ShadowedDecision = DecisionFields & { allowed: true; id: undefined; shadowRejected: true };
+
+/** A refused call: nothing was consumed; retry after `retryAfterMs`. */
+export type RefusedDecision = DecisionFields & { allowed: false; id: undefined; shadowRejected?: never };
+
+/**
+ * A decision of `ResilientLimiter.limit()` (and `acquire()`): admitted with an `id`, refused, or (in
+ * shadow mode only) a refusal admitted with `shadowRejected: true`. `if (d.allowed && !d.shadowRejected)`
+ * leaves an {@link AdmittedDecision}, whose `id` is a string.
+ */
+export type LimiterDecision = AdmittedDecision | ShadowedDecision | RefusedDecision;
+
+/**
+ * A decision that admits or refuses without taking a call's permits under an id: `peek()`'s, and
+ * each limit's within a `limitAll()` answer. `shadowRejected`: as on {@link ShadowedDecision}.
+ */
+export type LimitDecision = Decision & { reason: DecisionReason; shadowRejected?: true };
+
+/** What the builders below make, before its type says which of the above it is. */
+type Made = Decision & { reason: DecisionReason; id: string | undefined; shadowRejected?: true };
 
 /** The answer of `limitAll()`: all admitted and consumed, or none. */
 export type LimitAllDecision = {
@@ -35,7 +52,7 @@ export type LimitAllDecision = {
    * One decision per limit, in the order given: `allowed` tells whether that limit alone had room,
    * `remaining` counts after this call when it was admitted, before it otherwise.
    */
-  decisions: LimiterDecision[];
+  decisions: LimitDecision[];
   /**
    * Present, and true, only in shadow mode when a limit refused: the call was admitted all the same,
    * no limit was consumed, `retryAfterMs` is the refusal's, and each refusing limit's decision is
@@ -62,18 +79,23 @@ export const REASONS: readonly DecisionReason[] = [
 // The builders below are every place a limiter decision is made. Each returns an object literal with
 // the same fields in the same order (one hidden class on the hot path), never a spread.
 
-/** A decision of Redis's, as the limiter answers it. */
-export function decided(allowed: boolean, limit: number, remaining: number, retryAfterMs: number, resetAtMs: number, id?: string): LimiterDecision {
-  return { allowed, limit, remaining, retryAfterMs, resetAtMs, source: 'redis', reason: 'decided', id };
+/** Redis's decision of one limit of `limitAll()`, as the limiter answers it. */
+export function decided(allowed: boolean, limit: number, remaining: number, retryAfterMs: number, resetAtMs: number): LimitDecision {
+  const d: Made = { allowed, limit, remaining, retryAfterMs, resetAtMs, source: 'redis', reason: 'decided', id: undefined };
+  return d;
 }
 
-/** Redis's decision of a call of `limit()` (or `peek()`), as the limiter answers it; `id` when admitted. */
-export function redisDecision(d: RedisDecision, id?: string): LimiterDecision {
-  return decided(d.allowed, d.limit, d.remaining, d.retryAfterMs, d.resetAtMs, d.allowed ? id : undefined);
+/** Redis's decision of a call of `limit()` (with its `id`, kept when admitted) or of `peek()`, as the limiter answers it. */
+export function redisDecision(d: RedisDecision, id: string): LimiterDecision;
+export function redisDecision(d: RedisDecision): LimitDecision;
+export function redisDecision(d: RedisDecision, id?: string): Made {
+  return { allowed: d.allowed, limit: d.limit, remaining: d.remaining, retryAfterMs: d.retryAfterMs, resetAtMs: d.resetAtMs, source: 'redis', reason: 'decided', id: d.allowed ? id : undefined };
 }
 
-/** A local window's decision, as the limiter answers it with `reason`. This is the whole path while Redis is down. */
-export function localDecision(d: Decision, reason: DecisionReason, id?: string): LimiterDecision {
+/** A local window's decision, as the limiter answers it with `reason` (with `id`: a call of `limit()`). This is the whole path while Redis is down. */
+export function localDecision(d: Decision, reason: DecisionReason, id: CallId): LimiterDecision;
+export function localDecision(d: Decision, reason: DecisionReason): LimitDecision;
+export function localDecision(d: Decision, reason: DecisionReason, id?: CallId): Made {
   return {
     allowed: d.allowed,
     limit: d.limit,
@@ -82,7 +104,7 @@ export function localDecision(d: Decision, reason: DecisionReason, id?: string):
     resetAtMs: d.resetAtMs,
     source: 'local',
     reason,
-    id: d.allowed ? id : undefined,
+    id: d.allowed && id !== undefined ? memberOf(id) : undefined,
   };
 }
 
@@ -90,6 +112,8 @@ export function localDecision(d: Decision, reason: DecisionReason, id?: string):
  * A decision that consults no window: the kill switch (`'disabled'`), or the fixed answer of mode
  * `'fail-open'` / `'fail-closed'`. A refusal asks to retry after `retryAfterMs` (the breaker's open period).
  */
+export function fixedDecision(allowed: boolean, source: DecisionSource, reason: DecisionReason, now: number, limit: number, retryAfterMs: number, id: CallId): LimiterDecision;
+export function fixedDecision(allowed: boolean, source: DecisionSource, reason: DecisionReason, now: number, limit: number, retryAfterMs: number): LimitDecision;
 export function fixedDecision(
   allowed: boolean,
   source: DecisionSource,
@@ -97,10 +121,11 @@ export function fixedDecision(
   now: number,
   limit: number,
   retryAfterMs: number,
-  id?: string,
-): LimiterDecision {
+  id?: CallId,
+): Made {
   const wait = allowed ? 0 : retryAfterMs;
-  return { allowed, limit, remaining: allowed ? limit : 0, retryAfterMs: wait, resetAtMs: Math.ceil(now + wait), source, reason, id: allowed ? id : undefined };
+  const member = allowed && id !== undefined ? memberOf(id) : undefined;
+  return { allowed, limit, remaining: allowed ? limit : 0, retryAfterMs: wait, resetAtMs: Math.ceil(now + wait), source, reason, id: member };
 }
 
 /** A refusal of the deny cache: what Redis said when it refused the key, until that wait has passed (`until` and `now` on one clock). */
@@ -108,7 +133,7 @@ export function denyCacheDecision(
   limit: number,
   denial: { until: number; remaining: number; resetAtMs: number },
   now: number,
-): LimiterDecision {
+): RefusedDecision {
   return {
     allowed: false,
     limit,
@@ -127,7 +152,7 @@ export function denyCacheDecision(
  * and its `id` is undefined. One field more than the other builders: a second hidden class, made
  * only in shadow mode, so that with shadow mode off every decision keeps the one it has.
  */
-export function shadowed(refusal: LimiterDecision): LimiterDecision {
+export function shadowed(refusal: LimitDecision): ShadowedDecision {
   return {
     allowed: true,
     limit: refusal.limit,
@@ -142,12 +167,12 @@ export function shadowed(refusal: LimiterDecision): LimiterDecision {
 }
 
 /** A refused `limitAll()` answer admitted in shadow mode, with its per-limit decisions as published (the refusing ones shadowed). */
-export function shadowedAll(refusal: LimitAllDecision, decisions: LimiterDecision[]): LimitAllDecision {
+export function shadowedAll(refusal: LimitAllDecision, decisions: LimitDecision[]): LimitAllDecision {
   return { allowed: true, retryAfterMs: refusal.retryAfterMs, source: refusal.source, reason: refusal.reason, decisions, shadowRejected: true };
 }
 
 /** Puts the per-limit decisions of `limitAll()` together. */
-export function combine(decisions: LimiterDecision[], source: DecisionSource, reason: DecisionReason): LimitAllDecision {
+export function combine(decisions: LimitDecision[], source: DecisionSource, reason: DecisionReason): LimitAllDecision {
   const allowed = decisions.every((d) => d.allowed);
   return {
     allowed,

@@ -50,7 +50,7 @@ async function limiter(options: Partial<ResilientLimiterOptions> & { limit: numb
   return l;
 }
 
-function count(decisions: LimiterDecision[], predicate: (d: LimiterDecision) => boolean) {
+function count<D extends { allowed: boolean }>(decisions: D[], predicate: (d: D) => boolean) {
   return decisions.filter(predicate).length;
 }
 
