@@ -1,6 +1,7 @@
 import type { Cluster, Redis } from 'ioredis';
 import { integer, integerOrAuto, isObject, knownOptions, optionalBoolean, optionalFunction, optionalInteger, optionalPerf } from './checks.js';
 import { steadyClock } from './clock.js';
+import { localClock, type LocalMs } from '../time.js';
 import { ErrorCode, invalidOption, ResilimitError } from './errors.js';
 
 export { integer } from './checks.js';
@@ -307,7 +308,8 @@ export type ResolvedLimiterOptions = Readonly<{
   slowCallMs: number | 'auto';
   clock: (() => number) | undefined;
   /** Every local time (windows, journal, decisions): `clock`, or the steady clock (`steadyClock()`). */
-  now: () => number;
+  /** The local clock: `clock`, or a steady one. */
+  now: () => LocalMs;
   perf: { now(): number };
   heartbeatMs: number;
   maxPending: number;
@@ -389,7 +391,7 @@ export function resolveLimiterOptions(raw: unknown): ResolvedLimiterOptions {
     maxWaiters: optionalInteger('maxWaiters', options['maxWaiters'], 1, 1_000_000, 10_000),
     slowCallMs: integerOrAuto('slowCallMs', options['slowCallMs'], timeoutMs, `breaker.timeoutMs (${timeoutMs})`),
     clock,
-    now: clock ?? steadyClock(),
+    now: localClock(clock ?? steadyClock()),
     perf: optionalPerf(options['perf']),
     heartbeatMs,
     maxPending: optionalInteger('maxPending', options['maxPending'], 1, 10_000_000, 100_000),

@@ -3,12 +3,13 @@ import type { Parts, PathCall } from './parts.js';
 import { memberOf, type CallId } from '../options/input.js';
 import { itemId, type CheckedItem, type GroupReply } from './limitAll.js';
 import { bySlot } from '../redis/redisKey.js';
+import type { RedisMs } from '../time.js';
 import type { DecisionReason } from '../types.js';
 
 type ItemReply = GroupReply['items'][number];
 
 /** What Redis said of a `limitAll()` call: one reply per item, and whether a window refused. */
-type AllReply = { replies: Map<CheckedItem, ItemReply>; refused: boolean; nowMs: number; givenBack: Set<CheckedItem> };
+type AllReply = { replies: Map<CheckedItem, ItemReply>; refused: boolean; nowMs: RedisMs | undefined; givenBack: Set<CheckedItem> };
 
 /**
  * A call of `limitAll()` on the decision path. On a single Redis, or when the keys share a hash
@@ -38,7 +39,7 @@ export class AllCall implements PathCall<AllReply, LimitAllDecision> {
     try {
       const replies = new Map<CheckedItem, ItemReply>();
       let refused = false;
-      let nowMs = this.now;
+      let nowMs: RedisMs | undefined;
       for (const group of groups) {
         // After a refusal nothing more is taken: the other slots are only asked how they stand.
         const reply = await tier.sendAll(refused ? 'check' : 'take', group, id);
@@ -65,9 +66,9 @@ export class AllCall implements PathCall<AllReply, LimitAllDecision> {
       const back = givenBack.has(item) && !r.duplicate;
       return decided(r.fits, item.limit, back ? Math.min(r.remaining + item.cost, item.limit) : r.remaining, r.retryAfterMs, r.resetAtMs);
     });
-    if (!refused) {
+    if (!refused && nowMs !== undefined) {
       // Warm standby, as for limit(): the local windows hold the calls Redis admitted.
-      const at = nowMs - parts.offset.low(false); // learnt from this very round trip: no drift to allow for
+      const at = parts.offset.localOf(nowMs); // learnt from this very round trip: no drift to allow for
       for (const item of this.items) {
         if (!(replies.get(item) as ItemReply).duplicate) parts.local.forWindow(item.windowMs).record(item.key, at, item.cost, itemId(this.id, item));
       }

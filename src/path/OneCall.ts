@@ -3,6 +3,7 @@ import type { Parts, PathCall } from './parts.js';
 import { memberOf, type CallId } from '../options/input.js';
 import { block } from '../internal.js';
 import { decisionOf, type BatchOutcome } from '../redis/RedisWindow.js';
+import type { LocalMs } from '../time.js';
 import type { DecisionReason } from '../types.js';
 
 /**
@@ -18,7 +19,7 @@ export class OneCall implements PathCall<BatchOutcome[], LimiterDecision> {
     readonly cost: number,
     readonly callId: CallId,
     /** The local time the call was asked at. */
-    readonly now: number,
+    readonly now: LocalMs,
     /** The limit the call is decided against (`Settings.limitOf`). */
     readonly limit: number,
   ) {
@@ -47,7 +48,7 @@ export class OneCall implements PathCall<BatchOutcome[], LimiterDecision> {
     // learnt from this very round trip: no drift to allow for (and no clock read).
     const admitted = decision.allowed && !decision.duplicate;
     const { offset, settings } = parts;
-    const call = admitted ? { at: decision.nowMs - offset.low(false), cost: this.cost, id: this.callId } : undefined;
+    const call = admitted ? { at: offset.localOf(decision.nowMs), cost: this.cost, id: this.callId } : undefined;
     const local = parts.local.main;
     // Only mode 'local' has a window to answer with instead: the others take Redis's word (the canary still re-seeds).
     const check = settings.mode === 'local' ? offset : undefined;

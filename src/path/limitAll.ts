@@ -1,3 +1,4 @@
+import type { RedisKey, RedisMs } from '../time.js';
 import { knownOptions } from '../options/checks.js';
 import { describe, ErrorCode, invalidOption, ResilimitError } from '../options/errors.js';
 import { checkKey, idOf, type CallId } from '../options/input.js';
@@ -26,7 +27,7 @@ export type CheckedItem = {
   readonly limit: number;
   readonly windowMs: number;
   readonly cost: number;
-  readonly redisKey: string;
+  readonly redisKey: RedisKey;
   /** Its window's name in the journal and among the calls waiting on Redis (`groupOf`). */
   readonly group: string;
   /** 1 for the first item of its Redis key in this call, 2 for the second, …: its member is `id#n` past 1. */
@@ -42,8 +43,8 @@ export const MAX_ITEMS = 64;
  * shorter window would forget calls a longer one still counts). So a `limitAll()` window never
  * shares its key with `limit()`.
  */
-export function allKey(prefix: string, key: string, windowMs: number): string {
-  return `${redisKey(prefix, key)}:w${windowMs}`;
+export function allKey(prefix: string, key: string, windowMs: number): RedisKey {
+  return `${redisKey(prefix, key)}:w${windowMs}` as RedisKey;
 }
 
 /** Checks the items of a `limitAll()` call. @throws {ResilimitError} */
@@ -99,7 +100,7 @@ export function scriptArgs(
 
 /** Per-item results of a take or a check. */
 export type GroupReply = {
-  nowMs: number;
+  nowMs: RedisMs;
   admitted: boolean;
   items: { fits: boolean; remaining: number; retryAfterMs: number; resetAtMs: number; duplicate: boolean }[];
 };
@@ -117,5 +118,5 @@ export function readReply(script: Script, reply: unknown, count: number): GroupR
       duplicate: values[i + 4] === 1,
     });
   }
-  return { nowMs: values[0] as number, admitted: values[2] === 1, items };
+  return { nowMs: values[0] as RedisMs, admitted: values[2] === 1, items };
 }

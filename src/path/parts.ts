@@ -3,6 +3,7 @@ import type { LocalTier } from '../local/LocalTier.js';
 import type { Recovery } from '../recovery/Recovery.js';
 import type { ClockOffset } from '../redis/ClockOffset.js';
 import type { RedisTier } from '../redis/RedisTier.js';
+import type { LocalMs } from '../time.js';
 import type { DecisionReason } from '../types.js';
 import type { Coalescer } from './Coalescer.js';
 import type { DenyCache } from './DenyCache.js';
@@ -13,7 +14,7 @@ import type { Reservations } from './Reservations.js';
 /** The parts the decision path and its calls use, wired once by `wire`. */
 export type Parts = {
   /** The local clock (the `clock` option, or a steady one that a wall-clock step does not move). */
-  readonly now: () => number;
+  readonly now: () => LocalMs;
   /** The settings in force: the mode, shadow mode, the kill switch, the shares. */
   readonly settings: Settings;
   readonly tier: RedisTier;

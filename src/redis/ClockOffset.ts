@@ -1,3 +1,5 @@
+import type { LocalMs, RedisMs } from '../time.js';
+
 /**
  * How far Redis's clock is ahead of the local one (ms), as bounds that hold rather than an estimate,
  * so that a time moved from one clock to the other can err on the safe side:
@@ -42,7 +44,7 @@ export class ClockOffset {
    * Learns from one round trip: sent at `sentMs`, answered at `receivedMs` (local clock, whole ms),
    * with Redis's clock reading `redisMs` (whole ms) in between.
    */
-  sample(sentMs: number, redisMs: number, receivedMs: number): void {
+  sample(sentMs: LocalMs, redisMs: RedisMs, receivedMs: LocalMs): void {
     const now = this.elapsed();
     const widen = (now - this.#at) * DRIFT;
     // Redis read [redisMs, redisMs + 1) while the local clock read [sentMs, receivedMs + 1).
@@ -79,6 +81,19 @@ export class ClockOffset {
   low(widened = true): number {
     if (!this.known) return 0;
     return widened ? this.#low - (this.elapsed() - this.#at) * DRIFT : this.#low;
+  }
+
+  /**
+   * The latest local time a time Redis read can be: a call Redis admitted at `redisMs` leaves the
+   * local window no earlier than Redis's. Without drift: for a time learnt in the round trip just sampled.
+   */
+  localOf(redisMs: RedisMs): LocalMs {
+    return (redisMs - this.low(false)) as LocalMs;
+  }
+
+  /** The latest time on Redis's clock that the local time `localMs` can be: a call written there leaves Redis's window no earlier than the local one. */
+  redisOf(localMs: LocalMs): RedisMs {
+    return (localMs + this.high()) as RedisMs;
   }
 
   /** The most Redis's clock can be ahead of the local one; 0 before any round trip. */

@@ -9,6 +9,7 @@ import { readReply, scriptArgs, type CheckedItem, type GroupReply } from '../pat
 import type { ResolvedLimiterOptions } from '../options/options.js';
 import { PollWatch } from './PollWatch.js';
 import { RedisWindow, type BatchCall, type BatchOutcome } from './RedisWindow.js';
+import type { LocalMs, RedisKey, RedisMs } from '../time.js';
 import { evalScript, loadScript, runScript, StaleReplyError } from './script.js';
 import type { BeatOp, BeatReply, BeatTimes } from '../recovery/InstanceCounter.js';
 
@@ -54,7 +55,7 @@ export class RedisTier {
   /** The window in Redis that decides `limit()`; `Settings` changes its limit and length. */
   readonly window: RedisWindow;
   readonly #clock: (() => number) | undefined;
-  readonly #now: () => number;
+  readonly #now: () => LocalMs;
   readonly #perf: { now(): number };
   readonly #timeoutMs: number;
   readonly #outstanding = new Map<number, number>();
@@ -181,7 +182,7 @@ export class RedisTier {
    * from when it is sent (see {@link #notAfter}).
    */
   async send(calls: readonly BatchCall[]): Promise<BatchOutcome[]> {
-    let sentNow = 0;
+    let sentNow = 0 as LocalMs;
     const decisions = await this.fire(calls.length, () => {
       sentNow = this.#now();
       return this.window[decideBatch](calls, this.#notAfter(sentNow), this.reserve).catch((error: unknown) => this.#learnFromStale(error, sentNow));
@@ -248,7 +249,7 @@ export class RedisTier {
    * would make a healthy Redis look slow to the gate, and write-backs are bounded by the journal,
    * not by `maxInFlight`.
    */
-  writeBack(redisKey: string, args: readonly (string | number)[]): Promise<[number, number, number]> {
+  writeBack(redisKey: RedisKey, args: readonly (string | number)[]): Promise<[number, number, number]> {
     return this.breaker.fire(async () => {
       try {
         return (await evalScript(this.#redis, reconcileScript, [redisKey], args)) as [number, number, number];
@@ -271,7 +272,7 @@ export class RedisTier {
     await this.breaker.fire(async () => {
       const sentNow = this.#now();
       const [seconds, micros] = await this.#redis.time().catch((error: unknown) => Promise.reject(redisCallError(error)));
-      this.#learnOffset(sentNow, Number(seconds) * 1000 + Math.floor(Number(micros) / 1000));
+      this.#learnOffset(sentNow, (Number(seconds) * 1000 + Math.floor(Number(micros) / 1000)) as RedisMs);
     });
   }
 
@@ -374,7 +375,7 @@ export class RedisTier {
   }
 
   /** Learns the clock offset from a round trip sent at `sentNow` (local clock) that read Redis's clock at `redisNowMs`. */
-  #learnOffset(sentNow: number, redisNowMs: number): void {
+  #learnOffset(sentNow: LocalMs, redisNowMs: RedisMs): void {
     if (this.#clock === undefined) this.offset.sample(sentNow, redisNowMs, this.#now());
   }
 
@@ -383,7 +384,7 @@ export class RedisTier {
    * have stepped past the deadlines (a failover to a host whose clock is ahead), and without this
    * every later call would be stale too.
    */
-  #learnFromStale(error: unknown, sentNow: number): never {
+  #learnFromStale(error: unknown, sentNow: LocalMs): never {
     if (error instanceof StaleReplyError) this.#learnOffset(sentNow, error.redisNowMs);
     throw error;
   }

@@ -1,3 +1,4 @@
+import type { RedisMs } from '../time.js';
 import { ReplyError } from 'ioredis';
 import { ErrorCode, ResilimitError } from '../options/errors.js';
 import { redisCallError } from '../path/failures.js';
@@ -22,7 +23,7 @@ const refundScript = loadScript('refund');
 /** What the script tells beyond the decision: the time it decided at and whether the id was a repeat. */
 export type RedisDecision = Decision & {
   /** The time of the decision, in ms since the epoch (Redis's clock unless `now` was given). */
-  nowMs: number;
+  nowMs: RedisMs;
   /** True when the call's id was already in the window: admitted, not counted again. */
   duplicate: boolean;
   /** True when the call was refused because its key is blocked (`block()`, `blockMs`): `retryAfterMs` counts the block. */
@@ -215,7 +216,7 @@ export type BatchCall = { readonly key: string; readonly cost: number; readonly 
  */
 function toDecisions(reply: unknown, calls: readonly BatchCall[], effective: readonly number[]): BatchOutcome[] {
   const values = replyIntegers(slidingWindow, reply, 2 + 5 * calls.length);
-  const nowMs = values[0] as number;
+  const nowMs = values[0] as RedisMs;
   const decisions: BatchOutcome[] = [];
   for (let c = 0, i = 2; c < calls.length; c += 1, i += 5) {
     const flags = values[i + 4] as number;

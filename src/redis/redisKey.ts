@@ -1,3 +1,5 @@
+import type { RedisKey } from '../time.js';
+
 import calculateSlot from 'cluster-key-slot';
 
 /**
@@ -8,8 +10,8 @@ import calculateSlot from 'cluster-key-slot';
  * nor collide with another user key; the prefix may hold no braces, so it cannot open a tag of its
  * own. Any other character passes through unchanged (ioredis sends it as UTF-8).
  */
-export function redisKey(prefix: string, key: string): string {
-  return `${prefix}{${escapeBraces(key)}}`;
+export function redisKey(prefix: string, key: string): RedisKey {
+  return `${prefix}{${escapeBraces(key)}}` as RedisKey;
 }
 
 const special = /[%{}]/g;
@@ -26,7 +28,7 @@ function escapeBraces(key: string): string {
  * Groups items by the hash slot of their Redis key, in slot order: on a Cluster, the keys of one
  * script call must share a slot.
  */
-export function bySlot<T>(items: readonly T[], redisKeyOf: (item: T) => string): T[][] {
+export function bySlot<T>(items: readonly T[], redisKeyOf: (item: T) => RedisKey): T[][] {
   const groups = new Map<number, T[]>();
   for (const item of items) {
     const slot = calculateSlot(redisKeyOf(item));

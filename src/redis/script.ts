@@ -1,3 +1,4 @@
+import type { RedisMs } from '../time.js';
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import type { Cluster, Redis } from 'ioredis';
@@ -56,7 +57,7 @@ export function replyIntegers(script: Script, reply: unknown, length: number): n
     throw new ResilimitError(ErrorCode.REDIS_REPLY, `Unexpected reply from the ${script.name} script: ${JSON.stringify(reply)}`);
   }
   if (values[1] === 1) {
-    throw new StaleReplyError(values[0] as number);
+    throw new StaleReplyError(values[0] as RedisMs);
   }
   if (values.length !== length) {
     throw new ResilimitError(ErrorCode.REDIS_REPLY, `Unexpected reply from the ${script.name} script: ${JSON.stringify(reply)}`);
@@ -103,7 +104,7 @@ export function integersOf(text: string): number[] | undefined {
  * would make every later call stale too.
  */
 export class StaleReplyError extends ResilimitError {
-  constructor(readonly redisNowMs: number) {
+  constructor(readonly redisNowMs: RedisMs) {
     super(ErrorCode.REDIS_UNAVAILABLE, 'Redis ran the call after its deadline; it changed nothing');
   }
 }

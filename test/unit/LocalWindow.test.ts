@@ -4,6 +4,12 @@ import { LocalWindow, ResilimitError } from '../../src/index.js';
 import { block, configure, decide } from '../../src/internal.js';
 import { ClockOffset } from '../../src/redis/ClockOffset.js';
 import { prng, ReferenceWindow } from '../support/model.js';
+import type { LocalMs, RedisMs } from '../../src/time.js';
+
+/** Samples `offset` with plain numbers: sent and received on the local clock, `redisMs` on Redis's. */
+function sample(offset: ClockOffset, sentMs: number, redisMs: number, receivedMs: number): void {
+  offset.sample(sentMs as LocalMs, redisMs as RedisMs, receivedMs as LocalMs);
+}
 
 function clock(start = 1_000_000) {
   const c = { t: start, now: () => c.t };
@@ -274,21 +280,21 @@ describe('LocalWindow.observe: the part of a shared window learnt from Redis', (
     const offset = new ClockOffset(() => t.elapsed, 100);
     // The clocks agree. Sent at 0, Redis admitted at 30, the reply read at 60: the offset is within [-31, 31].
     t.now = t.elapsed = 60;
-    offset.sample(0, 30, 60);
+    sample(offset, 0, 30, 60);
     expect(w.observe('k', 1, 10, 1, 10, { at: 30 - offset.low(false), cost: 1, id: 1 }, offset)).toBe(true);
     // A fast round trip narrows the bounds to [-1, 1]: the call is kept at 61, it was admitted at 30.
     t.now = t.elapsed = 100;
-    offset.sample(100, 100, 100);
+    sample(offset, 100, 100, 100);
     // At 135 Redis's window (35, 135] no longer holds it, and admits a call holding only that one.
     t.now = t.elapsed = 135;
     expect(w.observe('k', 1, 10, 1, 10, { at: 135 - offset.low(false), cost: 1, id: 2 }, offset)).toBe(true);
     // Once the wide bounds are forgotten (kept one to two windows), Redis losing a call it holds is
     // seen again: one admitted at 270, then a call Redis admits holding only itself.
     t.now = t.elapsed = 270;
-    offset.sample(270, 270, 270);
+    sample(offset, 270, 270, 270);
     expect(w.observe('k', 1, 10, 1, 10, { at: 270 - offset.low(false), cost: 1, id: 3 }, offset)).toBe(true);
     t.now = t.elapsed = 300;
-    offset.sample(300, 300, 300);
+    sample(offset, 300, 300, 300);
     expect(w.observe('k', 1, 10, 1, 10, { at: 300 - offset.low(false), cost: 1, id: 4 }, offset)).toBe(false);
   });
 

@@ -1,10 +1,16 @@
 import { describe, expect, it } from 'vitest';
 import { ClockOffset } from '../../src/redis/ClockOffset.js';
 import { prng } from '../support/model.js';
+import type { LocalMs, RedisMs } from '../../src/time.js';
+
+/** Samples `offset` with plain numbers: sent and received on the local clock, `redisMs` on Redis's. */
+function sample(offset: ClockOffset, sentMs: number, redisMs: number, receivedMs: number): void {
+  offset.sample(sentMs as LocalMs, redisMs as RedisMs, receivedMs as LocalMs);
+}
 
 /** Two simulated clocks: Redis's runs `offset` ms ahead of the local one; both are read in whole ms. */
 function roundTrip(offset: ClockOffset, trueOffset: number, at: number, there: number, back: number): void {
-  offset.sample(Math.floor(at), Math.floor(at + there + trueOffset), Math.floor(at + there + back));
+  sample(offset, Math.floor(at), Math.floor(at + there + trueOffset), Math.floor(at + there + back));
 }
 
 describe('ClockOffset', () => {
@@ -38,18 +44,18 @@ describe('ClockOffset', () => {
     // 6 ms early in Redis, which then admitted one call too many.
     let elapsed = 0;
     const offset = new ClockOffset(() => elapsed);
-    offset.sample(1000, 1001, 1030); // Redis ran it 1 ms after the send, the reply came 29 ms later
+    sample(offset, 1000, 1001, 1030); // Redis ran it 1 ms after the send, the reply came 29 ms later
     expect(offset.low()).toBeLessThanOrEqual(0);
     expect(offset.high()).toBeGreaterThanOrEqual(0);
     elapsed = 10;
-    offset.sample(1010, 1010, 1010);
+    sample(offset, 1010, 1010, 1010);
     expect([offset.low(), offset.high()]).toEqual([-1, 1]);
   });
 
   it('widens while no round trip comes, so that drifting clocks stay inside', () => {
     let elapsed = 0;
     const offset = new ClockOffset(() => elapsed);
-    offset.sample(5000, 5000, 5000);
+    sample(offset, 5000, 5000, 5000);
     elapsed = 60_000; // a minute without Redis: 0.2 ms per s each way
     expect(offset.low()).toBeCloseTo(-13, 6);
     expect(offset.high()).toBeCloseTo(13, 6);
@@ -60,14 +66,14 @@ describe('ClockOffset', () => {
   it('starts again from the sample when a clock steps out of the bounds (or another Redis answers)', () => {
     let elapsed = 0;
     const offset = new ClockOffset(() => elapsed, 1000);
-    offset.sample(5000, 5000, 5000);
+    sample(offset, 5000, 5000, 5000);
     elapsed = 1;
-    offset.sample(6000, 6500, 6000); // Redis's clock jumped 500 ms ahead
+    sample(offset, 6000, 6500, 6000); // Redis's clock jumped 500 ms ahead
     expect([offset.low(), offset.high()]).toEqual([499, 501]);
     // A time moved before the step may be off by both bounds' span, for a window (keepMs) after it.
     expect(offset.uncertainty()).toBeGreaterThanOrEqual(503);
     elapsed = 2;
-    offset.sample(7000, 6800, 7001); // and now 200 ms behind
+    sample(offset, 7000, 6800, 7001); // and now 200 ms behind
     expect([offset.low(), offset.high()]).toEqual([-202, -199]);
     elapsed = 2002; // two windows later it is forgotten: the bounds' width now, plus 1
     expect(offset.uncertainty()).toBeCloseTo(3 + 0.4 + 1, 6); // the high bound widened 0.2 ms per s
