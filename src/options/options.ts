@@ -1,5 +1,5 @@
 import type { Cluster, Redis } from 'ioredis';
-import { integer, integerOrAuto, isObject, knownOptions, optionalBoolean, optionalFunction, optionalInteger, optionalPerf } from './checks.js';
+import { integer, integerOrAuto, knownOptions, optionalBoolean, optionalFunction, optionalInteger, optionalPerf, redisClient } from './checks.js';
 import { steadyClock } from './clock.js';
 import { localClock, type LocalMs } from '../time.js';
 import { ErrorCode, invalidOption, ResilimitError } from './errors.js';
@@ -102,20 +102,6 @@ export function resolveRedisWindowOptions(raw: unknown): ResolvedRedisWindowOpti
     now: optionalFunction('now', options['now']),
     blockMs: optionalInteger('blockMs', options['blockMs'], 0, MAX_INT, 0),
   });
-}
-
-/** Checks that a value looks like an ioredis `Redis` or `Cluster`. */
-export function redisClient(value: unknown): Redis | Cluster {
-  const client = value as Partial<Record<'evalsha' | 'eval' | 'del' | 'on', unknown>> | undefined;
-  if (
-    !isObject(value) ||
-    typeof client?.evalsha !== 'function' ||
-    typeof client.eval !== 'function' ||
-    typeof client.del !== 'function'
-  ) {
-    throw invalidOption('redis', 'an ioredis Redis or Cluster client', value);
-  }
-  return value as unknown as Redis | Cluster;
 }
 
 function prefix(value: unknown): string {
