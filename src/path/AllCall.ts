@@ -1,7 +1,8 @@
 import { combine, decided, type LimitAllDecision, type LimitDecision } from './decisions.js';
 import type { Parts, PathCall } from './parts.js';
 import { memberOf, type CallId } from '../options/input.js';
-import { itemId, type CheckedItem, type GroupReply } from './limitAll.js';
+import { itemId, type CheckedItem } from './limitAll.js';
+import type { GroupReply } from '../redis/scripts/limitAll.js';
 import { bySlot } from '../redis/redisKey.js';
 import type { RedisMs } from '../time.js';
 import type { DecisionReason } from '../types.js';

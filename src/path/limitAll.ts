@@ -1,11 +1,10 @@
-import type { RedisKey, RedisMs } from '../time.js';
+import type { RedisKey } from '../time.js';
 import { knownOptions } from '../options/checks.js';
 import { describe, ErrorCode, invalidOption, ResilimitError } from '../options/errors.js';
 import { checkKey, idOf, type CallId } from '../options/input.js';
 import { integer, MAX_INT } from '../options/options.js';
 import { groupOf } from '../recovery/Journal.js';
 import { redisKey } from '../redis/redisKey.js';
-import { replyIntegers, type Script } from '../redis/script.js';
 
 export type { LimitAllDecision } from './decisions.js';
 
@@ -81,42 +80,4 @@ export function checkItems(items: unknown, prefix: string, options?: unknown): C
 export function itemId(id: CallId, item: CheckedItem): CallId {
   if (item.occurrence === 1) return id;
   return `${typeof id === 'number' ? idOf(id) : id}#${item.occurrence}`;
-}
-
-/** The script's arguments for `op` over a group. */
-export function scriptArgs(
-  op: 'take' | 'give' | 'check',
-  group: readonly CheckedItem[],
-  id: string,
-  nowArg: string | number,
-  notAfter: string | number,
-  /** Permits of a limit to leave free (see `Settings.reserveOf`); the cost always fits. */
-  reserve: (limit: number) => number = () => 0,
-): (string | number)[] {
-  const args: (string | number)[] = [op, nowArg, notAfter, id];
-  for (const item of group) args.push(Math.max(item.limit - reserve(item.limit), item.cost, 1), item.windowMs, item.cost);
-  return args;
-}
-
-/** Per-item results of a take or a check. */
-export type GroupReply = {
-  nowMs: RedisMs;
-  admitted: boolean;
-  items: { fits: boolean; remaining: number; retryAfterMs: number; resetAtMs: number; duplicate: boolean }[];
-};
-
-/** Reads the reply of `lua/limit-all.lua` for a take or a check of `count` items. */
-export function readReply(script: Script, reply: unknown, count: number): GroupReply {
-  const values = replyIntegers(script, reply, 3 + 5 * count);
-  const items: GroupReply['items'] = [];
-  for (let i = 3; i < values.length; i += 5) {
-    items.push({
-      fits: values[i] === 1,
-      remaining: values[i + 1] as number,
-      retryAfterMs: values[i + 2] as number,
-      resetAtMs: values[i + 3] as number,
-      duplicate: values[i + 4] === 1,
-    });
-  }
-  return { nowMs: values[0] as RedisMs, admitted: values[2] === 1, items };
 }

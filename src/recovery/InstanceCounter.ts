@@ -1,24 +1,12 @@
+import type { BeatOp, BeatReply } from '../redis/scripts/heartbeat.js';
+
+export type { BeatOp, BeatReply, BeatTimes } from '../redis/scripts/heartbeat.js';
+
 /** How many beats a count is held for: an instance is gone after 3 beats without one (its member's TTL). */
 const HOLD_BEATS = 3;
 
 /** While other instances are unrecovered, beats come this many times as often (to see them return soon). */
 const FAST_BEATS = 5;
-
-/** What one beat does: beat clean, beat with calls Redis has not seen yet, or leave the count. */
-export type BeatOp = 'clean' | 'dirty' | 'leave';
-
-/**
- * A beat's answer: the instances (this one included, and the silent ones whose lease may still be in
- * force), the other instances that are fresh, when an instance last left the count (Redis's clock; 0
- * when none did lately), and when a beat last found the heartbeat set gone (see `lua/heartbeat.lua`).
- */
-export type BeatReply = { readonly live: number; readonly fresh: number; readonly leftAt?: number; readonly lostAt?: number };
-
-/**
- * How long a beat counts, in ms: `ttlMs` as beating, `quietMs` as fresh (older, the instance may be
- * answering locally), and `holdMs` as holding its share should it fall silent (lease + longest window).
- */
-export type BeatTimes = { readonly ttlMs: number; readonly quietMs: number; readonly holdMs: number };
 
 /** What the counter asks of the limiter. */
 export type Beats = {

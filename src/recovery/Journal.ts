@@ -1,3 +1,4 @@
+import type { WriteBackReply } from '../redis/scripts/reconcile.js';
 import type { CallId } from '../options/input.js';
 import { PendingCalls, type PendingCall } from './PendingCalls.js';
 
@@ -19,7 +20,7 @@ export type ReconcileResult = {
  * Writes a batch of one key's calls into Redis: [written, expired, present]. It must send its
  * command before it returns (see {@link Journal.holds}), or fail.
  */
-export type WriteBatch = (key: string, calls: readonly PendingCall[]) => Promise<[number, number, number]>;
+export type WriteBatch = (key: string, calls: readonly PendingCall[]) => Promise<WriteBackReply>;
 
 const BATCH = 200;
 

@@ -1,9 +1,10 @@
 import { LRUCache } from 'lru-cache';
-import { memberOf, type CallId } from '../options/input.js';
+import type { CallId } from '../options/input.js';
 import { allKey } from '../path/limitAll.js';
 import type { LocalTier } from '../local/LocalTier.js';
 import type { ResolvedLimiterOptions } from '../options/options.js';
 import type { PendingRefunds } from './PendingRefunds.js';
+import { reconcileArgs } from '../redis/scripts/reconcile.js';
 import { groupOf, Journal, PartialWriteError, reseed, type PendingCall, type ReconcileResult, type WriteBatch } from './Journal.js';
 import { redisKey } from '../redis/redisKey.js';
 import type { RedisTier } from '../redis/RedisTier.js';
@@ -279,9 +280,7 @@ export class Recovery {
     let failed = false;
     const write: WriteBatch = (key, calls) => {
       const own = (calls[0] as PendingCall).windowMs;
-      const args: (string | number)[] = [own ?? windowMs, clock === undefined ? '' : Math.floor(clock())];
-      // The call's own id: if this batch fails after Redis ran it, the retry is a no-op.
-      for (const call of calls) args.push(Math.ceil(call.at + offset), call.cost, memberOf(call.id));
+      const args = reconcileArgs(own ?? windowMs, clock === undefined ? '' : Math.floor(clock()), calls, (at) => Math.ceil(at + offset));
       return this.tier.writeBack(own === undefined ? redisKey(prefix, key) : allKey(prefix, key, own), args);
     };
     try {

@@ -5,17 +5,17 @@ import { ClockOffset } from './ClockOffset.js';
 import { ErrorCode, isResilimitError, ResilimitError } from '../options/errors.js';
 import { NOT_READY, redisCallError } from '../path/failures.js';
 import { decideBatch } from '../internal.js';
-import { readReply, scriptArgs, type CheckedItem, type GroupReply } from '../path/limitAll.js';
+import type { CheckedItem } from '../path/limitAll.js';
 import type { ResolvedLimiterOptions } from '../options/options.js';
 import { PollWatch } from './PollWatch.js';
 import { RedisWindow, type BatchCall, type BatchOutcome } from './RedisWindow.js';
 import type { LocalMs, RedisKey, RedisMs } from '../time.js';
-import { evalScript, loadScript, runScript, StaleReplyError } from './script.js';
+import { evalScript, runScript, StaleReplyError } from './scripts/script.js';
+import { heartbeatArgs, heartbeatScript, readBeat } from './scripts/heartbeat.js';
+import { limitAllArgs, limitAllScript, readLimitAll, type GroupReply } from './scripts/limitAll.js';
+import { reconcileScript, type WriteBackReply } from './scripts/reconcile.js';
 import type { BeatOp, BeatReply, BeatTimes } from '../recovery/InstanceCounter.js';
 
-const reconcileScript = loadScript('reconcile');
-const heartbeatScript = loadScript('heartbeat');
-const limitAllScript = loadScript('limit-all');
 
 /** How long a reconnect waits for the server's run id before it takes the data for lost, ms. */
 const PROBE_MS = 1_000;
@@ -205,12 +205,12 @@ export class RedisTier {
       const sentNow = this.#now();
       // A late give-back only removes what its take added: no staleness guard.
       const notAfter = op === 'give' ? undefined : this.#notAfter(sentNow);
-      const args = scriptArgs(op, group, id, clock === undefined ? '' : Math.floor(clock()), notAfter === undefined ? '' : Math.ceil(notAfter), this.reserve);
+      const args = limitAllArgs(op, group, id, clock === undefined ? '' : Math.floor(clock()), notAfter === undefined ? '' : Math.ceil(notAfter), this.reserve);
       return runScript(this.#redis, limitAllScript, group.map((item) => item.redisKey), args)
         .then(
           (reply) => {
             if (op === 'give') return reply;
-            const read = readReply(limitAllScript, reply, group.length);
+            const read = readLimitAll(reply, group.length);
             this.#learnOffset(sentNow, read.nowMs);
             return read;
           },
@@ -249,10 +249,10 @@ export class RedisTier {
    * would make a healthy Redis look slow to the gate, and write-backs are bounded by the journal,
    * not by `maxInFlight`.
    */
-  writeBack(redisKey: RedisKey, args: readonly (string | number)[]): Promise<[number, number, number]> {
+  writeBack(redisKey: RedisKey, args: readonly (string | number)[]): Promise<WriteBackReply> {
     return this.breaker.fire(async () => {
       try {
-        return (await evalScript(this.#redis, reconcileScript, [redisKey], args)) as [number, number, number];
+        return (await evalScript(this.#redis, reconcileScript, [redisKey], args)) as WriteBackReply;
       } catch (error) {
         throw redisCallError(error);
       }
@@ -290,24 +290,10 @@ export class RedisTier {
     if (!this.breaker.accepting || this.#redis.status !== 'ready') return Promise.reject(NOT_READY);
     const real = this.#clock === undefined;
     const notAfter = this.#notAfter(this.#now());
-    const args = [
-      member,
-      times.ttlMs,
-      op,
-      real && since !== undefined ? Math.ceil(since + this.offset.high()) : '',
-      notAfter === undefined ? '' : Math.ceil(notAfter),
-      Math.ceil(times.holdMs),
-      Math.ceil(times.quietMs),
-    ];
+    const sinceArg = real && since !== undefined ? Math.ceil(since + this.offset.high()) : '';
+    const args = heartbeatArgs(member, times, op, sinceArg, notAfter === undefined ? '' : Math.ceil(notAfter));
     return this.breaker.fire(() =>
-      runScript(this.#redis, heartbeatScript, [key], args).then(
-        (reply) => {
-          const [live, fresh, leftAt, , lostAt] = reply as [number, number, number, number, number];
-          if (live < 0) throw new ResilimitError(ErrorCode.REDIS_UNAVAILABLE, 'A heartbeat reached Redis after its deadline');
-          return { live, fresh, leftAt, lostAt };
-        },
-        (error: unknown) => Promise.reject(redisCallError(error)),
-      ),
+      runScript(this.#redis, heartbeatScript, [key], args).then(readBeat, (error: unknown) => Promise.reject(redisCallError(error))),
     );
   }
 

@@ -1,9 +1,6 @@
-import type { RedisMs } from '../time.js';
-import { ReplyError } from 'ioredis';
-import { ErrorCode, ResilimitError } from '../options/errors.js';
 import { redisCallError } from '../path/failures.js';
 import { configure, decide, decideBatch, refundCalls } from '../internal.js';
-import { checkCallOptions, checkCost, checkId, checkKey, memberOf, type CallId } from '../options/input.js';
+import { checkCallOptions, checkCost, checkId, checkKey } from '../options/input.js';
 import {
   integer,
   MAX_INT,
@@ -13,40 +10,13 @@ import {
   type ResolvedRedisWindowOptions,
 } from '../options/options.js';
 import { redisKey } from './redisKey.js';
-import { loadScript, replyIntegers, runScript } from './script.js';
-import type { Decision, LimitOptions, RateWindow } from '../types.js';
+import { runScript } from './scripts/script.js';
+import { blockArgs, blockScript, readBlock } from './scripts/block.js';
+import { readRefund, refundArgs, refundScript } from './scripts/refund.js';
+import { decisionOf, readDecisions, slidingWindow, slidingWindowArgs, type BatchCall, type BatchOutcome, type RedisDecision } from './scripts/slidingWindow.js';
+import type { LimitOptions, RateWindow } from '../types.js';
 
-const slidingWindow = loadScript('sliding-window');
-const blockScript = loadScript('block');
-const refundScript = loadScript('refund');
-
-/** What the script tells beyond the decision: the time it decided at and whether the id was a repeat. */
-export type RedisDecision = Decision & {
-  /** The time of the decision, in ms since the epoch (Redis's clock unless `now` was given). */
-  nowMs: RedisMs;
-  /** True when the call's id was already in the window: admitted, not counted again. */
-  duplicate: boolean;
-  /** True when the call was refused because its key is blocked (`block()`, `blockMs`): `retryAfterMs` counts the block. */
-  blocked: boolean;
-};
-
-/**
- * A decision of a batch, as the limiter reads it: also the permits in use in the key's window after
- * the call, every instance's (exact, also when the call was decided with permits left free). @internal
- */
-export type BatchDecision = RedisDecision & { readonly used: number };
-
-/**
- * What a batch tells of one call: its decision, or why Redis could not decide it while deciding the
- * others (its key holds a value of another type: `ERR_RESILIMIT_REDIS_REPLY`). @internal
- */
-export type BatchOutcome = BatchDecision | ResilimitError;
-
-/** The decision a batch gave a call; throws the error of a call Redis could not decide. @internal */
-export function decisionOf(outcome: BatchOutcome): BatchDecision {
-  if (outcome instanceof ResilimitError) throw outcome;
-  return outcome;
-}
+export { decisionOf, type BatchCall, type BatchDecision, type BatchOutcome, type RedisDecision } from './scripts/slidingWindow.js';
 
 /**
  * An exact sliding window kept in one Redis sorted set per key and decided atomically by
@@ -105,7 +75,7 @@ export class RedisWindow implements RateWindow {
     integer('ms', ms, 0, MAX_INT);
     const { redis, now } = this.#options;
     try {
-      return Number(await runScript(redis, blockScript, [redisKeyOfKey], [now === undefined ? '' : Math.floor(now()), ms]));
+      return readBlock(await runScript(redis, blockScript, [redisKeyOfKey], blockArgs(now === undefined ? '' : Math.floor(now()), ms)));
     } catch (error) {
       throw redisCallError(error);
     }
@@ -149,9 +119,6 @@ export class RedisWindow implements RateWindow {
     const { redis, prefix, windowMs, now, blockMs } = this.#options;
     const keys: string[] = [];
     const effective: number[] = [];
-    // The script's arguments: the batch's own, then, when every call is of cost 1 under one limit (the
-    // usual batch), that limit once and the ids; else a limit, a cost and an id per call.
-    const args: (string | number)[] = [windowMs, now === undefined ? '' : Math.floor(now()), notAfterMs === undefined ? '' : Math.ceil(notAfterMs), blockMs, ''];
     // The permits left free are asked once per run of calls of one limit (a batch usually has one).
     let of = 0;
     let reserve = 0;
@@ -160,20 +127,15 @@ export class RedisWindow implements RateWindow {
       effective.push(reserve > 0 ? Math.max(call.limit - reserve, call.cost, 1) : call.limit);
       keys.push(redisKey(prefix, call.key));
     }
-    const shared = effective[0] as number;
-    if (calls.every((call, i) => call.cost === 1 && effective[i] === shared)) {
-      args[4] = shared;
-      for (const call of calls) args.push(memberOf(call.id));
-    } else {
-      calls.forEach((call, i) => args.push(effective[i] as number, call.cost, memberOf(call.id)));
-    }
+    const nowArg = now === undefined ? '' : Math.floor(now());
+    const args = slidingWindowArgs(windowMs, nowArg, notAfterMs === undefined ? '' : Math.ceil(notAfterMs), blockMs, calls, effective);
     let reply: unknown;
     try {
       reply = await runScript(redis, slidingWindow, keys, args);
     } catch (error) {
       throw redisCallError(error);
     }
-    return toDecisions(reply, calls, effective);
+    return readDecisions(reply, calls, effective);
   }
 
   /**
@@ -183,72 +145,18 @@ export class RedisWindow implements RateWindow {
    */
   async [refundCalls](key: string, calls: readonly { readonly id: string; readonly cost: number | undefined }[]): Promise<number[]> {
     const { redis, prefix, windowMs, now } = this.#options;
-    const args: (string | number)[] = [windowMs, now === undefined ? '' : Math.floor(now())];
-    for (const call of calls) args.push(call.id, call.cost ?? '');
+    const args = refundArgs(windowMs, now === undefined ? '' : Math.floor(now()), calls);
     let reply: unknown;
     try {
       reply = await runScript(redis, refundScript, [redisKey(prefix, key)], args);
     } catch (error) {
       throw redisCallError(error);
     }
-    const permits = typeof reply === 'string' ? reply.split(',').map(Number) : [];
-    if (permits.length !== calls.length || !permits.every((v) => Number.isSafeInteger(v) && v >= 0)) {
-      throw new ResilimitError(ErrorCode.REDIS_REPLY, `Unexpected reply from the refund script: ${JSON.stringify(reply)}`);
-    }
-    return permits;
+    return readRefund(reply, calls.length);
   }
 
   /** Changes the limit and window for the calls that follow. @internal */
   [configure](changes: { limit?: number; windowMs?: number }): void {
     this.#options = Object.freeze({ ...this.#options, ...resolveWindowOptions({ ...this.#options, ...changes }) });
   }
-}
-
-/**
- * One call of a batch: checked arguments (a generated id is made into its member here, as it leaves
- * the process), and the limit it is decided against.
- */
-export type BatchCall = { readonly key: string; readonly cost: number; readonly id: CallId; readonly limit: number };
-
-/**
- * Reads the script's reply: "nowMs,stale" then "allowed,used,retryAfterMs,resetAtMs,flags" per call
- * (flags 4: the call's key holds a value of another type, and the call was not decided).
- */
-function toDecisions(reply: unknown, calls: readonly BatchCall[], effective: readonly number[]): BatchOutcome[] {
-  const values = replyIntegers(slidingWindow, reply, 2 + 5 * calls.length);
-  const nowMs = values[0] as RedisMs;
-  const decisions: BatchOutcome[] = [];
-  for (let c = 0, i = 2; c < calls.length; c += 1, i += 5) {
-    const flags = values[i + 4] as number;
-    if (flags === WRONG_TYPE) {
-      decisions.push(wrongType((calls[c] as BatchCall).key));
-      continue;
-    }
-    const used = values[i + 1] as number;
-    decisions.push({
-      allowed: values[i] === 1,
-      limit: (calls[c] as BatchCall).limit,
-      remaining: Math.max((effective[c] as number) - used, 0),
-      retryAfterMs: values[i + 2] as number,
-      resetAtMs: values[i + 3] as number,
-      source: 'redis',
-      nowMs,
-      duplicate: (flags & 1) === 1,
-      blocked: (flags & 2) === 2,
-      used,
-    });
-  }
-  return decisions;
-}
-
-/** The flags of a call whose key holds a value of another type (see `lua/sliding-window.lua`). */
-const WRONG_TYPE = 4;
-
-/** The error of a call Redis did not decide because its key holds another type; `cause`: Redis's error, as the script saw it. */
-function wrongType(key: string): ResilimitError {
-  return new ResilimitError(
-    ErrorCode.REDIS_REPLY,
-    `Redis rejected the call: WRONGTYPE: the Redis key of ${JSON.stringify(key)} holds a value of another type than this limiter's sorted set (another program's key under this prefix?)`,
-    { cause: new ReplyError('WRONGTYPE Operation against a key holding the wrong kind of value') },
-  );
 }

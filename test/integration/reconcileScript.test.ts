@@ -3,7 +3,7 @@
  */
 import type { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { loadScript, runScript } from '../../src/redis/script.js';
+import { loadScript, runScript } from '../../src/redis/scripts/script.js';
 import { startRedisServer, waitReady, type RedisChild } from '../support/redis.js';
 
 const reconcile = loadScript('reconcile');

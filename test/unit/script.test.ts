@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { integersOf } from '../../src/redis/script.js';
+import { integersOf } from '../../src/redis/scripts/script.js';
 
 describe('integersOf (the decision scripts\' replies)', () => {
   it('reads comma-separated decimal integers, negative ones included', () => {

@@ -1,15 +1,15 @@
-import type { RedisMs } from '../time.js';
+import type { RedisMs } from '../../time.js';
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import type { Cluster, Redis } from 'ioredis';
-import { ErrorCode, ResilimitError } from '../options/errors.js';
+import { ErrorCode, ResilimitError } from '../../options/errors.js';
 
 /** A Lua script shipped in `lua/`, with its SHA1 computed once. */
 export type Script = { readonly name: string; readonly source: string; readonly sha: string };
 
 /** Loads `lua/<name>.lua` (next to `src/` and `dist/` in the package). */
 export function loadScript(name: string): Script {
-  const source = readFileSync(new URL(`../../lua/${name}.lua`, import.meta.url), 'utf8');
+  const source = readFileSync(new URL(`../../../lua/${name}.lua`, import.meta.url), 'utf8');
   return Object.freeze({ name, source, sha: createHash('sha1').update(source).digest('hex') });
 }
 
