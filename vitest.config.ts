@@ -1,12 +1,12 @@
 import { defineConfig } from 'vitest/config';
 
 /**
- * Integration tests that load the machine themselves or measure latency through a failover (a
- * forked process saturating a core; five Redis processes and two workers; a Cluster master killed
- * under load): they run with the chaos suite, one file at a time, not beside the other integration
- * files (run beside them on a loaded machine, a Cluster failover test missed its deadlines).
+ * test/serial/: integration tests that load the machine themselves or measure latency through a
+ * failover (a forked process saturating a core; five Redis processes and two workers; a Cluster
+ * master killed under load): they run with the chaos suite, one file at a time, not beside the other
+ * integration files (run beside them on a loaded machine, a Cluster failover test missed its deadlines).
  */
-const SERIAL = ['test/integration/overload.test.ts', 'test/integration/sentinel.test.ts', 'test/integration/cluster.failover.test.ts'];
+const SERIAL = 'test/serial/**/*.test.ts';
 
 export default defineConfig({
   test: {
@@ -21,7 +21,7 @@ export default defineConfig({
       {
         test: {
           name: 'chaos',
-          include: ['chaos/**/*.test.ts', ...SERIAL],
+          include: ['chaos/**/*.test.ts', SERIAL],
           environment: 'node',
           // One file at a time: the scenarios measure latency, which other files' load would distort.
           fileParallelism: false,
@@ -33,7 +33,6 @@ export default defineConfig({
         test: {
           name: 'integration',
           include: ['test/integration/**/*.test.ts'],
-          exclude: SERIAL,
           environment: 'node',
           testTimeout: 30_000,
           hookTimeout: 60_000,

@@ -7,9 +7,10 @@
  * admitted ≤ 1.1 × the limit, Redis-decided alone ≤ the limit.
  */
 import { randomUUID } from 'node:crypto';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { redisKey } from '../src/redis/redisKey.ts';
-import { startRedisCluster, type RedisCluster } from '../test/support/cluster.ts';
+import type { RedisCluster } from '../test/support/cluster.ts';
+import { useCluster } from '../test/support/useCluster.ts';
 import { startFleet, summary } from './bound/fleet.ts';
 import type { Setup } from './bound/worker.ts';
 
@@ -33,15 +34,7 @@ function setupOn(cluster: RedisCluster, prefix: string): Setup {
 }
 
 describe('a Cluster master with a replica killed under two processes: the replica takes over', () => {
-  let cluster: RedisCluster;
-
-  beforeAll(async () => {
-    cluster = await startRedisCluster({ nodeTimeoutMs: 1000, requireFullCoverage: false, replicas: 1 });
-  }, 60_000);
-
-  afterAll(async () => {
-    await cluster?.close();
-  });
+  const cluster = useCluster({ nodeTimeoutMs: 1000, requireFullCoverage: false, replicas: 1, startTimeoutMs: 60_000 });
 
   it('admits within 1.1 × the limit in every window while each process finds the new master at its own time', async () => {
     const prefix = `apart:${randomUUID()}:`;

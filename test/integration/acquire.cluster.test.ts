@@ -1,25 +1,17 @@
 import { randomUUID } from 'node:crypto';
-import { once } from 'node:events';
 import type { Cluster } from 'ioredis';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { ResilientLimiter } from '../../src/index.js';
 import { redisKey } from '../../src/redis/redisKey.js';
-import { startRedisCluster, type RedisCluster } from '../support/cluster.js';
+import { useCluster } from '../support/useCluster.js';
 
 // acquire() on a Redis Cluster: its attempts are limit() calls, so keys on several masters wait and
 // are admitted each by its own master's window.
 
-let cluster: RedisCluster;
+const cluster = useCluster({ clients: 1 });
 let redis: Cluster;
-
-beforeAll(async () => {
-  cluster = await startRedisCluster();
-  redis = cluster.client({ enableOfflineQueue: false, redisOptions: { maxRetriesPerRequest: 0 } });
-  await once(redis, 'ready');
-});
-afterAll(async () => {
-  redis?.disconnect();
-  await cluster?.close();
+beforeAll(() => {
+  redis = cluster.redis;
 });
 
 describe('acquire() on a Cluster', () => {

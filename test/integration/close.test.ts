@@ -12,9 +12,9 @@ import { fileURLToPath, pathToFileURL } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { createRedisClient, ResilientLimiter } from '../../src/index.js';
-import { startRedisCluster, type RedisCluster } from '../support/cluster.js';
 import { startRedisServer, waitReady, type RedisChild } from '../support/redis.js';
 import { startSentinels } from '../support/sentinel.js';
+import { useCluster } from '../support/useCluster.js';
 
 /** The built package: `npm test` builds it before vitest runs. */
 const DIST = pathToFileURL(fileURLToPath(new URL('../../dist/index.js', import.meta.url))).href;
@@ -404,18 +404,10 @@ closed({ first: first.source, statusBefore, closeMs });
 });
 
 describe('closeRedisClient() on a Cluster', () => {
-  let cluster: RedisCluster;
+  const cluster = useCluster();
   const QUIT_TIMEOUT_MS = 300;
   /** See DROPPED_EXIT_WITHIN_MS above. */
   const DROPPED_EXIT_WITHIN_MS = 1500;
-
-  beforeAll(async () => {
-    cluster = await startRedisCluster();
-  });
-
-  afterAll(async () => {
-    await cluster?.close();
-  });
 
   /** A Cluster client as the README recommends it, to every master. */
   const client = (): string =>

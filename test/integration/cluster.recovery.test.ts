@@ -8,26 +8,20 @@ import { randomUUID } from 'node:crypto';
 import { once } from 'node:events';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Cluster } from 'ioredis';
-import { afterAll, afterEach, beforeAll, expect, it } from 'vitest';
+import { afterEach, expect, it } from 'vitest';
 import { ResilientLimiter, type LimiterDecision } from '../../src/index.js';
 import { redisKey } from '../../src/redis/redisKey.js';
-import { startRedisCluster, type RedisCluster } from '../support/cluster.js';
+import { useCluster } from '../support/useCluster.js';
 
-let cluster: RedisCluster;
+const cluster = useCluster({ nodeTimeoutMs: 1000, requireFullCoverage: false });
 let clients: Cluster[] = [];
 
-beforeAll(async () => {
-  cluster = await startRedisCluster({ nodeTimeoutMs: 1000, requireFullCoverage: false });
-});
 afterEach(async () => {
   for (const c of clients) c.disconnect();
   clients = [];
   // Every master up again for the next test.
   for (let i = 0; i < cluster.nodes.length; i++) if ((await cluster.state(i)) === 'down') await cluster.restart(i);
   await cluster.waitOk();
-});
-afterAll(async () => {
-  await cluster?.close();
 });
 
 async function client(): Promise<Cluster> {

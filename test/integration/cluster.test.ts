@@ -1,32 +1,20 @@
 import { randomUUID } from 'node:crypto';
-import { once } from 'node:events';
 import { setTimeout as sleep } from 'node:timers/promises';
 import calculateSlot from 'cluster-key-slot';
 import type { Cluster } from 'ioredis';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { RedisWindow, ResilientLimiter, type LimiterDecision, type RedisDecision, type ResilientLimiterOptions } from '../../src/index.js';
 import { redisKey } from '../../src/redis/redisKey.js';
-import { startRedisCluster, type RedisCluster } from '../support/cluster.js';
+import { useCluster } from '../support/useCluster.js';
 import { prng, ReferenceWindow } from '../support/model.js';
 
-let cluster: RedisCluster;
+// Every master knows the script before any test counts script calls (a NOSCRIPT adds an EVAL).
+const cluster = useCluster({ clients: 3, warmScript: true });
 /** Several clients of the one cluster: every test spreads its calls over them. */
-let clients: Cluster[];
+let clients: readonly Cluster[];
 let redis: Cluster;
-
-beforeAll(async () => {
-  cluster = await startRedisCluster();
-  clients = Array.from({ length: 3 }, () =>
-    cluster.client({ enableOfflineQueue: false, redisOptions: { maxRetriesPerRequest: 0 } }),
-  );
-  await Promise.all(clients.map((c) => once(c, 'ready')));
-  redis = clients[0] as Cluster;
-  // Every master knows the script before any test counts script calls (a NOSCRIPT adds an EVAL).
-  const warm = new RedisWindow({ redis, prefix: 'warm:', limit: 1, windowMs: 1 });
-  await Promise.all(keysOnEveryMaster('warm:', 1).map((k) => warm.limit(k)));
-});
-afterAll(async () => {
-  await cluster?.close();
+beforeAll(() => {
+  ({ clients, redis } = cluster);
 });
 
 /** `perMaster` keys on each master, each in a slot of its own, none in `avoid`. */

@@ -3,25 +3,17 @@
  * slot by slot, giving back what earlier slots took, when a later slot refuses.
  */
 import { randomUUID } from 'node:crypto';
-import { once } from 'node:events';
 import calculateSlot from 'cluster-key-slot';
 import type { Cluster } from 'ioredis';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { ResilientLimiter } from '../../src/index.js';
 import { allKey } from '../../src/path/limitAll.js';
-import { startRedisCluster, type RedisCluster } from '../support/cluster.js';
+import { useCluster } from '../support/useCluster.js';
 
-let cluster: RedisCluster;
+const cluster = useCluster({ clients: 1 });
 let redis: Cluster;
-
-beforeAll(async () => {
-  cluster = await startRedisCluster();
-  redis = cluster.client({ enableOfflineQueue: false, redisOptions: { maxRetriesPerRequest: 0 } });
-  await once(redis, 'ready');
-});
-afterAll(async () => {
-  redis?.disconnect();
-  await cluster?.close();
+beforeAll(() => {
+  redis = cluster.redis;
 });
 
 /** Script calls (EVALSHA and EVAL) made on every master so far. */

@@ -1,24 +1,16 @@
 import { randomUUID } from 'node:crypto';
-import { once } from 'node:events';
 import type { Cluster } from 'ioredis';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { ResilientLimiter } from '../../src/index.js';
 import { redisKey } from '../../src/redis/redisKey.js';
-import { startRedisCluster, type RedisCluster } from '../support/cluster.js';
+import { useCluster } from '../support/useCluster.js';
 
 // Per-key limits and blocks on a Redis Cluster: keys on every master, calls coalesced per slot.
 
-let cluster: RedisCluster;
+const cluster = useCluster({ clients: 1 });
 let redis: Cluster;
-
-beforeAll(async () => {
-  cluster = await startRedisCluster();
-  redis = cluster.client({ enableOfflineQueue: false, redisOptions: { maxRetriesPerRequest: 0 } });
-  await once(redis, 'ready');
-});
-afterAll(async () => {
-  redis?.disconnect();
-  await cluster?.close();
+beforeAll(() => {
+  redis = cluster.redis;
 });
 
 describe('per-key limits and blocks on a Cluster', () => {

@@ -1,29 +1,18 @@
 import { randomUUID } from 'node:crypto';
-import { once } from 'node:events';
 import type { Cluster } from 'ioredis';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { ResilientLimiter } from '../../src/index.js';
 import { redisKey } from '../../src/redis/redisKey.js';
-import { startRedisCluster, type RedisCluster } from '../support/cluster.js';
+import { useCluster } from '../support/useCluster.js';
 
 // refund() on a Redis Cluster: the refund script touches one key (one slot), on each key's own master,
 // also when written later, after the breaker was held open.
 
-let cluster: RedisCluster;
+const cluster = useCluster({ clients: 2 });
 let redis: Cluster;
 let other: Cluster;
-
-beforeAll(async () => {
-  cluster = await startRedisCluster();
-  const options = { enableOfflineQueue: false, redisOptions: { maxRetriesPerRequest: 0 } };
-  redis = cluster.client(options);
-  other = cluster.client(options);
-  await Promise.all([once(redis, 'ready'), once(other, 'ready')]);
-});
-afterAll(async () => {
-  redis?.disconnect();
-  other?.disconnect();
-  await cluster?.close();
+beforeAll(() => {
+  [redis, other] = cluster.clients as [Cluster, Cluster];
 });
 
 describe('refund() on a Cluster', () => {

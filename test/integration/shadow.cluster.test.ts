@@ -1,28 +1,20 @@
 import { randomUUID } from 'node:crypto';
-import { once } from 'node:events';
 import calculateSlot from 'cluster-key-slot';
 import type { Cluster } from 'ioredis';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { ResilientLimiter } from '../../src/index.js';
 import { allKey } from '../../src/path/limitAll.js';
 import { redisKey } from '../../src/redis/redisKey.js';
-import { startRedisCluster, type RedisCluster } from '../support/cluster.js';
+import { useCluster } from '../support/useCluster.js';
 
 // Shadow mode on a Redis Cluster: each master's refusals are admitted, shadowRejected, and no master's
 // window takes the call; a limitAll() across slots gives back what the earlier slots took, as it does
 // when it enforces.
 
-let cluster: RedisCluster;
+const cluster = useCluster({ clients: 1 });
 let redis: Cluster;
-
-beforeAll(async () => {
-  cluster = await startRedisCluster();
-  redis = cluster.client({ enableOfflineQueue: false, redisOptions: { maxRetriesPerRequest: 0 } });
-  await once(redis, 'ready');
-});
-afterAll(async () => {
-  redis?.disconnect();
-  await cluster?.close();
+beforeAll(() => {
+  redis = cluster.redis;
 });
 
 /** The calls a window holds (one member per admitted call, scored with its time). */

@@ -1,5 +1,5 @@
 /**
- * A process overloaded by its own request handlers, for `test/integration/overload.test.ts`, which
+ * A process overloaded by its own request handlers, for `test/serial/overload.test.ts`, which
  * forks it (`node test/support/overloadWorker.ts '<json>'`, see {@link WorkerConfig}) and reads one
  * {@link WorkerReport} from its IPC channel.
  *

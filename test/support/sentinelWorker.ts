@@ -1,5 +1,5 @@
 /**
- * One process of `test/integration/sentinel.test.ts`: a `ResilientLimiter` on a client from
+ * One process of `test/serial/sentinel.test.ts`: a `ResilientLimiter` on a client from
  * `createRedisClient({ sentinels, name })`, offering a steady load and recording every decision.
  * Run with `child_process.fork` (Node 24 strips the types; `bench/support/sourceHooks.ts` lets it run
  * `src/` as it is, not a build). Talks to its parent over IPC:

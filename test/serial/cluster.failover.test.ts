@@ -22,10 +22,10 @@ import { once } from 'node:events';
 import { performance } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { ClusterOptions } from 'ioredis';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { ResilientLimiter, type BreakerState, type LimiterDecision } from '../../src/index.js';
 import { redisKey } from '../../src/redis/redisKey.js';
-import { startRedisCluster, type RedisCluster } from '../support/cluster.js';
+import { useCluster } from '../support/useCluster.js';
 
 /** cluster-node-timeout: Redis's default is 15 s; 1 s keeps the scenario short (failure detection scales with it). */
 const NODE_TIMEOUT_MS = 1000;
@@ -63,14 +63,8 @@ describe.each([
   { fullCoverage: true, title: 'cluster-require-full-coverage yes (default): the survivors refuse every key once they mark it failing' },
   { fullCoverage: false, title: 'cluster-require-full-coverage no: the survivors keep serving their slots' },
 ])('a Redis Cluster master killed under load, then restarted; $title', ({ fullCoverage }) => {
-  let cluster: RedisCluster;
-
-  beforeAll(async () => {
-    cluster = await startRedisCluster({ nodeTimeoutMs: NODE_TIMEOUT_MS, requireFullCoverage: fullCoverage });
-  });
-  afterAll(async () => {
-    await cluster?.close(); // checks that every redis-server it started has exited
-  });
+  // Closed in afterAll, which checks that every redis-server it started has exited.
+  const cluster = useCluster({ nodeTimeoutMs: NODE_TIMEOUT_MS, requireFullCoverage: fullCoverage });
 
   it('answers every call within the deadline, opens the one breaker, and closes it once the master is back', async () => {
     const unhandled: unknown[] = [];
