@@ -9,7 +9,15 @@
  *   node bench/cpu.ts
  */
 import { closedLoop, samplesOf } from './support/closedLoop.ts';
-import { rateLimiterFlexible, resilimit, resilimitOneByOne, STORE_OUTCOMES, upstash, naive, type ContenderFactory } from './support/contenders.ts';
+import {
+  rateLimiterFlexible,
+  resilimit,
+  resilimitOneByOne,
+  STORE_OUTCOMES,
+  upstash,
+  naive,
+  type ContenderFactory,
+} from './support/contenders.ts';
 import { perSecond, table } from './support/format.ts';
 import { makeKeys, scaled } from './support/keys.ts';
 import { Bench, main } from './support/report.ts';
@@ -68,7 +76,8 @@ async function round(server: BenchServer, factory: ContenderFactory, keys: reado
   await contender.close();
   // Decisions the store made in the measured interval: resilimit counts its own (its local tier may
   // answer some under load: those are not Redis's); every peer's calls are all the store's.
-  const decisions = after !== undefined && before !== undefined ? after.bySource.redis - before.bySource.redis : samplesOf(result, STORE_OUTCOMES).count;
+  const decisions =
+    after !== undefined && before !== undefined ? after.bySource.redis - before.bySource.redis : samplesOf(result, STORE_OUTCOMES).count;
   return { decisionsPerSecond: (decisions * 1000) / result.elapsedMs, nodeUs: nodeUs / result.total, redisUs: redisUs / decisions };
 }
 
@@ -89,7 +98,13 @@ main(async () => {
       const of = rounds.get(f) as Round[];
       const nodeUs = median(of.map((x) => x.nodeUs));
       const redisUs = median(of.map((x) => x.redisUs));
-      return { contender: f.name, decisionsPerSecond: median(of.map((x) => x.decisionsPerSecond)), nodeUs, redisUs, totalUs: nodeUs + redisUs };
+      return {
+        contender: f.name,
+        decisionsPerSecond: median(of.map((x) => x.decisionsPerSecond)),
+        nodeUs,
+        redisUs,
+        totalUs: nodeUs + redisUs,
+      };
     });
     const ref = summary[CONTENDERS.indexOf(REFERENCE)] as (typeof summary)[number];
     const x = (a: number, b: number): string => `${(a / b).toFixed(2)}×`;

@@ -43,7 +43,11 @@ function rlfWithInsurance(name: string, clientOptions: ClientOptions): Factory {
         insuranceLimiter: new RateLimiterMemory({ points: LIMIT, duration: WINDOW_MS / 1000 }),
       });
       return {
-        decide: (key) => limiter.consume(key).then(() => 'allowed', (e: unknown) => (e instanceof RateLimiterRes ? 'denied' : 'error')),
+        decide: (key) =>
+          limiter.consume(key).then(
+            () => 'allowed',
+            (e: unknown) => (e instanceof RateLimiterRes ? 'denied' : 'error'),
+          ),
         close: async () => client.disconnect(),
       };
     },
@@ -146,8 +150,7 @@ main(async () => {
       await subject.close();
     }
 
-    const unsettledCell = (p: Phase): string =>
-      p.unsettled === 0 ? '0' : `${p.unsettled} (>${(p.unsettledOverMs / 1000).toFixed(1)} s)`;
+    const unsettledCell = (p: Phase): string => (p.unsettled === 0 ? '0' : `${p.unsettled} (>${(p.unsettledOverMs / 1000).toFixed(1)} s)`);
     bench.section(
       `Calls scheduled during the freeze (${RATE.toLocaleString('en-US')} calls/s over ${KEY_COUNT.toLocaleString('en-US')} keys for ${DURATION_MS / 1000} s, frozen ${FREEZE_AT_MS / 1000}–${THAW_AT_MS / 1000} s; latency from each call's issue, ms)`,
       table(
@@ -171,7 +174,14 @@ main(async () => {
         'Peers relative to resilimit during the freeze (how many times slower)',
         table(
           ['contender', 'p50', 'p99', 'max'],
-          rows.slice(1).map((r) => [r.name, ratio(r.freeze.p50, base.freeze.p50), ratio(r.freeze.p99, base.freeze.p99), ratio(r.freeze.max, base.freeze.max)]),
+          rows
+            .slice(1)
+            .map((r) => [
+              r.name,
+              ratio(r.freeze.p50, base.freeze.p50),
+              ratio(r.freeze.p99, base.freeze.p99),
+              ratio(r.freeze.max, base.freeze.max),
+            ]),
         ),
       );
       const answered = Object.entries(base.freeze.outcomes)
@@ -183,7 +193,14 @@ main(async () => {
     bench.note(
       `Actual freeze/thaw times (ms from start): ${rows.map((r) => `${Math.round(r.freezeAt)}/${Math.round(r.thawAt)}`).join(', ')}. Unsettled calls count as infinitely slow in the percentiles. Issue lag: calls are issued by a ~1 ms timer, so up to ~1–2 ms is the driver's own granularity; more means the event loop was blocked.`,
     );
-    await bench.finish({ rate: RATE, durationMs: DURATION_MS, freeze: [FREEZE_AT_MS, THAW_AT_MS], keys: KEY_COUNT, redis: server.version, rows });
+    await bench.finish({
+      rate: RATE,
+      durationMs: DURATION_MS,
+      freeze: [FREEZE_AT_MS, THAW_AT_MS],
+      keys: KEY_COUNT,
+      redis: server.version,
+      rows,
+    });
   } finally {
     server.redis.thaw();
     await server.close();

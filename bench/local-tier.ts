@@ -66,9 +66,13 @@ const probe = fileURLToPath(new URL('./support/heapProbe.ts', import.meta.url));
 type Heap = { heapBytesPerKey: number; journalled: number };
 
 async function heapPerKey(id: string, keys: number, callsPerKey: number): Promise<Heap> {
-  const { stdout } = await run(process.execPath, ['--expose-gc', '--max-old-space-size=4096', probe, id, String(keys), String(callsPerKey)], {
-    timeout: 120_000,
-  });
+  const { stdout } = await run(
+    process.execPath,
+    ['--expose-gc', '--max-old-space-size=4096', probe, id, String(keys), String(callsPerKey)],
+    {
+      timeout: 120_000,
+    },
+  );
   return JSON.parse(stdout.trim().split('\n').at(-1) ?? '{}') as Heap;
 }
 
@@ -126,8 +130,14 @@ main(async () => {
   bench.section(
     'Heap used per key, bytes (fresh process per case, heapUsed plus ArrayBuffers after forced GC minus before; key strings excluded)',
     `${table(
-      ['contender', ...HEAP_CASES.map((c) => `${c.keys.toLocaleString('en-US')} keys × ${c.callsPerKey} call${c.callsPerKey > 1 ? 's' : ''}`)],
-      LOCAL_CONTENDERS.map((f) => [f.name, ...HEAP_CASES.map((c) => bytes(heap.get(`${f.id}/${c.keys}/${c.callsPerKey}`)?.heapBytesPerKey ?? Number.NaN))]),
+      [
+        'contender',
+        ...HEAP_CASES.map((c) => `${c.keys.toLocaleString('en-US')} keys × ${c.callsPerKey} call${c.callsPerKey > 1 ? 's' : ''}`),
+      ],
+      LOCAL_CONTENDERS.map((f) => [
+        f.name,
+        ...HEAP_CASES.map((c) => bytes(heap.get(`${f.id}/${c.keys}/${c.callsPerKey}`)?.heapBytesPerKey ?? Number.NaN)),
+      ]),
     )}\n\nmaxKeys is set to the key count (lru-cache pre-allocates its storage for maxKeys; that is counted). ResilientLimiter held open journals every admitted call for reconciliation (at most maxPending = 100,000), which the reconcile: false row leaves out. RateLimiterMemory keeps a 60 s timer per key.\n\n${journalLine(heap)}`,
   );
   await bench.finish({

@@ -54,21 +54,37 @@ main(async () => {
       bench.progress(`limit ${limit}: resilimit`);
       const window = new RedisWindow({ redis: client, limit, windowMs: WINDOW_MS, prefix: 'resilimit:' });
       await pool(n * limit, IN_FLIGHT, (i) => window.limit(users[i % n] as string));
-      const resilimit = await average(server, users.map((u) => window.keyOf(u)), (k) => client.zcard(k));
+      const resilimit = await average(
+        server,
+        users.map((u) => window.keyOf(u)),
+        (k) => client.zcard(k),
+      );
 
       bench.progress(`limit ${limit}: resilimit, cost ${limit / 5}`);
       const costly = new RedisWindow({ redis: client, limit, windowMs: WINDOW_MS, prefix: 'resilimit-cost:' });
       await pool(n * 5, IN_FLIGHT, (i) => costly.limit(users[i % n] as string, { cost: limit / 5 }));
-      const resilimitCost = await average(server, users.map((u) => costly.keyOf(u)), (k) => client.zcard(k));
+      const resilimitCost = await average(
+        server,
+        users.map((u) => costly.keyOf(u)),
+        (k) => client.zcard(k),
+      );
 
       bench.progress(`limit ${limit}: plain script`);
       await pool(n * limit, IN_FLIGHT, (i) => naiveLimit(client, `naive:${users[i % n] as string}`, limit, WINDOW_MS));
-      const naive = await average(server, users.map((u) => `naive:${u}`), (k) => client.zcard(k));
+      const naive = await average(
+        server,
+        users.map((u) => `naive:${u}`),
+        (k) => client.zcard(k),
+      );
 
       bench.progress(`limit ${limit}: rate-limiter-flexible`);
       const rlf = new RateLimiterRedis({ storeClient: client, points: limit, duration: WINDOW_MS / 1000 });
       await pool(n * limit, IN_FLIGHT, (i) => rlf.consume(users[i % n] as string));
-      const rlfMeasure = await average(server, users.map((u) => `rlflx:${u}`), async (k) => Number(await client.get(k)));
+      const rlfMeasure = await average(
+        server,
+        users.map((u) => `rlflx:${u}`),
+        async (k) => Number(await client.get(k)),
+      );
 
       for (const [name, m, want] of [
         ['resilimit', resilimit, limit],
@@ -84,7 +100,17 @@ main(async () => {
     bench.section(
       `Bytes per key (MEMORY USAGE … SAMPLES 0, averaged; redis-server ${server.version}, default listpack thresholds)`,
       `${table(
-        ['limit', 'keys averaged', 'resilimit', 'plain script', 'rate-limiter-flexible', 'resilimit, 5 calls of cost limit/5', 'resilimit ÷ plain script', 'resilimit per admitted call', 'encoding (resilimit / plain script)'],
+        [
+          'limit',
+          'keys averaged',
+          'resilimit',
+          'plain script',
+          'rate-limiter-flexible',
+          'resilimit, 5 calls of cost limit/5',
+          'resilimit ÷ plain script',
+          'resilimit per admitted call',
+          'encoding (resilimit / plain script)',
+        ],
         rows.map((r) => [
           r.limit.toLocaleString('en-US'),
           String(r.keys),

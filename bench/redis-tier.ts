@@ -112,7 +112,10 @@ main(async () => {
     // column, rounds rotate the order so that no contender always runs first or last.
     for (const concurrency of CONCURRENCY) {
       const pools = new Map<ContenderFactory, Pool>(
-        CONTENDERS.map((f) => [f, { elapsedMs: 0, rounds: [], store: new Samples(), all: 0, denied: 0, elsewhere: {}, scriptCalls: 0, scriptUsec: 0, decisions: 0 }]),
+        CONTENDERS.map((f) => [
+          f,
+          { elapsedMs: 0, rounds: [], store: new Samples(), all: 0, denied: 0, elsewhere: {}, scriptCalls: 0, scriptUsec: 0, decisions: 0 },
+        ]),
       );
       for (let round = 0; round < ROUNDS; round += 1) {
         const order = [...CONTENDERS.slice(round % CONTENDERS.length), ...CONTENDERS.slice(0, round % CONTENDERS.length)];
@@ -192,7 +195,14 @@ main(async () => {
       'Spread: decisions/s of each round (fresh clients, empty Redis each round)',
       table(
         ['contender', ...CONCURRENCY.map((c) => `${c}`)],
-        CONTENDERS.map((f) => [f.name, ...CONCURRENCY.map((c) => of(f, c).rounds.map((r) => perSecond(r)).join(' / '))]),
+        CONTENDERS.map((f) => [
+          f.name,
+          ...CONCURRENCY.map((c) =>
+            of(f, c)
+              .rounds.map((r) => perSecond(r))
+              .join(' / '),
+          ),
+        ]),
       ),
     );
 
@@ -200,7 +210,9 @@ main(async () => {
       'Server ceiling per script (redis-benchmark, no client library)',
       `${table(
         ['script', 'requests/s', 'command'],
-        ceiling.map((c) => ('requestsPerSecond' in c ? [c.script, perSecond(c.requestsPerSecond), `\`${c.command}\``] : [c.script, 'failed', c.error])),
+        ceiling.map((c) =>
+          'requestsPerSecond' in c ? [c.script, perSecond(c.requestsPerSecond), `\`${c.command}\``] : [c.script, 'failed', c.error],
+        ),
       )}\n\n\`redis-benchmark -P 16 -c 50 -n 200000 -r ${KEY_COUNT} --csv\` against the same server, each after FLUSHALL and SCRIPT LOAD, best of two runs. \`__rand_int__\` is a 12-digit random number below ${KEY_COUNT.toLocaleString('en-US')}.`,
     );
 
@@ -221,7 +233,16 @@ main(async () => {
     bench.section(
       'resilimit relative to the peers (decisions/s ratio > 1× means resilimit is faster; p99 ratio > 1× means slower)',
       table(
-        ['resilimit', 'concurrency', '÷ RateLimiterRedis decisions/s', '÷ RateLimiterRedis p99', '÷ @upstash decisions/s', '÷ plain script decisions/s', '÷ plain script ceiling', '÷ own script ceiling'],
+        [
+          'resilimit',
+          'concurrency',
+          '÷ RateLimiterRedis decisions/s',
+          '÷ RateLimiterRedis p99',
+          '÷ @upstash decisions/s',
+          '÷ plain script decisions/s',
+          '÷ plain script ceiling',
+          '÷ own script ceiling',
+        ],
         RESILIMITS.flatMap((r) =>
           CONCURRENCY.map((c) => {
             const x = of(r, c);
@@ -250,7 +271,16 @@ main(async () => {
     bench.section(
       'resilimit: who decided the measured calls',
       `${table(
-        ['resilimit', 'concurrency', 'calls', 'decided by Redis', 'stats().bySource.redis', 'answered locally', 'local share', 'stats().byReason over the interval'],
+        [
+          'resilimit',
+          'concurrency',
+          'calls',
+          'decided by Redis',
+          'stats().bySource.redis',
+          'answered locally',
+          'local share',
+          'stats().byReason over the interval',
+        ],
         RESILIMITS.flatMap((r) =>
           CONCURRENCY.map((c) => {
             const x = of(r, c);
@@ -274,7 +304,16 @@ main(async () => {
       )}\n\nstats() is read when measuring starts and ends, so it also counts the few calls still in flight at the end. Calls not decided by Redis, peers (all concurrencies): ${peersElsewhere}. Rejections are Redis decisions and count; with ${KEY_COUNT.toLocaleString('en-US')} keys, limit ${WINDOW.limit} and an empty Redis per cell there are few.`,
     );
 
-    await bench.finish({ keys: KEY_COUNT, window: WINDOW, rounds: ROUNDS, warmupMs: WARMUP_MS, measureMs: MEASURE_MS, redis: server.version, cells, ceilings: ceiling });
+    await bench.finish({
+      keys: KEY_COUNT,
+      window: WINDOW,
+      rounds: ROUNDS,
+      warmupMs: WARMUP_MS,
+      measureMs: MEASURE_MS,
+      redis: server.version,
+      cells,
+      ceilings: ceiling,
+    });
   } finally {
     await server.close();
   }

@@ -168,7 +168,9 @@ async function runAll(): Promise<void> {
       2,
     )}\n`,
   );
-  console.log(`${outcomes.every((o) => o.ok) ? 'All done' : 'Done, with failures'} in ${clock(totalMs)}. Report: ${join(dir, 'results.md')} (and results.json)`);
+  console.log(
+    `${outcomes.every((o) => o.ok) ? 'All done' : 'Done, with failures'} in ${clock(totalMs)}. Report: ${join(dir, 'results.md')} (and results.json)`,
+  );
   process.exitCode = outcomes.every((o) => o.ok) ? 0 : 1;
 }
 

@@ -9,7 +9,11 @@ import { createServer } from 'node:net';
 import { Redis } from 'ioredis';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import {
-  probeContainerRuntime, resolveExternalSettings, startChaosBackend, startExternalBackend, startLocalBackend,
+  probeContainerRuntime,
+  resolveExternalSettings,
+  startChaosBackend,
+  startExternalBackend,
+  startLocalBackend,
   type LocalBackend,
 } from './backends/index.ts';
 import { parsePortList } from './backends/portList.ts';
@@ -33,8 +37,14 @@ afterEach(async () => {
 /** An ioredis client that fails fast: no retries, no offline queue. */
 async function connect(host: string, port: number, options: ClientOptions = {}): Promise<Redis> {
   const client = new Redis({
-    host, port, lazyConnect: true, maxRetriesPerRequest: 0, enableOfflineQueue: false,
-    retryStrategy: () => null, connectTimeout: 2_000, ...options,
+    host,
+    port,
+    lazyConnect: true,
+    maxRetriesPerRequest: 0,
+    enableOfflineQueue: false,
+    retryStrategy: () => null,
+    connectTimeout: 2_000,
+    ...options,
   });
   client.on('error', () => {});
   clients.add(client);
@@ -91,8 +101,13 @@ describe('choosing a backend', () => {
 
     it('throws when CHAOS_BACKEND=container cannot start under CHAOS_STRICT=1', async () => {
       const env = { ...process.env, CHAOS_BACKEND: 'container', CHAOS_STRICT: '1' };
-      const error = await startChaosBackend(env).then(() => undefined, (e: unknown) => e as Error);
-      expect(error?.message).toMatch(/^CHAOS_STRICT=1 forbids falling back to the local chaos backend: container: requested, but it could not start \(/);
+      const error = await startChaosBackend(env).then(
+        () => undefined,
+        (e: unknown) => e as Error,
+      );
+      expect(error?.message).toMatch(
+        /^CHAOS_STRICT=1 forbids falling back to the local chaos backend: container: requested, but it could not start \(/,
+      );
       expect(error?.message).toMatch(NO_RUNTIME);
     });
   });
@@ -127,25 +142,40 @@ describe('the external settings', () => {
   it('listens on 127.0.0.1 for a loopback Toxiproxy, else on 0.0.0.0, and dials REDIS_URL unless told otherwise', () => {
     const local = resolveExternalSettings({ TOXIPROXY_URL: 'http://127.0.0.1:8474/', REDIS_URL: 'redis://127.0.0.1:6379' });
     expect(local).toEqual({
-      toxiproxyUrl: 'http://127.0.0.1:8474', proxyHost: '127.0.0.1', redis: { host: '127.0.0.1', port: 6379 },
-      upstream: '127.0.0.1:6379', listenHost: '127.0.0.1', ports: [],
+      toxiproxyUrl: 'http://127.0.0.1:8474',
+      proxyHost: '127.0.0.1',
+      redis: { host: '127.0.0.1', port: 6379 },
+      upstream: '127.0.0.1:6379',
+      listenHost: '127.0.0.1',
+      ports: [],
     });
     const remote = resolveExternalSettings({
-      TOXIPROXY_URL: 'http://toxiproxy:8474', REDIS_URL: 'redis://redis', CHAOS_REDIS_UPSTREAM: 'redis:6379',
+      TOXIPROXY_URL: 'http://toxiproxy:8474',
+      REDIS_URL: 'redis://redis',
+      CHAOS_REDIS_UPSTREAM: 'redis:6379',
     });
-    expect(remote).toMatchObject({ proxyHost: 'toxiproxy', upstream: 'redis:6379', listenHost: '0.0.0.0', redis: { host: 'redis', port: 6379 } });
+    expect(remote).toMatchObject({
+      proxyHost: 'toxiproxy',
+      upstream: 'redis:6379',
+      listenHost: '0.0.0.0',
+      redis: { host: 'redis', port: 6379 },
+    });
     // Published ports of a container reach only its own addresses, never its 127.0.0.1.
     const published = resolveExternalSettings({
-      TOXIPROXY_URL: 'http://localhost:8474', REDIS_URL: 'redis://localhost:6379', CHAOS_PROXY_PORTS: '26379-26380',
+      TOXIPROXY_URL: 'http://localhost:8474',
+      REDIS_URL: 'redis://localhost:6379',
+      CHAOS_PROXY_PORTS: '26379-26380',
     });
     expect(published).toMatchObject({ listenHost: '0.0.0.0', ports: [26379, 26380] });
   });
 
   it('refuses a REDIS_URL with credentials, and an upstream without a port', () => {
-    expect(() => resolveExternalSettings({ TOXIPROXY_URL: 'http://127.0.0.1:8474', REDIS_URL: 'redis://:secret@127.0.0.1:6379' }))
-      .toThrow('Expected `REDIS_URL` to be redis://host:port without credentials or a database');
-    expect(() => resolveExternalSettings({ TOXIPROXY_URL: 'http://127.0.0.1:8474', REDIS_URL: 'redis://127.0.0.1', CHAOS_REDIS_UPSTREAM: 'redis' }))
-      .toThrow('Expected `CHAOS_REDIS_UPSTREAM` to be host:port with a port (e.g. redis:6379), got `redis`');
+    expect(() => resolveExternalSettings({ TOXIPROXY_URL: 'http://127.0.0.1:8474', REDIS_URL: 'redis://:secret@127.0.0.1:6379' })).toThrow(
+      'Expected `REDIS_URL` to be redis://host:port without credentials or a database',
+    );
+    expect(() =>
+      resolveExternalSettings({ TOXIPROXY_URL: 'http://127.0.0.1:8474', REDIS_URL: 'redis://127.0.0.1', CHAOS_REDIS_UPSTREAM: 'redis' }),
+    ).toThrow('Expected `CHAOS_REDIS_UPSTREAM` to be host:port with a port (e.g. redis:6379), got `redis`');
   });
 });
 
@@ -160,7 +190,7 @@ describe('the local backend', () => {
     await local?.close();
   });
 
-  it('reaches the backend\'s Redis through a proxy', async () => {
+  it("reaches the backend's Redis through a proxy", async () => {
     const { host, port, proxy } = await local.createRedisProxy('reach');
     expect(proxy.upstream).toBe(`127.0.0.1:${local.redis.port}`);
     expect(port).not.toBe(local.redis.port);
@@ -221,7 +251,9 @@ describe('the local backend', () => {
 
   describe('seen as an external backend', () => {
     const externalEnv = (extra: Record<string, string> = {}): Record<string, string> => ({
-      TOXIPROXY_URL: local.toxiproxyUrl, REDIS_URL: `redis://127.0.0.1:${local.redis.port}`, ...extra,
+      TOXIPROXY_URL: local.toxiproxyUrl,
+      REDIS_URL: `redis://127.0.0.1:${local.redis.port}`,
+      ...extra,
     });
 
     it('works through CHAOS_BACKEND=external, without process faults, and deletes its proxies on close', async () => {
@@ -255,7 +287,9 @@ describe('the local backend', () => {
     it('fails early, saying so, when proxies cannot reach Redis', async () => {
       const nowhere = await unusedPort();
       await expect(startExternalBackend(externalEnv({ CHAOS_REDIS_UPSTREAM: `127.0.0.1:${nowhere}` }), 'test')).rejects.toThrow(
-        new RegExp(`^The external chaos backend is mis-wired: a PING through the proxy chaos-check-\\d+ .*dials 127\\.0\\.0\\.1:${nowhere}\\) did not reach Redis`),
+        new RegExp(
+          `^The external chaos backend is mis-wired: a PING through the proxy chaos-check-\\d+ .*dials 127\\.0\\.0\\.1:${nowhere}\\) did not reach Redis`,
+        ),
       );
       expect(Object.keys(await local.toxiproxy.getAll()).filter((name) => name.startsWith('chaos-check-'))).toEqual([]);
     });

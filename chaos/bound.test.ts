@@ -79,13 +79,17 @@ describe('4 processes through a freeze, a second freeze and a restart', () => {
     ['local', 2, Math.floor(LIMIT * 0.1)],
     ['local', 4, Math.floor(LIMIT * 0.1)],
     ['fail-closed', 4, 0],
-  ] as const)('mode %s offered %i× the limit: admitted within %i over the limit in every window', async (mode, offered, maxExcess) => {
-    const r = await run(mode, offered);
-    const { all, redis, latencyNet } = summary(`${mode} ${offered}×`, r, WINDOW_MS, LIMIT);
-    expect(r.errors).toEqual([]);
-    expect(r.calls.filter((c) => c.threw)).toEqual([]);
-    expect(redis.maxExcess).toBe(0);
-    expect(all.maxExcess).toBeLessThanOrEqual(maxExcess);
-    expect(latencyNet).toBeLessThanOrEqual(TIMEOUT_MS + LATENCY_SLACK_MS);
-  }, 60_000);
+  ] as const)(
+    'mode %s offered %i× the limit: admitted within %i over the limit in every window',
+    async (mode, offered, maxExcess) => {
+      const r = await run(mode, offered);
+      const { all, redis, latencyNet } = summary(`${mode} ${offered}×`, r, WINDOW_MS, LIMIT);
+      expect(r.errors).toEqual([]);
+      expect(r.calls.filter((c) => c.threw)).toEqual([]);
+      expect(redis.maxExcess).toBe(0);
+      expect(all.maxExcess).toBeLessThanOrEqual(maxExcess);
+      expect(latencyNet).toBeLessThanOrEqual(TIMEOUT_MS + LATENCY_SLACK_MS);
+    },
+    60_000,
+  );
 });

@@ -119,8 +119,11 @@ describe.each(targets)('Toxiproxy conformance against $name', (target) => {
     it('answers 404 proxy not found for an unknown proxy, its toxics and its deletion', async () => {
       const name = uniqueName('missing');
       for (const [method, path] of [
-        ['GET', `/proxies/${name}`], ['POST', `/proxies/${name}`], ['DELETE', `/proxies/${name}`],
-        ['POST', `/proxies/${name}/toxics`], ['GET', `/proxies/${name}/toxics/t`],
+        ['GET', `/proxies/${name}`],
+        ['POST', `/proxies/${name}`],
+        ['DELETE', `/proxies/${name}`],
+        ['POST', `/proxies/${name}/toxics`],
+        ['GET', `/proxies/${name}/toxics/t`],
       ] as const) {
         const response = await api(method, path, method === 'GET' || method === 'DELETE' ? undefined : {});
         expect([method, path, response.status, response.json()]).toEqual([method, path, 404, { error: 'proxy not found', status: 404 }]);
@@ -164,7 +167,11 @@ describe.each(targets)('Toxiproxy conformance against $name', (target) => {
       const response = await api('POST', `/proxies/${proxy.name}/toxics`, { type: 'latency', attributes: { latency: 100 } });
       expect(response.status).toBe(200);
       expect(response.json()).toEqual({
-        attributes: { latency: 100, jitter: 0 }, name: 'latency_downstream', type: 'latency', stream: 'downstream', toxicity: 1,
+        attributes: { latency: 100, jitter: 0 },
+        name: 'latency_downstream',
+        type: 'latency',
+        stream: 'downstream',
+        toxicity: 1,
       });
       expect((await proxy.getToxic('latency_downstream')).toJson()).toEqual(response.json());
     });
@@ -187,19 +194,23 @@ describe.each(targets)('Toxiproxy conformance against $name', (target) => {
     });
 
     // The stand-in only: Toxiproxy serves these; the stand-in dropped what neither the suite nor the client uses.
-    it.skipIf(target.kind !== 'stand-in')('refuses slow_close and noop (400) and answers 404 to PATCH and GET /proxies/{p}/toxics', async () => {
-      const proxy = await createProxy('localhost:6379');
-      for (const type of ['slow_close', 'noop']) {
-        const response = await api('POST', `/proxies/${proxy.name}/toxics`, { type });
-        expect([type, response.status, response.json()]).toEqual([type, 400, { error: 'invalid toxic type', status: 400 }]);
-      }
-      for (const [method, path] of [
-        ['PATCH', `/proxies/${proxy.name}`], ['GET', `/proxies/${proxy.name}/toxics`],
-      ] as const) {
-        const response = await api(method, path, method === 'PATCH' ? {} : undefined);
-        expect([method, path, response.status]).toEqual([method, path, 404]);
-      }
-    });
+    it.skipIf(target.kind !== 'stand-in')(
+      'refuses slow_close and noop (400) and answers 404 to PATCH and GET /proxies/{p}/toxics',
+      async () => {
+        const proxy = await createProxy('localhost:6379');
+        for (const type of ['slow_close', 'noop']) {
+          const response = await api('POST', `/proxies/${proxy.name}/toxics`, { type });
+          expect([type, response.status, response.json()]).toEqual([type, 400, { error: 'invalid toxic type', status: 400 }]);
+        }
+        for (const [method, path] of [
+          ['PATCH', `/proxies/${proxy.name}`],
+          ['GET', `/proxies/${proxy.name}/toxics`],
+        ] as const) {
+          const response = await api(method, path, method === 'PATCH' ? {} : undefined);
+          expect([method, path, response.status]).toEqual([method, path, 404]);
+        }
+      },
+    );
 
     it('refuses a toxic name already used in either direction with 409', async () => {
       const proxy = await createProxy('localhost:6379');
@@ -213,7 +224,8 @@ describe.each(targets)('Toxiproxy conformance against $name', (target) => {
       const path = `/proxies/${proxy.name}/toxics`;
       const badBoth = await api('POST', path, { type: 'bogus', stream: 'sideways' });
       expect([badBoth.status, badBoth.json()]).toEqual([
-        400, { error: 'stream was invalid, can be either upstream or downstream', status: 400 },
+        400,
+        { error: 'stream was invalid, can be either upstream or downstream', status: 400 },
       ]);
       const badType = await api('POST', path, { type: 'bogus' });
       expect([badType.status, badType.json()]).toEqual([400, { error: 'invalid toxic type', status: 400 }]);
@@ -228,7 +240,9 @@ describe.each(targets)('Toxiproxy conformance against $name', (target) => {
       for (const latency of ['100', 1.5, true]) {
         const response = await api('POST', `/proxies/${proxy.name}/toxics`, { type: 'latency', attributes: { latency } });
         expect([latency, response.status, response.json()]).toEqual([
-          latency, 400, { error: expect.stringMatching(/^bad request body: /), status: 400 },
+          latency,
+          400,
+          { error: expect.stringMatching(/^bad request body: /), status: 400 },
         ]);
       }
       expect((await api('GET', `/proxies/${proxy.name}`)).json().toxics).toEqual([]);
@@ -239,9 +253,16 @@ describe.each(targets)('Toxiproxy conformance against $name', (target) => {
       await addToxic(proxy, 'latency', { latency: 100, jitter: 10 }, { toxicity: 0.5 });
       const path = `/proxies/${proxy.name}/toxics/latency_downstream`;
       const merged = await api('POST', path, { attributes: { jitter: 20 } });
-      expect([merged.status, merged.json()]).toEqual([200, {
-        attributes: { latency: 100, jitter: 20 }, name: 'latency_downstream', type: 'latency', stream: 'downstream', toxicity: 0.5,
-      }]);
+      expect([merged.status, merged.json()]).toEqual([
+        200,
+        {
+          attributes: { latency: 100, jitter: 20 },
+          name: 'latency_downstream',
+          type: 'latency',
+          stream: 'downstream',
+          toxicity: 0.5,
+        },
+      ]);
       const posted = await api('POST', path, { toxicity: 0.25 });
       expect(posted.json()).toMatchObject({ attributes: { latency: 100, jitter: 20 }, toxicity: 0.25 });
       expect((await api('GET', path)).json()).toEqual(posted.json());
@@ -314,10 +335,12 @@ describe.each(targets)('Toxiproxy conformance against $name', (target) => {
   describe.skipIf(!target.tcp)('the Toxiproxy data plane', () => {
     let echo: Upstream;
 
+    // biome-ignore lint/suspicious/noDuplicateTestHooks: the hooks of this describe.skipIf block, not of the file's
     beforeAll(async () => {
       echo = await upstreamServer((socket) => socket.pipe(socket));
     });
 
+    // biome-ignore lint/suspicious/noDuplicateTestHooks: the hooks of this describe.skipIf block, not of the file's
     afterAll(async () => {
       await echo.close();
     });
@@ -507,6 +530,7 @@ interface ApiResponse {
   readonly status: number;
   readonly text: string;
   /** The body parsed as JSON (any: tests compare it with toEqual). */
+  // biome-ignore lint/suspicious/noExplicitAny: a test reads any field of any reply and compares it
   json(): any;
 }
 
@@ -565,10 +589,11 @@ async function upstreamServer(onConnection: (socket: Socket) => void): Promise<U
   const { port } = tcp.address() as AddressInfo;
   return {
     address: `${UPSTREAM_HOST}:${port}`,
-    close: () => new Promise((resolve) => {
-      for (const socket of sockets) socket.destroy();
-      tcp.close(() => resolve());
-    }),
+    close: () =>
+      new Promise((resolve) => {
+        for (const socket of sockets) socket.destroy();
+        tcp.close(() => resolve());
+      }),
   };
 }
 
@@ -621,26 +646,29 @@ function dial(proxy: { listen: string }): Promise<Client> {
         resolveClosed({ atMs: performance.now(), ended, error, bytes });
       });
     });
-    socket.once('connect', () => resolve({
-      socket,
-      connectedAtMs: performance.now(),
-      closed,
-      received: () => Buffer.concat(chunks),
-      isClosed: () => isClosed,
-      waitForBytes: (count, timeoutMs = 3_000) => new Promise((done, fail) => {
-        const timer = setTimeout(() => fail(new Error(`got ${bytes} of ${count} bytes in ${timeoutMs} ms`)), timeoutMs);
-        onBytes = () => {
-          if (bytes >= count) {
-            clearTimeout(timer);
-            done();
-          } else if (isClosed) {
-            clearTimeout(timer);
-            fail(new Error(`closed after ${bytes} of ${count} bytes`));
-          }
-        };
-        onBytes();
+    socket.once('connect', () =>
+      resolve({
+        socket,
+        connectedAtMs: performance.now(),
+        closed,
+        received: () => Buffer.concat(chunks),
+        isClosed: () => isClosed,
+        waitForBytes: (count, timeoutMs = 3_000) =>
+          new Promise((done, fail) => {
+            const timer = setTimeout(() => fail(new Error(`got ${bytes} of ${count} bytes in ${timeoutMs} ms`)), timeoutMs);
+            onBytes = () => {
+              if (bytes >= count) {
+                clearTimeout(timer);
+                done();
+              } else if (isClosed) {
+                clearTimeout(timer);
+                fail(new Error(`closed after ${bytes} of ${count} bytes`));
+              }
+            };
+            onBytes();
+          }),
       }),
-    }));
+    );
   });
 }
 

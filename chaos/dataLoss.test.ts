@@ -30,7 +30,16 @@ describe('FLUSHALL mid-traffic', () => {
   it('two processes, limit 20 a second, flushed three times: within 1.1 × the limit in every window', async () => {
     const limit = 20;
     const windowMs = 1000;
-    const setup: Setup = { port: server.port, prefix: `flush:${randomUUID()}:`, limit, windowMs, mode: 'local', perSecond: 100, keys: 2, instances: 2 };
+    const setup: Setup = {
+      port: server.port,
+      prefix: `flush:${randomUUID()}:`,
+      limit,
+      windowMs,
+      mode: 'local',
+      perSecond: 100,
+      keys: 2,
+      instances: 2,
+    };
     const fleet = await startFleet([setup, setup]);
     try {
       const at = fleet.go();
@@ -60,7 +69,15 @@ describe('eviction under maxmemory', () => {
     await waitReady(redis);
     // The warm window holds every user (local.maxKeys): a key Redis evicted is answered by it.
     // heartbeatMs paces the data watch: it reads the server's eviction settings a beat after the client is ready, then every beat.
-    const limiter = new ResilientLimiter({ redis, prefix: `evict:${randomUUID()}:`, limit: 1, windowMs: 60_000, heartbeatMs: 100, local: { instances: 1, maxKeys: 50_000 }, breaker: { timeoutMs: 2_000 } });
+    const limiter = new ResilientLimiter({
+      redis,
+      prefix: `evict:${randomUUID()}:`,
+      limit: 1,
+      windowMs: 60_000,
+      heartbeatMs: 100,
+      local: { instances: 1, maxKeys: 50_000 },
+      breaker: { timeoutMs: 2_000 },
+    });
     const lost: number[] = [];
     limiter.on('dataLost', (loss) => void lost.push(loss.evictedKeys ?? 0));
     try {
@@ -77,7 +94,9 @@ describe('eviction under maxmemory', () => {
       const evicted = Number(/^evicted_keys:(\d+)/m.exec(await admin.info('stats'))?.[1]);
       const second = await round();
       await new Promise((resolve) => setTimeout(resolve, 1000)); // a watch read (every beat, 100 ms) and the warnings' tick
-      console.log(`eviction: first round admitted ${first} of ${users}, Redis evicted ${evicted} keys, second round admitted ${second}; dataLost events ${lost.length}; warnings ${codes.join(', ')}`);
+      console.log(
+        `eviction: first round admitted ${first} of ${users}, Redis evicted ${evicted} keys, second round admitted ${second}; dataLost events ${lost.length}; warnings ${codes.join(', ')}`,
+      );
       expect(first).toBe(users);
       expect(evicted).toBeGreaterThan(0);
       expect(second).toBe(0);

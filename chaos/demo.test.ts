@@ -117,9 +117,15 @@ describe(`the demo, ${DURATION_S} s with ${INSTANCES} instances in mode local, s
     expect(report.phases.map((p) => p.name)).toEqual(['healthy', 'slow', 'down', 'back']);
     expect(report.phases[0]?.startMs).toBe(0);
     expect(report.phases.at(-1)?.endMs).toBe(DURATION_S * 1000);
-    report.phases.slice(1).forEach((p, i) => expect(p.startMs).toBe(report.phases[i]?.endMs));
+    for (const [i, p] of report.phases.slice(1).entries()) expect(p.startMs).toBe(report.phases[i]?.endMs);
     for (const p of report.phases) expect(p.endMs - p.startMs).toBeGreaterThanOrEqual(2000);
-    expect(report.options).toMatchObject({ durationS: DURATION_S, instances: INSTANCES, limit: LIMIT, mode: 'local', offeredPerSecond: 2 * LIMIT });
+    expect(report.options).toMatchObject({
+      durationS: DURATION_S,
+      instances: INSTANCES,
+      limit: LIMIT,
+      mode: 'local',
+      offeredPerSecond: 2 * LIMIT,
+    });
     expect(report.interrupted).toBe(false);
     expect(report.seconds.map((s) => s.second)).toEqual(Array.from({ length: DURATION_S }, (_, i) => i));
     expect(report.instancesCounted).toEqual(Array.from({ length: INSTANCES }, () => INSTANCES));
@@ -194,7 +200,17 @@ describe('the demo command line', () => {
   it('--help exits 0 and explains every option with its default', async () => {
     const run = await demo(['--help'], 10_000);
     expect(run.code).toBe(0);
-    for (const option of ['--duration', '--instances', '--limit', '--mode', '--redis', '--toxiproxy', '--redis-upstream', '--out', '--help']) {
+    for (const option of [
+      '--duration',
+      '--instances',
+      '--limit',
+      '--mode',
+      '--redis',
+      '--toxiproxy',
+      '--redis-upstream',
+      '--out',
+      '--help',
+    ]) {
       expect(run.stdout).toContain(` ${option} `);
     }
     const defaults = [RANGES.duration.default, RANGES.instances.default, RANGES.limit.default, 'local'].map((d) => `(default ${d})`);
@@ -230,16 +246,28 @@ describe('the demo command line', () => {
 
 describe('the live display', () => {
   const figures = (overrides: Partial<SecondFigures>): SecondFigures => ({
-    second: 299, phase: 'healthy', offered: 2000, decisions: 2000, admitted: 1000,
+    second: 299,
+    phase: 'healthy',
+    offered: 2000,
+    decisions: 2000,
+    admitted: 1000,
     admittedBy: { redis: 1000, local: 0, 'fail-open': 0, 'fail-closed': 0, disabled: 0 },
     bySource: { redis: 2000, local: 0, 'fail-open': 0, 'fail-closed': 0, disabled: 0 },
-    byReason: { decided: 2000 }, redis: 2000, fallback: 0, denyCache: 0,
+    byReason: { decided: 2000 },
+    redis: 2000,
+    fallback: 0,
+    denyCache: 0,
     breakers: Array.from({ length: 16 }, (_, i) => (i % 3 === 0 ? 'open' : i % 3 === 1 ? 'half-open' : 'closed')),
-    latencyMs: { p50: 0.0123, p99: 51.26, max: 52, count: 2000 }, ...overrides,
+    latencyMs: { p50: 0.0123, p99: 51.26, max: 52, count: 2000 },
+    ...overrides,
   });
 
   it('keeps every plain line within 80 columns at the extremes of the options', () => {
-    for (const line of [plainHeader(), plainLine(figures({}), 1), plainLine(figures({ admitted: 99_999, fallback: 99_999, denyCache: 99_999 }), 1000)]) {
+    for (const line of [
+      plainHeader(),
+      plainLine(figures({}), 1),
+      plainLine(figures({ admitted: 99_999, fallback: 99_999, denyCache: 99_999 }), 1000),
+    ]) {
       expect([...line].length).toBeLessThanOrEqual(80);
     }
     expect(plainLine(figures({ breakers: ['closed', 'open', 'half-open'] }), 100)).toMatch(/^ 300s healthy 1000 .* COH +0\.012 +51\.3$/);

@@ -35,10 +35,23 @@ describe('a refund of a call whose reply came after the deadline', () => {
     const redis = createRedisClient({ host, port });
     await waitReady(redis);
     const prefix = `late:${randomUUID()}:`;
-    const limiter = new ResilientLimiter({ redis, prefix, limit: 10, windowMs: 60_000, local: { instances: 1 }, breaker: { resetTimeoutMs: 100 } });
+    const limiter = new ResilientLimiter({
+      redis,
+      prefix,
+      limit: 10,
+      windowMs: 60_000,
+      local: { instances: 1 },
+      breaker: { resetTimeoutMs: 100 },
+    });
     try {
       // Replies 300 ms late: past the 50 ms deadline, while the script itself runs at once.
-      await (proxy as Proxy).addToxic<Latency>({ name: 'slow-back', type: 'latency', stream: 'downstream', toxicity: 1, attributes: { latency: 300, jitter: 0 } });
+      await (proxy as Proxy).addToxic<Latency>({
+        name: 'slow-back',
+        type: 'latency',
+        stream: 'downstream',
+        toxicity: 1,
+        attributes: { latency: 300, jitter: 0 },
+      });
       const d = await limiter.limit('k');
       expect(d).toMatchObject({ allowed: true, source: 'local', reason: 'timeout' });
       const member = d.id as string;

@@ -37,7 +37,9 @@ export function staleBuildWarning(): string | undefined {
     const built = statSync(DIST).mtimeMs;
     const dir = fileURLToPath(SRC);
     const newer = readdirSync(dir).find((name) => name.endsWith('.ts') && statSync(join(dir, name)).mtimeMs > built);
-    return newer === undefined ? undefined : `src/${newer} is newer than dist/: run \`npm run build\` (npm run demo does) to demo the current code`;
+    return newer === undefined
+      ? undefined
+      : `src/${newer} is newer than dist/: run \`npm run build\` (npm run demo does) to demo the current code`;
   } catch {
     return undefined;
   }

@@ -45,7 +45,13 @@ describe('overLimit (the chaos suite measure of the promise)', () => {
   });
 
   it('counts calls at the same instant together, across keys separately, and ignores rejected calls', () => {
-    const calls = [admitted('a', 5), admitted('a', 5), admitted('a', 5), admitted('b', 5), { ...admitted('a', 6), admittedAtMs: undefined }];
+    const calls = [
+      admitted('a', 5),
+      admitted('a', 5),
+      admitted('a', 5),
+      admitted('b', 5),
+      { ...admitted('a', 6), admittedAtMs: undefined },
+    ];
     expect(overLimit(calls, 100, 2)).toMatchObject({ maxExcess: 1, callsOver: 3 });
   });
 });

@@ -133,9 +133,7 @@ export function measure(input: {
   if (lastFault !== undefined) {
     const finalStates = new Map<number, { state: BreakerState; atMs: number }>();
     for (const c of stateChanges) finalStates.set(c.instance, c);
-    const allClosed = Array.from({ length: instances }, (_, i) => finalStates.get(i)?.state ?? 'closed').every(
-      (s) => s === 'closed',
-    );
+    const allClosed = Array.from({ length: instances }, (_, i) => finalStates.get(i)?.state ?? 'closed').every((s) => s === 'closed');
     if (allClosed) {
       const lastClose = Math.max(lastFault.endMs, ...[...finalStates.values()].map((c) => c.atMs));
       timeToCloseMs = lastClose - lastFault.endMs;

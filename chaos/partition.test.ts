@@ -105,26 +105,34 @@ function check(name: string, r: FleetRun, maxExcess: number): void {
 }
 
 describe('two instances, one key: one loses Redis, or both and they come back apart', () => {
-  it.each(['refuse', 'blackhole'] as const)('only B loses Redis for 5 s (%s): within 1.1 × the limit in every window', async (how) => {
-    const steps: Step[] = [
-      { atMs: 2000, instance: 1, action: 'cut' },
-      { atMs: 7000, instance: 1, action: 'heal' },
-    ];
-    check(`B alone (${how})`, await run(`alone-${how}`, 2, 'local', how, steps, 10_000), LOCAL_EXCESS);
-  }, 60_000);
+  it.each(['refuse', 'blackhole'] as const)(
+    'only B loses Redis for 5 s (%s): within 1.1 × the limit in every window',
+    async (how) => {
+      const steps: Step[] = [
+        { atMs: 2000, instance: 1, action: 'cut' },
+        { atMs: 7000, instance: 1, action: 'heal' },
+      ];
+      check(`B alone (${how})`, await run(`alone-${how}`, 2, 'local', how, steps, 10_000), LOCAL_EXCESS);
+    },
+    60_000,
+  );
 
   it.each([
     ['A', 0, 1],
     ['B', 1, 0],
-  ] as const)('both lose Redis, %s comes back 4 s before the other: within 1.1 × the limit in every window', async (_first, first, second) => {
-    const steps: Step[] = [
-      { atMs: 2000, instance: 0, action: 'cut' },
-      { atMs: 2000, instance: 1, action: 'cut' },
-      { atMs: 4000, instance: first, action: 'heal' },
-      { atMs: 8000, instance: second, action: 'heal' },
-    ];
-    check(`both, ${_first} back first`, await run(`stagger-${first}`, 2, 'local', 'refuse', steps, 11_000), LOCAL_EXCESS);
-  }, 60_000);
+  ] as const)(
+    'both lose Redis, %s comes back 4 s before the other: within 1.1 × the limit in every window',
+    async (_first, first, second) => {
+      const steps: Step[] = [
+        { atMs: 2000, instance: 0, action: 'cut' },
+        { atMs: 2000, instance: 1, action: 'cut' },
+        { atMs: 4000, instance: first, action: 'heal' },
+        { atMs: 8000, instance: second, action: 'heal' },
+      ];
+      check(`both, ${_first} back first`, await run(`stagger-${first}`, 2, 'local', 'refuse', steps, 11_000), LOCAL_EXCESS);
+    },
+    60_000,
+  );
 
   it('fail-closed, only B loses Redis: never over the limit', async () => {
     const steps: Step[] = [

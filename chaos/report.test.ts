@@ -34,7 +34,11 @@ const NO_REASONS: Record<DecisionReason, number> = {
 };
 
 /** A made-up timeline: `shape(atMs)` says how many decisions each source made in the bucket and how many were admitted. */
-function fixtureTimeline(durationMs: number, bucketMs: number, shape: (atMs: number) => { bySource: Partial<Record<DecisionSource, number>>; admitted: number }): Bucket[] {
+function fixtureTimeline(
+  durationMs: number,
+  bucketMs: number,
+  shape: (atMs: number) => { bySource: Partial<Record<DecisionSource, number>>; admitted: number },
+): Bucket[] {
   const buckets: Bucket[] = [];
   for (let atMs = 0; atMs < durationMs; atMs += bucketMs) {
     const { bySource, admitted } = shape(atMs);
@@ -158,7 +162,13 @@ const SLOW_FIXTURE: ScenarioResult = {
 };
 
 const FIXTURES = [FROZEN_FIXTURE, SLOW_FIXTURE] as const;
-const META = { backend: 'container', why: 'auto: docker answered', startedAt: '2025-01-01T00:00:00.000Z', node: 'v24.0.0', machine: 'linux x64, 8 CPUs' };
+const META = {
+  backend: 'container',
+  why: 'auto: docker answered',
+  startedAt: '2025-01-01T00:00:00.000Z',
+  node: 'v24.0.0',
+  machine: 'linux x64, 8 CPUs',
+};
 
 // ---------------------------------------------------------------------------------------------------
 // A minimal XML well-formedness check (Node has no DOMParser)
@@ -246,9 +256,57 @@ describe('renderMarkdownTable', () => {
       'Calls over limit',
       'Checks',
     ]);
-    expect(rows[1]).toEqual([':---', ':---', ':---', '---:', '---:', '---:', '---:', '---:', '---:', '---:', '---:', '---:', '---:', '---:', ':---']);
-    expect(rows[2]).toEqual(['Redis frozen \\<SIGSTOP> & thawed', 'container', 'local', '3', '3000', '0', '0', '0.50', '1.3', '25.1', '212', '640', '0', '0', '✅ pass']);
-    expect(rows[3]).toEqual(['Latency 200 ms', 'local', 'fail-open', '2', '800', '0', '1', '0.043', '12.3', '250', '61', '—', '30', '120', '❌ fail (1 of 2)']);
+    expect(rows[1]).toEqual([
+      ':---',
+      ':---',
+      ':---',
+      '---:',
+      '---:',
+      '---:',
+      '---:',
+      '---:',
+      '---:',
+      '---:',
+      '---:',
+      '---:',
+      '---:',
+      '---:',
+      ':---',
+    ]);
+    expect(rows[2]).toEqual([
+      'Redis frozen \\<SIGSTOP> & thawed',
+      'container',
+      'local',
+      '3',
+      '3000',
+      '0',
+      '0',
+      '0.50',
+      '1.3',
+      '25.1',
+      '212',
+      '640',
+      '0',
+      '0',
+      '✅ pass',
+    ]);
+    expect(rows[3]).toEqual([
+      'Latency 200 ms',
+      'local',
+      'fail-open',
+      '2',
+      '800',
+      '0',
+      '1',
+      '0.043',
+      '12.3',
+      '250',
+      '61',
+      '—',
+      '30',
+      '120',
+      '❌ fail (1 of 2)',
+    ]);
   });
 
   it('shows no fault latency for a scenario that made no call during a fault, and no verdict without checks', () => {
@@ -283,14 +341,18 @@ describe('renderMarkdownReport', () => {
     const md = renderMarkdownReport(FIXTURES, META);
     const lines = md.split('\n');
     expect(lines[0]).toBe('# resilimit chaos report');
-    expect(md).toContain('Backend **container** (auto: docker answered) · started 2025-01-01T00:00:00.000Z · Node v24.0.0 · linux x64, 8 CPUs');
+    expect(md).toContain(
+      'Backend **container** (auto: docker answered) · started 2025-01-01T00:00:00.000Z · Node v24.0.0 · linux x64, 8 CPUs',
+    );
     const lastRow = lines.findIndex((l) => l.startsWith('| Latency 200 ms |'));
     const heading = lines.indexOf('## Failed checks (1 of 4)');
     expect(lastRow).toBeGreaterThan(0);
     expect(heading).toBeGreaterThan(lastRow);
     expect(lines.filter((l) => l.startsWith('|'))).toHaveLength(4);
     const items = lines.filter((l) => l.startsWith('- '));
-    expect(items).toEqual(['- **Latency 200 ms** (`latency spike`): no unhandled rejections — 1 unhandled rejection: Error \\| connection reset']);
+    expect(items).toEqual([
+      '- **Latency 200 ms** (`latency spike`): no unhandled rejections — 1 unhandled rejection: Error \\| connection reset',
+    ]);
     expect(md).toContain('![Redis frozen \\<SIGSTOP> & thawed](redis-freeze.svg)');
     expect(md).toContain('![Latency 200 ms](latency-spike.svg)');
   });
@@ -330,7 +392,19 @@ describe('renderSvg', () => {
 
   it('has a legend entry for every decision source, the admitted line, the limit and each breaker state', () => {
     const svg = renderSvg(FROZEN_FIXTURE);
-    for (const entry of ['redis', 'local', 'fail-open', 'fail-closed', 'disabled', 'admitted/s', 'limit', 'fault', 'closed', 'half-open', 'open']) {
+    for (const entry of [
+      'redis',
+      'local',
+      'fail-open',
+      'fail-closed',
+      'disabled',
+      'admitted/s',
+      'limit',
+      'fault',
+      'closed',
+      'half-open',
+      'open',
+    ]) {
       expect(svg, entry).toContain(`>${entry}</text>`);
     }
   });
@@ -387,7 +461,10 @@ describe('writeReport', () => {
       markdown: join(dir, 'report.md'),
       svgs: [join(dir, 'redis-freeze.svg'), join(dir, 'latency-spike.svg')],
     });
-    const json = JSON.parse(await readFile(paths.json, 'utf8')) as { meta: unknown; results: { name: string; metrics: { timeToCloseMs: unknown } }[] };
+    const json = JSON.parse(await readFile(paths.json, 'utf8')) as {
+      meta: unknown;
+      results: { name: string; metrics: { timeToCloseMs: unknown } }[];
+    };
     expect(json.meta).toEqual(META);
     expect(json.results.map((r) => r.name)).toEqual(['redis-freeze', 'latency spike']);
     expect(json.results[1]?.metrics.timeToCloseMs).toBeNull();

@@ -111,9 +111,9 @@ export async function runScenario(backend: ChaosBackend, spec: ScenarioSpec): Pr
 
   const t0 = performance.now();
   const epoch0 = Date.now();
-  limiters.forEach((l, instance) =>
-    l.on('stateChange', ({ state }) => stateChanges.push({ atMs: performance.now() - t0, instance, state })),
-  );
+  for (const [instance, l] of limiters.entries()) {
+    l.on('stateChange', ({ state }) => stateChanges.push({ atMs: performance.now() - t0, instance, state }));
+  }
 
   const phaseRuns = spec.faults.map((phase) => schedule(phase, t0, context));
   const pending: Promise<void>[] = [];

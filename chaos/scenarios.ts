@@ -243,7 +243,11 @@ export const moreScenarios: readonly ScenarioSpec[] = [
     maxExcess: 0,
     checks: (r) => [
       ...opensAndCloses(r),
-      { name: 'no call read as a reply error', pass: (r.metrics.byReason['redis-reply-error'] ?? 0) === 0, detail: `${r.metrics.byReason['redis-reply-error'] ?? 0} reply errors` },
+      {
+        name: 'no call read as a reply error',
+        pass: (r.metrics.byReason['redis-reply-error'] ?? 0) === 0,
+        detail: `${r.metrics.byReason['redis-reply-error'] ?? 0} reply errors`,
+      },
     ],
   },
   {

@@ -79,7 +79,11 @@ export function timeScale(endMs: number): Scale {
 }
 
 /** Calls per second up the plot, from 0 to a round maximum 15 % above `peak` (room for the phase labels). */
-export function rateScale(peak: number, maxTicks: number, bottom: number): { readonly y: Scale; readonly step: number; readonly max: number } {
+export function rateScale(
+  peak: number,
+  maxTicks: number,
+  bottom: number,
+): { readonly y: Scale; readonly step: number; readonly max: number } {
   const step = niceStep(peak * 1.15, maxTicks);
   const max = Math.max(step, Math.ceil((peak * 1.15) / step) * step);
   return { step, max, y: (v) => bottom - (Math.min(Math.max(v, 0), max) / max) * (bottom - PLOT_TOP) };
@@ -210,7 +214,9 @@ export function axes({ bottom, stripBottom, x, endMs, xStepS, rate, timeTitle }:
     );
   }
   const middle = (PLOT_TOP + bottom) / 2;
-  out.push(`<text x="16" y="${px(middle)}" transform="rotate(-90 16 ${px(middle)})" text-anchor="middle" fill="${MUTED}">calls per second</text>`);
+  out.push(
+    `<text x="16" y="${px(middle)}" transform="rotate(-90 16 ${px(middle)})" text-anchor="middle" fill="${MUTED}">calls per second</text>`,
+  );
   const labelY = stripBottom + 16;
   for (let s = 0; s * 1000 <= endMs + 1e-6; s += xStepS) {
     const tx = px(x(s * 1000));
@@ -250,8 +256,16 @@ function breakerSegments(changes: readonly StateChange[], endMs: number): Segmen
 }
 
 /** Where the breaker strip goes under a plot ending at `plotBottom`, with a row per instance; and the chart's height, with the time axis under it. */
-export function stripLayout(plotBottom: number, rows: number): {
-  readonly headY: number; readonly top: number; readonly bottom: number; readonly rowHeight: number; readonly gap: number; readonly chartHeight: number;
+export function stripLayout(
+  plotBottom: number,
+  rows: number,
+): {
+  readonly headY: number;
+  readonly top: number;
+  readonly bottom: number;
+  readonly rowHeight: number;
+  readonly gap: number;
+  readonly chartHeight: number;
 } {
   const rowHeight = rows <= 4 ? 12 : Math.max(5, Math.min(12, 60 / rows));
   const gap = rowHeight >= 8 ? 3 : 1;
@@ -266,7 +280,13 @@ export function stripLayout(plotBottom: number, rows: number): {
  * The breaker strip: a heading with the states' legend, then a row per instance of `rows` with its
  * state over time (a span at least a pixel wide, so that a breaker open for a moment still shows).
  */
-export function breakerStrip(layout: ReturnType<typeof stripLayout>, rows: readonly number[], changes: readonly StateChange[], endMs: number, x: Scale): string[] {
+export function breakerStrip(
+  layout: ReturnType<typeof stripLayout>,
+  rows: readonly number[],
+  changes: readonly StateChange[],
+  endMs: number,
+  x: Scale,
+): string[] {
   const legend = new Legend(PLOT_LEFT, layout.headY, 'breaker state per instance:');
   for (const state of STATES) legend.swatch(state, STATE_COLOURS[state], '', 'legend-state');
   const out = [`<g class="breaker">`, ...legend.lines];
@@ -278,7 +298,10 @@ export function breakerStrip(layout: ReturnType<typeof stripLayout>, rows: reado
         `<text x="${PLOT_LEFT - 7}" y="${px(ry + rowHeight / 2 + 3.5)}" text-anchor="end" font-size="${rowHeight >= 8 ? 10 : 8}" fill="${MUTED}">#${instance}</text>`,
       );
     }
-    for (const seg of breakerSegments(changes.filter((c) => c.instance === instance), endMs)) {
+    for (const seg of breakerSegments(
+      changes.filter((c) => c.instance === instance),
+      endMs,
+    )) {
       const sx = x(seg.fromMs);
       out.push(
         `<rect class="state state-${seg.state}" x="${px(sx)}" y="${px(ry)}" width="${px(Math.max(1, x(seg.toMs) - sx))}" height="${px(rowHeight)}" ` +

@@ -5,8 +5,28 @@
  */
 import type { DecisionSource } from '../src/index.ts';
 import {
-  axes, breakerStrip, documentHead, escapeXml, formatSeconds, grid, INK, Legend, LIMIT, limitLine, niceStep, phaseLabel, PLOT_LEFT, PLOT_TOP,
-  px, rateScale, SOURCE_COLOURS, stepLine, stripLayout, tickLabel, timeScale, type Scale,
+  axes,
+  breakerStrip,
+  documentHead,
+  escapeXml,
+  formatSeconds,
+  grid,
+  INK,
+  Legend,
+  LIMIT,
+  limitLine,
+  niceStep,
+  phaseLabel,
+  PLOT_LEFT,
+  PLOT_TOP,
+  px,
+  rateScale,
+  SOURCE_COLOURS,
+  stepLine,
+  stripLayout,
+  tickLabel,
+  timeScale,
+  type Scale,
 } from './svg.ts';
 import type { Bucket, ScenarioResult } from './types.ts';
 
@@ -34,7 +54,15 @@ export function renderSvg(result: ScenarioResult): string {
   const y = rate.y;
   const rows = instanceRows(result);
   const strip = stripLayout(PLOT_BOTTOM, rows.length);
-  const frame = { bottom: PLOT_BOTTOM, stripBottom: strip.bottom, x, endMs, xStepS: niceStep(endMs / 1000, 8), rate, timeTitle: 'seconds since the scenario started' };
+  const frame = {
+    bottom: PLOT_BOTTOM,
+    stripBottom: strip.bottom,
+    x,
+    endMs,
+    xStepS: niceStep(endMs / 1000, 8),
+    rate,
+    timeTitle: 'seconds since the scenario started',
+  };
 
   const legend = new Legend(PLOT_LEFT, 60, 'decisions/s by source:');
   for (const source of SOURCES) legend.swatch(source, SOURCE_COLOURS[source]);
@@ -47,7 +75,9 @@ export function renderSvg(result: ScenarioResult): string {
   const faults = result.phases.filter((p) => p.fault);
   const out = [
     ...documentHead(strip.chartHeight, `${result.title} — ${result.backend}`, subtitle(result)),
-    `<g class="legend">`, ...legend.lines, `</g>`,
+    `<g class="legend">`,
+    ...legend.lines,
+    `</g>`,
     ...grid(frame, true),
     // Fault bands behind the areas, so that the areas keep the legend's colours; their edges and names over them.
     `<g class="faults">`,
@@ -67,8 +97,17 @@ export function renderSvg(result: ScenarioResult): string {
     `</g>`,
     ...faults.map((phase) => phaseLabel(phase.name, x(phase.startMs), x(phase.endMs), PLOT_TOP + 13, FAULT_TEXT, 10)),
   ];
-  const admitted = runs.map((run) => stepLine(run.map((b) => b.atMs), run.map((b) => b.admitted * perSecond), result.bucketMs, x, y));
-  if (admitted.length > 0) out.push(`<path class="admitted" fill="none" stroke="${INK}" stroke-width="1.8" stroke-linejoin="round" d="${admitted.join(' ')}"/>`);
+  const admitted = runs.map((run) =>
+    stepLine(
+      run.map((b) => b.atMs),
+      run.map((b) => b.admitted * perSecond),
+      result.bucketMs,
+      x,
+      y,
+    ),
+  );
+  if (admitted.length > 0)
+    out.push(`<path class="admitted" fill="none" stroke="${INK}" stroke-width="1.8" stroke-linejoin="round" d="${admitted.join(' ')}"/>`);
   out.push(
     ...limitLine(y(limitPerSecond), `limit ${tickLabel(limitPerSecond, limitPerSecond % 1 === 0 ? 1 : 0.1)}/s (${result.keys} keys)`),
     ...axes(frame),
@@ -81,7 +120,8 @@ export function renderSvg(result: ScenarioResult): string {
 
 function subtitle(result: ScenarioResult): string {
   const failed = result.checks.filter((c) => !c.pass).length;
-  const verdict = result.checks.length === 0 ? 'no checks' : failed === 0 ? 'all checks passed' : `${failed} of ${result.checks.length} checks failed`;
+  const verdict =
+    result.checks.length === 0 ? 'no checks' : failed === 0 ? 'all checks passed' : `${failed} of ${result.checks.length} checks failed`;
   return (
     `${result.mode} mode · ${result.instances} instance${result.instances === 1 ? '' : 's'} · ` +
     `limit ${result.limit} per ${result.windowMs} ms · offered ${result.rate}/s · ` +
@@ -109,7 +149,14 @@ function sourceAreas(result: ScenarioResult, runs: readonly Bucket[][], x: Scale
 }
 
 /** The closed outline between two step functions over a gap-free run of buckets: `top` left to right, `base` back. */
-function stepOutline(run: readonly Bucket[], top: readonly number[], base: readonly number[], bucketMs: number, x: Scale, y: Scale): string {
+function stepOutline(
+  run: readonly Bucket[],
+  top: readonly number[],
+  base: readonly number[],
+  bucketMs: number,
+  x: Scale,
+  y: Scale,
+): string {
   const start = (i: number): number => x(run[i]?.atMs ?? 0);
   const end = (i: number): number => x((run[i]?.atMs ?? 0) + bucketMs);
   const parts = [`M${px(start(0))} ${px(y(top[0] ?? 0))}`];

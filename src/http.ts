@@ -90,7 +90,7 @@ function ignore(): void {}
 function guard<Req, Res>(
   who: string,
   limiter: HttpLimiter,
-  options: CommonHttpOptions<Req, Res> & { onLimited?: (req: Req, res: Res, decision: Decision) => void | Promise<void> } | undefined,
+  options: (CommonHttpOptions<Req, Res> & { onLimited?: (req: Req, res: Res, decision: Decision) => void | Promise<void> }) | undefined,
   r: Response<Res>,
 ): (req: Req, res: Res, proceed: (error?: unknown) => void) => void {
   const l = checkLimiter(who, limiter);
@@ -160,7 +160,10 @@ function guard<Req, Res>(
         // Before the limiter: a partition key that fails leaves the request uncounted.
         if (partitionKey !== undefined) pk = partitionKeyParameter(partitionKey(req, k));
         if (refundOnClose !== undefined && (raw = r.raw(res)) === undefined) {
-          throw new ResilimitError(ErrorCode.INVALID_OPTION, `${who}(): skipFailedRequests and skipSuccessfulRequests need the reply's \`raw\` response`);
+          throw new ResilimitError(
+            ErrorCode.INVALID_OPTION,
+            `${who}(): skipFailedRequests and skipSuccessfulRequests need the reply's \`raw\` response`,
+          );
         }
         decided = l.limit(k, cost === undefined ? undefined : { cost: cost(req) });
       }
@@ -180,7 +183,8 @@ function guard<Req, Res>(
         proceed(error);
         return;
       }
-      if (goOn && refundOnClose !== undefined && raw !== undefined && decision.id !== undefined) refundOnClose(req, res, raw, k, decision.id);
+      if (goOn && refundOnClose !== undefined && raw !== undefined && decision.id !== undefined)
+        refundOnClose(req, res, raw, k, decision.id);
       // Outside the try: an error thrown by what proceed() runs is not ours to report a second time.
       if (goOn) proceed();
     }, proceed);

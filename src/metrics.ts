@@ -114,8 +114,7 @@ let packageVersion: string | undefined;
 
 /** This package's version, for the meter's scope (`package.json` sits next to `src/` and `dist/`). */
 function version(): string {
-  packageVersion ??= (JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version: string })
-    .version;
+  packageVersion ??= (JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version: string }).version;
   return packageVersion;
 }
 
@@ -223,7 +222,12 @@ export function instrumentLimiter(limiter: ResilientLimiter, options?: Instrumen
       const timed = { ...base, 'resilimit.source': source, 'resilimit.reason': reason };
       const allowed = { ...timed, 'resilimit.allowed': true };
       // Shadow mode's admissions of refusals: admitted, and a series of their own (the attribute is absent on the others).
-      sets = { timed, rejected: { ...timed, 'resilimit.allowed': false }, allowed, shadowRejected: { ...allowed, 'resilimit.shadow_rejected': true } };
+      sets = {
+        timed,
+        rejected: { ...timed, 'resilimit.allowed': false },
+        allowed,
+        shadowRejected: { ...allowed, 'resilimit.shadow_rejected': true },
+      };
       attributeSets.set(id, sets);
     }
     return sets;

@@ -16,9 +16,14 @@ function check(found, needed) {
   for (var i = 0; i < 3; i += 1) {
     if ((a[i] || 0) > (b[i] || 0)) return undefined;
     if ((a[i] || 0) < (b[i] || 0)) {
-      return 'resilimit: Node v' + found + ' found; the npm scripts need Node >= ' + needed +
+      return (
+        'resilimit: Node v' +
+        found +
+        ' found; the npm scripts need Node >= ' +
+        needed +
         ' (they run TypeScript directly, and the dev dependencies ask for it; the package itself runs on >= 22.12). ' +
-        'Install Node 24 (e.g. `nvm install 24`) and run the script again.';
+        'Install Node 24 (e.g. `nvm install 24`) and run the script again.'
+      );
     }
   }
   return undefined;

@@ -58,7 +58,12 @@ async function probe(root: string): Promise<Sample> {
   redis.disconnect();
   await server.close();
 
-  const local = new lib.ResilientLimiter({ redis: lib.createRedisClient({ lazyConnect: true }), limit: 100, windowMs: 60_000, local: { instances: 1 } });
+  const local = new lib.ResilientLimiter({
+    redis: lib.createRedisClient({ lazyConnect: true }),
+    limit: 100,
+    windowMs: 60_000,
+    local: { instances: 1 },
+  });
   local.forceOpen();
   for (const key of keys) await local.limit(key);
   const localDecisions = 300_000;
@@ -78,7 +83,9 @@ function runProbe(root: string): Promise<Sample> {
     const child = spawn(process.execPath, [fileURLToPath(import.meta.url), '--probe', root], { stdio: ['ignore', 'pipe', 'inherit'] });
     let out = '';
     child.stdout.on('data', (chunk: Buffer) => (out += chunk.toString()));
-    child.on('exit', (code) => (code === 0 ? done(JSON.parse(out.trim().split('\n').at(-1) as string) as Sample) : fail(new Error(`probe of ${root} exited ${code}`))));
+    child.on('exit', (code) =>
+      code === 0 ? done(JSON.parse(out.trim().split('\n').at(-1) as string) as Sample) : fail(new Error(`probe of ${root} exited ${code}`)),
+    );
   });
 }
 
@@ -102,7 +109,9 @@ if (args[0] === '--probe') {
     for (const which of order) {
       const sample = await runProbe(which === 'A' ? a : b);
       samples[which].push(sample);
-      console.log(`round ${r + 1} ${which}: ${JSON.stringify(sample, (_, v: unknown) => (typeof v === 'number' ? Math.round(v * 100) / 100 : v))}`);
+      console.log(
+        `round ${r + 1} ${which}: ${JSON.stringify(sample, (_, v: unknown) => (typeof v === 'number' ? Math.round(v * 100) / 100 : v))}`,
+      );
     }
   }
   console.log(`\nCPU per decision, µs (median of ${rounds} rounds; A = ${a}, B = ${b})\n`);

@@ -97,7 +97,14 @@ const SUBJECTS: { id: string; name: string; create(): Subject }[] = [
     name: 'rate-limiter-flexible RateLimiterMemory',
     create() {
       const limiter = new RateLimiterMemory({ points: LIMIT, duration: WINDOW_MS / 1000 });
-      return { decide: (key) => limiter.consume(key).then(() => true, () => false), close: async () => {} };
+      return {
+        decide: (key) =>
+          limiter.consume(key).then(
+            () => true,
+            () => false,
+          ),
+        close: async () => {},
+      };
     },
   },
   { id: 'floor', name: 'floor model: exact log, lru-cache, time and id per call, awaited', create: floorModel },

@@ -135,7 +135,11 @@ main(async () => {
           ms(p99),
           percent(row.denied, store.count),
           perSecond(row.allDecisionsPerSecond),
-          localTotal === 0 ? '—' : Object.entries(local).map(([r, n]) => `${r} ${percent(n, result.total)}`).join(', '),
+          localTotal === 0
+            ? '—'
+            : Object.entries(local)
+                .map(([r, n]) => `${r} ${percent(n, result.total)}`)
+                .join(', '),
           row.membersPerKey.toFixed(1),
           bytes(row.bytesPerKey),
           bytes(usedPerKey),
@@ -145,7 +149,20 @@ main(async () => {
     bench.section(
       `resilimit, ${CONCURRENCY} concurrent calls, uniformly random keys (${WARMUP_MS / 1000} s warm-up + ${MEASURE_MS / 1000} s measured per cell; windows pre-filled to half the limit, at most ${MEMBER_BUDGET.toLocaleString('en-US')} members in all)`,
       `${table(
-        ['keys', 'limit', 'pre-filled per key', 'Redis decisions/s', 'p50 ms', 'p99 ms', 'Redis denied', 'all decisions/s', 'answered locally', 'members per key (after)', 'MEMORY USAGE per key', 'used_memory ÷ keys'],
+        [
+          'keys',
+          'limit',
+          'pre-filled per key',
+          'Redis decisions/s',
+          'p50 ms',
+          'p99 ms',
+          'Redis denied',
+          'all decisions/s',
+          'answered locally',
+          'members per key (after)',
+          'MEMORY USAGE per key',
+          'used_memory ÷ keys',
+        ],
         printed,
       )}\n\nRedis decisions/s and latency count only the calls Redis decided; 'all decisions/s' adds the calls answered locally (mostly the deny cache once keys are over their limit: a key Redis rejected is rejected locally until its retry-after, with no Redis call). Memory: MEMORY USAGE … SAMPLES 0 averaged over ${MEMORY_SAMPLE} random existing keys after the run; used_memory ÷ keys also counts the keyspace's own overhead.`,
     );

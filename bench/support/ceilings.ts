@@ -36,7 +36,11 @@ export async function ceilings(
       args: ['1', 'resilimit:{user:__rand_int__}', windowMs, '', '', '0', limit, 'id__rand_int__'],
     },
     // KEYS[1]; points to consume, duration s, points, duration.
-    { script: 'rate-limiter-flexible', source: rlfSource(server), args: ['1', 'rlflx:user:__rand_int__', '1', String(o.windowMs / 1000), limit, String(o.windowMs / 1000)] },
+    {
+      script: 'rate-limiter-flexible',
+      source: rlfSource(server),
+      args: ['1', 'rlflx:user:__rand_int__', '1', String(o.windowMs / 1000), limit, String(o.windowMs / 1000)],
+    },
   ];
   const out: Ceiling[] = [];
   for (const { script, source, args } of scripts) {

@@ -37,7 +37,9 @@ for (let round = 0; round < callsPerKey; round += 1) {
   }
 }
 const after = settledHeap();
-console.log(JSON.stringify({ heapBytes: after - before, heapBytesPerKey: (after - before) / keyCount, journalled: subject.journalled?.() ?? 0 }));
+console.log(
+  JSON.stringify({ heapBytes: after - before, heapBytesPerKey: (after - before) / keyCount, journalled: subject.journalled?.() ?? 0 }),
+);
 // Keep the subject reachable until measured.
 await subject.close();
 process.exit(0);

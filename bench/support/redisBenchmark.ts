@@ -18,8 +18,20 @@ export type RedisBenchmarkOptions = {
 
 export async function redisBenchmark(o: RedisBenchmarkOptions): Promise<{ requestsPerSecond: number; argv: string[] }> {
   const argv = [
-    '-h', o.host, '-p', String(o.port), '-c', String(o.clients), '-n', String(o.requests),
-    '-P', String(o.pipeline), '-r', String(o.keyspace), '--csv', ...o.command,
+    '-h',
+    o.host,
+    '-p',
+    String(o.port),
+    '-c',
+    String(o.clients),
+    '-n',
+    String(o.requests),
+    '-P',
+    String(o.pipeline),
+    '-r',
+    String(o.keyspace),
+    '--csv',
+    ...o.command,
   ];
   const { stdout } = await run('redis-benchmark', argv, { timeout: 60_000 });
   // --csv: a header line, then "name","rps",...

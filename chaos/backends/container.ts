@@ -25,9 +25,7 @@ const TOXIPROXY_API_PORT = 8474;
 const REDIS_COMMAND = ['redis-server', '--save', '', '--appendonly', 'no', '--enable-debug-command', 'local'];
 
 /** Whether a container runtime answered, and if not, testcontainers' reason. */
-export type RuntimeProbe =
-  | { readonly ok: true; readonly runtime: string }
-  | { readonly ok: false; readonly reason: string };
+export type RuntimeProbe = { readonly ok: true; readonly runtime: string } | { readonly ok: false; readonly reason: string };
 
 /** A {@link ChaosBackend} whose Redis is a container this backend controls. */
 export type ContainerBackend = ChaosBackend & { readonly kind: 'container'; readonly process: NonNullable<ChaosBackend['process']> };
@@ -93,8 +91,11 @@ export async function startContainerBackend(why: string): Promise<ContainerBacke
 type Started = { network?: StartedNetwork; redis?: StartedRedisContainer; toxiproxy?: StartedToxiProxyContainer };
 
 function makeContainerBackend(
-  why: string, runtime: ContainerRuntimeClient, network: StartedNetwork,
-  redis: StartedRedisContainer, toxi: StartedToxiProxyContainer,
+  why: string,
+  runtime: ContainerRuntimeClient,
+  network: StartedNetwork,
+  redis: StartedRedisContainer,
+  toxi: StartedToxiProxyContainer,
 ): ContainerBackend {
   // The dockerode handle: testcontainers itself has no pause/unpause.
   const redisContainer = runtime.container.getById(redis.getId());

@@ -38,12 +38,16 @@ const HOW_TO_RUN =
 export function resolveExternalSettings(env: Env): ExternalSettings {
   const missing = ['TOXIPROXY_URL', 'REDIS_URL'].filter((name) => !env[name]);
   if (missing.length > 0) {
-    throw new Error(`The external chaos backend needs ${missing.map((m) => `\`${m}\``).join(' and ')}, which ${missing.length > 1 ? 'are' : 'is'} not set. ${HOW_TO_RUN}`);
+    throw new Error(
+      `The external chaos backend needs ${missing.map((m) => `\`${m}\``).join(' and ')}, which ${missing.length > 1 ? 'are' : 'is'} not set. ${HOW_TO_RUN}`,
+    );
   }
   const api = parseUrl('TOXIPROXY_URL', env['TOXIPROXY_URL'] as string, ['http:', 'https:']);
   const redisUrl = parseUrl('REDIS_URL', env['REDIS_URL'] as string, ['redis:']);
   if (redisUrl.username || redisUrl.password || !['', '/', '/0'].includes(redisUrl.pathname)) {
-    throw new Error(`Expected \`REDIS_URL\` to be redis://host:port without credentials or a database (the chaos backends only pass host and port on), got \`${redisUrl.href}\``);
+    throw new Error(
+      `Expected \`REDIS_URL\` to be redis://host:port without credentials or a database (the chaos backends only pass host and port on), got \`${redisUrl.href}\``,
+    );
   }
   const redis = { host: unbracket(redisUrl.hostname), port: Number(redisUrl.port || 6379) };
   const upstream = env['CHAOS_REDIS_UPSTREAM'] || joinHostPort(redis.host, redis.port);
@@ -53,7 +57,12 @@ export function resolveExternalSettings(env: Env): ExternalSettings {
   const proxyHost = unbracket(api.hostname);
   const listenHost = env['CHAOS_PROXY_LISTEN_HOST'] || (isLoopback(proxyHost) && ports.length === 0 ? '127.0.0.1' : '0.0.0.0');
   return Object.freeze({
-    toxiproxyUrl: api.href.replace(/\/+$/, ''), proxyHost, redis, upstream, listenHost, ports,
+    toxiproxyUrl: api.href.replace(/\/+$/, ''),
+    proxyHost,
+    redis,
+    upstream,
+    listenHost,
+    ports,
   });
 }
 
@@ -74,7 +83,9 @@ function checkAddress(variable: string, value: string): void {
   let port = 0;
   try {
     port = splitHostPort(value).port;
-  } catch { /* reported below */ }
+  } catch {
+    /* reported below */
+  }
   if (port === 0) throw new Error(`Expected \`${variable}\` to be host:port with a port (e.g. redis:6379), got \`${value}\``);
 }
 

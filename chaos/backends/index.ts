@@ -61,7 +61,10 @@ export async function startChaosBackend(env: Env = process.env): Promise<ChaosBa
       }
     case 'external':
       try {
-        return await startExternalBackend(env, `external: CHAOS_BACKEND=external (Toxiproxy at ${env['TOXIPROXY_URL']}, Redis at ${env['REDIS_URL']})`);
+        return await startExternalBackend(
+          env,
+          `external: CHAOS_BACKEND=external (Toxiproxy at ${env['TOXIPROXY_URL']}, Redis at ${env['REDIS_URL']})`,
+        );
       } catch (error) {
         return fallBack(`external: requested, but it could not start (${message(error)})`, error);
       }
@@ -71,7 +74,10 @@ export async function startChaosBackend(env: Env = process.env): Promise<ChaosBa
       try {
         return await startContainerBackend(`auto: a container runtime answered (${probe.runtime})`);
       } catch (error) {
-        return fallBack(`auto: a container runtime answered (${probe.runtime}), but the container backend could not start (${message(error)})`, error);
+        return fallBack(
+          `auto: a container runtime answered (${probe.runtime}), but the container backend could not start (${message(error)})`,
+          error,
+        );
       }
     }
   }

@@ -57,8 +57,12 @@ function makeLocalBackend(why: string, redis: RedisChild, server: ToxiproxyServe
       return { proxy, ...listenAddress(proxy) };
     },
     process: {
-      async freeze() { redis.freeze(); },
-      async thaw() { redis.thaw(); },
+      async freeze() {
+        redis.freeze();
+      },
+      async thaw() {
+        redis.thaw();
+      },
       async killAndRestart() {
         await redis.kill();
         await redis.restart(); // resolves once the new child answers INFO with its own pid

@@ -9,8 +9,14 @@ import { Redis } from 'ioredis';
  */
 export async function ping(host: string, port: number, timeoutMs = 2_000): Promise<void> {
   const client = new Redis({
-    host, port, lazyConnect: true, maxRetriesPerRequest: 0, enableOfflineQueue: false,
-    retryStrategy: () => null, connectTimeout: timeoutMs, commandTimeout: timeoutMs,
+    host,
+    port,
+    lazyConnect: true,
+    maxRetriesPerRequest: 0,
+    enableOfflineQueue: false,
+    retryStrategy: () => null,
+    connectTimeout: timeoutMs,
+    commandTimeout: timeoutMs,
   });
   client.on('error', () => {});
   try {
@@ -35,7 +41,9 @@ export async function waitForPing(host: string, port: number, timeoutMs = 10_000
       return;
     } catch (error) {
       if (Date.now() >= deadline) {
-        throw new Error(`Redis at ${host}:${port} did not answer PING within ${timeoutMs} ms: ${(error as Error).message}`, { cause: error });
+        throw new Error(`Redis at ${host}:${port} did not answer PING within ${timeoutMs} ms: ${(error as Error).message}`, {
+          cause: error,
+        });
       }
     }
     await sleep(100);

@@ -8,7 +8,9 @@
  */
 export function parsePortList(value: string, variable = 'CHAOS_PROXY_PORTS'): readonly number[] {
   const invalid = (why: string): Error =>
-    new Error(`Expected \`${variable}\` to be ports from 1 to 65535 as a list or ranges (e.g. 26379-26390 or 26379,26380), ${why}, got \`${value}\``);
+    new Error(
+      `Expected \`${variable}\` to be ports from 1 to 65535 as a list or ranges (e.g. 26379-26390 or 26379,26380), ${why}, got \`${value}\``,
+    );
   const ports = new Set<number>();
   for (const item of value.split(',').map((s) => s.trim())) {
     const match = /^(\d+)(?:\s*-\s*(\d+))?$/.exec(item);

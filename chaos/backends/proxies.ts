@@ -14,7 +14,8 @@ export async function removeProxyIfPresent(toxiproxy: Toxiproxy, name: string): 
  * (toxiproxy answers 409 to a second proxy of a name).
  */
 export async function replaceProxy(
-  toxiproxy: Toxiproxy, body: { readonly name: string; readonly listen: string; readonly upstream: string },
+  toxiproxy: Toxiproxy,
+  body: { readonly name: string; readonly listen: string; readonly upstream: string },
 ): Promise<Proxy> {
   await removeProxyIfPresent(toxiproxy, body.name);
   return toxiproxy.createProxy({ ...body });

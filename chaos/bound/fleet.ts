@@ -41,7 +41,11 @@ export async function startFleet(setups: readonly Setup[], countedWithinMs = 10_
       workers.push(worker);
       const message = (kind: FromWorker['kind']) =>
         new Promise<FromWorker>((resolve, reject) => {
-          const onMessage = (m: FromWorker) => m.kind === kind && (worker.off('message', onMessage), resolve(m));
+          const onMessage = (m: FromWorker) => {
+            if (m.kind !== kind) return;
+            worker.off('message', onMessage);
+            resolve(m);
+          };
           worker.on('message', onMessage);
           worker.once('exit', (code) => reject(new Error(`worker ${i} exited (${code}) before '${kind}'`)));
         });
@@ -112,7 +116,14 @@ export function summary(
     windowMs,
     limit,
   );
-  const latencyNet = Math.max(...r.stalls.map((stalls, i) => netOfStallsMax(r.calls.filter((c) => c.instance === i), stalls)));
+  const latencyNet = Math.max(
+    ...r.stalls.map((stalls, i) =>
+      netOfStallsMax(
+        r.calls.filter((c) => c.instance === i),
+        stalls,
+      ),
+    ),
+  );
   const bySource: Record<string, number> = {};
   for (const c of r.calls) {
     const name = `${c.instance}:${c.source ?? 'none'}/${c.allowed ? 'admitted' : 'refused'}`;

@@ -21,7 +21,11 @@ export type Setup = {
   /** A Redis Cluster's nodes, instead of `port`: the worker makes an ioredis Cluster client with the settings the docs give. */
   readonly cluster?: readonly { readonly host: string; readonly port: number }[];
   /** More limiter options (heartbeatMs, local.leaseMs, local.afterLease, breaker), merged over the ones above. */
-  readonly options?: { readonly heartbeatMs?: number; readonly local?: Readonly<Record<string, unknown>>; readonly breaker?: Readonly<Record<string, number>> };
+  readonly options?: {
+    readonly heartbeatMs?: number;
+    readonly local?: Readonly<Record<string, unknown>>;
+    readonly breaker?: Readonly<Record<string, number>>;
+  };
 };
 
 /** One call: [issued (epoch ms), latency (ms), key index, allowed (0/1), source, reason, admitted at (epoch ms on the deciding tier's clock, -1 when not admitted), threw (0/1)]. */
@@ -61,7 +65,12 @@ async function start(s: Setup): Promise<void> {
   redis =
     s.cluster === undefined
       ? lib.createRedisClient({ host: '127.0.0.1', port: s.port })
-      : (new Cluster([...s.cluster], { enableOfflineQueue: false, redisOptions: { maxRetriesPerRequest: 0 }, retryDelayOnFailover: 0, retryDelayOnClusterDown: 0 }) as unknown as Redis);
+      : (new Cluster([...s.cluster], {
+          enableOfflineQueue: false,
+          redisOptions: { maxRetriesPerRequest: 0 },
+          retryDelayOnFailover: 0,
+          retryDelayOnClusterDown: 0,
+        }) as unknown as Redis);
   redis.on('error', () => undefined);
   limiter = new lib.ResilientLimiter({
     redis,

@@ -19,8 +19,7 @@ export const badRequestBody = (detail: string): ApiError => new ApiError(`bad re
 export const missingField = (field: string): ApiError => new ApiError(`missing required field: ${field}`, 400);
 export const proxyNotFound = (): ApiError => new ApiError('proxy not found', 404);
 export const proxyAlreadyExists = (): ApiError => new ApiError('proxy already exists', 409);
-export const invalidStream = (): ApiError =>
-  new ApiError('stream was invalid, can be either upstream or downstream', 400);
+export const invalidStream = (): ApiError => new ApiError('stream was invalid, can be either upstream or downstream', 400);
 export const invalidToxicType = (): ApiError => new ApiError('invalid toxic type', 400);
 export const toxicAlreadyExists = (): ApiError => new ApiError('toxic already exists', 409);
 export const toxicNotFound = (): ApiError => new ApiError('toxic not found', 404);

@@ -30,16 +30,13 @@ export const resetState: Handler = async ({ proxies }) => {
 };
 
 /** `GET /proxies`: an object keyed by proxy name, in name order. */
-export const proxyIndex: Handler = ({ proxies }) =>
-  jsonReply(Object.fromEntries(proxies.list().map((proxy) => [proxy.name, proxy])));
+export const proxyIndex: Handler = ({ proxies }) => jsonReply(Object.fromEntries(proxies.list().map((proxy) => [proxy.name, proxy])));
 
 /** `POST /proxies`: 201 and the proxy, bound. */
-export const proxyCreate: Handler = async ({ body, proxies }) =>
-  jsonReply(await proxies.add(parseProxyCreate(body)), 201);
+export const proxyCreate: Handler = async ({ body, proxies }) => jsonReply(await proxies.add(parseProxyCreate(body)), 201);
 
 /** `POST /populate` (toxiproxy-node-client's `populate()`): 201 `{"proxies":[…]}`, the proxies as applied. */
-export const populate: Handler = async ({ body, proxies }) =>
-  jsonReply({ proxies: await proxies.populate(parsePopulate(body)) }, 201);
+export const populate: Handler = async ({ body, proxies }) => jsonReply({ proxies: await proxies.populate(parsePopulate(body)) }, 201);
 
 /** `GET /proxies/{proxy}`. */
 export const proxyShow: Handler = (request) => jsonReply(proxyOf(request));

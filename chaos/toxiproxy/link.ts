@@ -18,7 +18,12 @@ const PAUSED_CHECK_MS = 10;
  * can be paused while the chain behind it is rewired.
  */
 const HEAD: ActiveToxic = {
-  name: '', kind: noop, stream: '', direction: 'upstream', toxicity: 0, attributes: {},
+  name: '',
+  kind: noop,
+  stream: '',
+  direction: 'upstream',
+  toxicity: 0,
+  attributes: {},
 };
 
 interface Stage {

@@ -69,6 +69,9 @@ async function shutdown(): Promise<void> {
 process.on('SIGTERM', () => void shutdown());
 process.on('SIGINT', () => void shutdown());
 if (values['exit-on-stdin-close']) {
-  process.stdin.on('end', () => void shutdown()).on('close', () => void shutdown()).on('error', () => void shutdown());
+  process.stdin
+    .on('end', () => void shutdown())
+    .on('close', () => void shutdown())
+    .on('error', () => void shutdown());
   process.stdin.resume();
 }

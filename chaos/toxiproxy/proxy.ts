@@ -121,7 +121,12 @@ export class Proxy {
     }
     const upstream = connect({ ...SOCKET_OPTIONS, host: target.host || 'localhost', port: target.port });
     upstream.on('error', () => {});
-    const dialling: Closable = { closeNow: () => [client, upstream].forEach((s) => s.destroy()) };
+    const dialling: Closable = {
+      closeNow: () => {
+        client.destroy();
+        upstream.destroy();
+      },
+    };
     this.#open.add(dialling);
     upstream.once('close', () => {
       if (this.#open.delete(dialling)) client.destroy(); // the dial failed: connect, then EOF

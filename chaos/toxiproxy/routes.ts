@@ -1,7 +1,18 @@
 /** The API's routes: method and path to handler. */
 import {
-  populate, proxyCreate, proxyDelete, proxyIndex, proxyShow, proxyUpdate, resetState,
-  toxicCreate, toxicDelete, toxicShow, toxicUpdate, version, type Handler,
+  populate,
+  proxyCreate,
+  proxyDelete,
+  proxyIndex,
+  proxyShow,
+  proxyUpdate,
+  resetState,
+  toxicCreate,
+  toxicDelete,
+  toxicShow,
+  toxicUpdate,
+  version,
+  type Handler,
 } from './handlers.ts';
 
 interface Route {

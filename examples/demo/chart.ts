@@ -6,8 +6,26 @@
  */
 import type { DecisionSource } from '../../src/index.ts';
 import {
-  axes, breakerStrip, documentHead, escapeXml, grid, INK, Legend, LIMIT, limitLine, niceStep, phaseLabel, PLOT_LEFT, PLOT_TOP, px,
-  rateScale, SOURCE_COLOURS, stepLine, stripLayout, timeScale, type Scale,
+  axes,
+  breakerStrip,
+  documentHead,
+  escapeXml,
+  grid,
+  INK,
+  Legend,
+  LIMIT,
+  limitLine,
+  niceStep,
+  phaseLabel,
+  PLOT_LEFT,
+  PLOT_TOP,
+  px,
+  rateScale,
+  SOURCE_COLOURS,
+  stepLine,
+  stripLayout,
+  timeScale,
+  type Scale,
 } from '../../chaos/svg.ts';
 import type { PhaseName } from './script.ts';
 import type { DemoReport } from './types.ts';
@@ -29,11 +47,23 @@ export function renderDemoSvg(report: DemoReport): string {
   const { options, seconds, phases, summary } = report;
   const endMs = Math.max(1000, seconds.length * 1000, ...phases.map((p) => p.endMs));
   const x = timeScale(endMs);
-  const rate = rateScale(Math.max(options.limit, options.offeredPerSecond, ...seconds.map((s) => Math.max(s.admitted, s.offered))), 6, PLOT_BOTTOM);
+  const rate = rateScale(
+    Math.max(options.limit, options.offeredPerSecond, ...seconds.map((s) => Math.max(s.admitted, s.offered))),
+    6,
+    PLOT_BOTTOM,
+  );
   const y = rate.y;
   const rows = Array.from({ length: options.instances }, (_, i) => i);
   const strip = stripLayout(PLOT_BOTTOM, rows.length);
-  const frame = { bottom: PLOT_BOTTOM, stripBottom: strip.bottom, x, endMs, xStepS: niceStep(endMs / 1000, 12), rate, timeTitle: 'seconds since the load started' };
+  const frame = {
+    bottom: PLOT_BOTTOM,
+    stripBottom: strip.bottom,
+    x,
+    endMs,
+    xStepS: niceStep(endMs / 1000, 12),
+    rate,
+    timeTitle: 'seconds since the load started',
+  };
 
   const title = `resilimit demo — ${options.instances} instance${options.instances === 1 ? '' : 's'} share one limit of ${options.limit}/s, mode ${options.mode}`;
   const subtitle =
@@ -48,7 +78,9 @@ export function renderDemoSvg(report: DemoReport): string {
 
   const out = [
     ...documentHead(strip.chartHeight, title, subtitle),
-    `<g class="legend">`, ...legend.lines, `</g>`,
+    `<g class="legend">`,
+    ...legend.lines,
+    `</g>`,
     `<g class="phases">`,
     ...phases.map((phase) => {
       const style = PHASE_FILL[phase.name];
@@ -64,14 +96,28 @@ export function renderDemoSvg(report: DemoReport): string {
   if (seconds.length > 0) {
     const starts = seconds.map((s) => s.second * 1000);
     out.push(
-      `<path class="offered" fill="none" stroke="${OFFERED}" stroke-width="1.4" stroke-dasharray="2 3" d="${stepLine(starts, seconds.map((s) => s.offered), 1000, x, y)}"/>`,
-      `<path class="admitted" fill="none" stroke="${INK}" stroke-width="1.8" stroke-linejoin="round" d="${stepLine(starts, seconds.map((s) => s.admitted), 1000, x, y)}"/>`,
+      `<path class="offered" fill="none" stroke="${OFFERED}" stroke-width="1.4" stroke-dasharray="2 3" d="${stepLine(
+        starts,
+        seconds.map((s) => s.offered),
+        1000,
+        x,
+        y,
+      )}"/>`,
+      `<path class="admitted" fill="none" stroke="${INK}" stroke-width="1.8" stroke-linejoin="round" d="${stepLine(
+        starts,
+        seconds.map((s) => s.admitted),
+        1000,
+        x,
+        y,
+      )}"/>`,
     );
   }
   out.push(
     ...limitLine(y(options.limit), `limit ${options.limit}/s`),
     // Over everything in the plot.
-    ...phases.map((phase) => phaseLabel(phase.label, x(phase.startMs), x(phase.endMs), PLOT_TOP + 14, PHASE_FILL[phase.name].text, 11, true)),
+    ...phases.map((phase) =>
+      phaseLabel(phase.label, x(phase.startMs), x(phase.endMs), PLOT_TOP + 14, PHASE_FILL[phase.name].text, 11, true),
+    ),
     ...axes(frame),
     ...breakerStrip(strip, rows, report.stateChanges, Math.min(endMs, report.ranMs), x),
     `</svg>`,

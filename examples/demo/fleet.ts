@@ -42,7 +42,9 @@ const COUNT_TIMEOUT_MS = 3_500;
  * @throws Error when a client is not ready in 5 s; whatever was created is closed first.
  */
 export async function startFleet(
-  lib: Library, redis: ProxiedRedis, settings: { instances: number; limit: number; mode: DemoMode; prefix: string },
+  lib: Library,
+  redis: ProxiedRedis,
+  settings: { instances: number; limit: number; mode: DemoMode; prefix: string },
 ): Promise<Fleet> {
   const clients: Redis[] = Array.from({ length: settings.instances }, () => lib.createRedisClient({ host: redis.host, port: redis.port }));
   const limiters: ResilientLimiter[] = [];
@@ -55,7 +57,12 @@ export async function startFleet(
     for (const client of clients) {
       limiters.push(
         new lib.ResilientLimiter({
-          redis: client, prefix: settings.prefix, limit: settings.limit, windowMs: WINDOW_MS, mode: settings.mode, breaker: DEMO_BREAKER,
+          redis: client,
+          prefix: settings.prefix,
+          limit: settings.limit,
+          windowMs: WINDOW_MS,
+          mode: settings.mode,
+          breaker: DEMO_BREAKER,
         }),
       );
     }

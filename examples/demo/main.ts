@@ -127,8 +127,14 @@ function buildReport(options: DemoOptions, phases: readonly DemoPhase[], backend
   const ranSeconds = Math.min(recorder.length, Math.floor(outcome.ranMs / 1000));
   const ranMs = ranSeconds * 1000;
   const summary: DemoSummary = summarize({
-    calls: recorder.calls, stateChanges: recorder.stateChanges, phases, instances: options.instances, limit: options.limit,
-    windowMs: WINDOW_MS, ranMs, unhandledRejections: outcome.unhandledRejections,
+    calls: recorder.calls,
+    stateChanges: recorder.stateChanges,
+    phases,
+    instances: options.instances,
+    limit: options.limit,
+    windowMs: WINDOW_MS,
+    ranMs,
+    unhandledRejections: outcome.unhandledRejections,
   });
   return {
     tool: 'resilimit demo',
@@ -139,11 +145,19 @@ function buildReport(options: DemoOptions, phases: readonly DemoPhase[], backend
     machine: machine(),
     backend: { kind: backend.kind, why: backend.why },
     options: {
-      durationS: options.durationS, instances: options.instances, limit: options.limit, windowMs: WINDOW_MS, mode: options.mode,
-      offeredPerSecond: outcome.rate, key: DEMO_KEY, breaker: { ...DEMO_BREAKER }, slowLatencyMs: SLOW_LATENCY_MS,
-      external: options.external === undefined
-        ? undefined
-        : { redis: options.external.redisUrl, toxiproxy: options.external.toxiproxyUrl, redisUpstream: options.external.redisUpstream },
+      durationS: options.durationS,
+      instances: options.instances,
+      limit: options.limit,
+      windowMs: WINDOW_MS,
+      mode: options.mode,
+      offeredPerSecond: outcome.rate,
+      key: DEMO_KEY,
+      breaker: { ...DEMO_BREAKER },
+      slowLatencyMs: SLOW_LATENCY_MS,
+      external:
+        options.external === undefined
+          ? undefined
+          : { redis: options.external.redisUrl, toxiproxy: options.external.toxiproxyUrl, redisUpstream: options.external.redisUpstream },
     },
     instancesCounted: outcome.counted,
     phases,
@@ -162,8 +176,9 @@ function conclusion(report: DemoReport, paths: ReportPaths): string {
       `calls over the limit: ${s.callsOverLimit}; ${s.decisions} decisions, ${s.exceptions} exceptions.`,
     ...(overLimitSentence(report) === undefined ? [] : [overLimitSentence(report) as string]),
     `  phase    admitted/s  redis  fallback   deny  p50 ms  p99 ms  max ms`,
-    ...s.perPhase.map((p) =>
-      `  ${p.name.padEnd(7)} ${p.admittedPerSecond.toFixed(1).padStart(11)} ${String(p.redis).padStart(6)} ${String(p.fallback).padStart(9)} ` +
+    ...s.perPhase.map(
+      (p) =>
+        `  ${p.name.padEnd(7)} ${p.admittedPerSecond.toFixed(1).padStart(11)} ${String(p.redis).padStart(6)} ${String(p.fallback).padStart(9)} ` +
         `${String(p.denyCache).padStart(6)} ${formatMs(p.latencyMs.p50).padStart(7)} ${formatMs(p.latencyMs.p99).padStart(7)} ` +
         `${formatMs(p.latencyMs.max).padStart(7)}`,
     ),

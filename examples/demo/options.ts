@@ -147,7 +147,9 @@ function externalServers(
   let port = 0;
   try {
     port = splitHostPort(redisUpstream).port;
-  } catch { /* reported below */ }
+  } catch {
+    /* reported below */
+  }
   if (port === 0) throw new UsageError(`--redis-upstream: expected host:port (e.g. redis:6379), got '${redisUpstream}'`);
   return { redisUrl, toxiproxyUrl, redisUpstream };
 }
@@ -160,7 +162,9 @@ function url(name: string, given: string, protocols: readonly string[], shape: s
   let parsed: URL | undefined;
   try {
     parsed = new URL(given);
-  } catch { /* reported below */ }
+  } catch {
+    /* reported below */
+  }
   if (parsed === undefined || !protocols.includes(parsed.protocol) || parsed.hostname === '') {
     throw new UsageError(`${name}: expected a URL ${shape}, got '${given}'`);
   }
@@ -177,7 +181,8 @@ function parseArgsMessage(error: unknown): string {
     case 'ERR_PARSE_ARGS_INVALID_OPTION_VALUE': {
       const name = option?.replace(/^(--?[^=\s]+).*/, '$1');
       if (name !== undefined && /argument missing/.test(message ?? '')) return `${name}: expected a value, got none`;
-      if (name !== undefined && /ambiguous/.test(message ?? '')) return `${name}: expected a value, got another option (write ${name}=VALUE for a value that starts with -)`;
+      if (name !== undefined && /ambiguous/.test(message ?? ''))
+        return `${name}: expected a value, got another option (write ${name}=VALUE for a value that starts with -)`;
       return String(message);
     }
     default:

@@ -47,8 +47,7 @@ type Accumulator = {
   latencies: number[];
 };
 
-const zeroBySource = (): Record<DecisionSource, number> =>
-  Object.fromEntries(SOURCES.map((s) => [s, 0])) as Record<DecisionSource, number>;
+const zeroBySource = (): Record<DecisionSource, number> => Object.fromEntries(SOURCES.map((s) => [s, 0])) as Record<DecisionSource, number>;
 
 /** Latencies to 3 significant digits: enough for a report, without float noise. */
 export function rounded(p: Percentiles): Percentiles {
@@ -69,7 +68,13 @@ export class Recorder {
     this.#phases = phases;
     this.#instances = instances;
     this.#seconds = Array.from({ length: Math.ceil(durationMs / 1000) }, () => ({
-      offered: 0, admitted: 0, admittedBy: zeroBySource(), bySource: zeroBySource(), byReason: {}, denyCache: 0, latencies: [],
+      offered: 0,
+      admitted: 0,
+      admittedBy: zeroBySource(),
+      bySource: zeroBySource(),
+      byReason: {},
+      denyCache: 0,
+      latencies: [],
     }));
   }
 

@@ -30,7 +30,11 @@ export interface LiveView extends RunView {
 export const WIDTH = 80;
 const LETTERS: Readonly<Record<BreakerState, string>> = { closed: 'C', open: 'O', 'half-open': 'H' };
 /** What the fallback column holds, by mode. */
-const FALLBACK_NAMES: Readonly<Record<DemoMode, string>> = { local: 'local window', 'fail-open': 'fail-open', 'fail-closed': 'fail-closed' };
+const FALLBACK_NAMES: Readonly<Record<DemoMode, string>> = {
+  local: 'local window',
+  'fail-open': 'fail-open',
+  'fail-closed': 'fail-closed',
+};
 const FALLBACK_EFFECT: Readonly<Record<DemoMode, string>> = {
   local: 'the local window answers',
   'fail-open': 'every call is allowed',
@@ -71,7 +75,9 @@ function columns(cells: readonly string[]): string {
   return COLUMNS.map((c, i) => {
     const cell = cells[i] ?? '';
     return c.right ? cell.padStart(c.width) : cell.padEnd(c.width);
-  }).join(' ').trimEnd();
+  })
+    .join(' ')
+    .trimEnd();
 }
 
 /**
@@ -130,7 +136,11 @@ type BreakerEvent = { readonly atMs: number; readonly kind: 'opened' | 'closed';
 export function breakerEventText(kind: 'opened' | 'closed', instances: readonly number[], mode: DemoMode): string {
   const sorted = [...instances].sort((a, b) => a - b);
   const who =
-    sorted.length === 1 ? `breaker #${sorted[0]}` : sorted.length <= 6 ? `breakers ${sorted.map((i) => `#${i}`).join(', ')}` : `${sorted.length} breakers`;
+    sorted.length === 1
+      ? `breaker #${sorted[0]}`
+      : sorted.length <= 6
+        ? `breakers ${sorted.map((i) => `#${i}`).join(', ')}`
+        : `${sorted.length} breakers`;
   return `${who} ${kind}: ${kind === 'opened' ? FALLBACK_EFFECT[mode] : 'Redis decides again'}`;
 }
 
@@ -184,7 +194,12 @@ export function sparkline(values: readonly number[], limit: number): string {
 }
 
 /** The block shown on a terminal after second `f.second`, without colour. */
-export function liveBlock(settings: ViewSettings, f: SecondFigures | undefined, history: readonly number[], phase: DemoPhase | undefined): string[] {
+export function liveBlock(
+  settings: ViewSettings,
+  f: SecondFigures | undefined,
+  history: readonly number[],
+  phase: DemoPhase | undefined,
+): string[] {
   const elapsedS = f === undefined ? 0 : f.second + 1;
   const track = 36;
   const done = Math.round((elapsedS / settings.durationS) * track);
@@ -207,8 +222,14 @@ export function liveBlock(settings: ViewSettings, f: SecondFigures | undefined, 
 type Output = { write(text: string): unknown; readonly columns?: number | undefined };
 
 /** A display for `out`: the live block on a terminal, plain lines elsewhere. */
-export function createView(out: Output & { readonly isTTY?: boolean }, settings: ViewSettings, env: Readonly<Record<string, string | undefined>>): LiveView {
-  return out.isTTY === true ? new TerminalView(out, settings, env['NO_COLOR'] === undefined || env['NO_COLOR'] === '') : new PlainView(out, settings);
+export function createView(
+  out: Output & { readonly isTTY?: boolean },
+  settings: ViewSettings,
+  env: Readonly<Record<string, string | undefined>>,
+): LiveView {
+  return out.isTTY === true
+    ? new TerminalView(out, settings, env['NO_COLOR'] === undefined || env['NO_COLOR'] === '')
+    : new PlainView(out, settings);
 }
 
 /** One line per second and per event. */
@@ -262,8 +283,15 @@ export class PlainView implements LiveView {
 }
 
 const ANSI = {
-  reset: '\x1b[0m', bold: '\x1b[1m', dim: '\x1b[2m', red: '\x1b[31m', green: '\x1b[32m', yellow: '\x1b[33m',
-  hideCursor: '\x1b[?25l', showCursor: '\x1b[?25h', clearDown: '\x1b[J',
+  reset: '\x1b[0m',
+  bold: '\x1b[1m',
+  dim: '\x1b[2m',
+  red: '\x1b[31m',
+  green: '\x1b[32m',
+  yellow: '\x1b[33m',
+  hideCursor: '\x1b[?25l',
+  showCursor: '\x1b[?25h',
+  clearDown: '\x1b[J',
 } as const;
 const PHASE_COLOURS: Readonly<Record<PhaseName, string>> = { healthy: ANSI.green, slow: ANSI.yellow, down: ANSI.red, back: ANSI.green };
 
@@ -353,7 +381,7 @@ export class TerminalView implements LiveView {
   /** Cut to the terminal's width, so that no line wraps (a wrapped line would break the redraw). */
   #fit(line: string): string {
     const width = Math.min(WIDTH, this.#out.columns ?? WIDTH);
-    return [...line].length <= width ? line : [...line].slice(0, width - 1).join('') + '…';
+    return [...line].length <= width ? line : `${[...line].slice(0, width - 1).join('')}…`;
   }
 
   #paint(text: string, colour: string): string {

@@ -53,7 +53,11 @@ const TICK_LAG_MS = 150;
  * @throws Error when a client does not connect or a fault cannot be put on the proxy.
  */
 export async function runDemo(
-  lib: Library, backend: ChaosBackend, settings: RunSettings, view: RunView, signal: AbortSignal,
+  lib: Library,
+  backend: ChaosBackend,
+  settings: RunSettings,
+  view: RunView,
+  signal: AbortSignal,
 ): Promise<RunOutcome> {
   const runId = `${Date.now().toString(36)}-${process.pid}`;
   const proxied = await backend.createRedisProxy(`resilimit-demo-${runId}`);
@@ -75,13 +79,13 @@ export async function runDemo(
       const t0 = performance.now();
       const startedAt = new Date();
       const epoch0 = startedAt.getTime();
-      fleet.limiters.forEach((limiter, instance) =>
+      for (const [instance, limiter] of fleet.limiters.entries()) {
         limiter.on('stateChange', ({ state, previous }) => {
           const atMs = performance.now() - t0;
           recorder.stateChange({ atMs, instance, state });
           view.breaker(instance, state, previous, atMs);
-        }),
-      );
+        });
+      }
       const clock = { t0, epoch0, signal: stop.signal };
       const failOnError = <T>(task: Promise<T>): Promise<T> =>
         task.catch((error: unknown) => {
@@ -96,8 +100,13 @@ export async function runDemo(
       const failed = results.find((r) => r.status === 'rejected');
       if (failed !== undefined) throw failed.reason;
       return {
-        recorder, startedAt: startedAt.toISOString(), ranMs: Math.min(durationMs, performance.now() - t0),
-        interrupted: signal.aborted, rate, counted: fleet.counted, unhandledRejections: unhandled,
+        recorder,
+        startedAt: startedAt.toISOString(),
+        ranMs: Math.min(durationMs, performance.now() - t0),
+        interrupted: signal.aborted,
+        rate,
+        counted: fleet.counted,
+        unhandledRejections: unhandled,
       };
     } finally {
       await fleet.close();
@@ -114,7 +123,11 @@ type Clock = { readonly t0: number; readonly epoch0: number; readonly signal: Ab
 
 /** Open loop: `rate` calls per second spread evenly, round robin over the instances, `rate × duration` at most. */
 async function generateLoad(
-  limiters: readonly ResilientLimiter[], recorder: Recorder, rate: number, durationMs: number, clock: Clock,
+  limiters: readonly ResilientLimiter[],
+  recorder: Recorder,
+  rate: number,
+  durationMs: number,
+  clock: Clock,
 ): Promise<void> {
   const total = Math.floor((rate * durationMs) / 1000);
   const pending = new Set<Promise<void>>();

@@ -24,10 +24,19 @@ export type DemoPhase = {
 export const SLOW_LATENCY_MS = 250;
 
 /** Where each phase ends, as a fraction of the duration (rounded to whole seconds). */
-const ENDS: readonly { readonly name: PhaseName; readonly end: number; readonly label: string; readonly description: string; readonly fault: boolean }[] = [
+const ENDS: readonly {
+  readonly name: PhaseName;
+  readonly end: number;
+  readonly label: string;
+  readonly description: string;
+  readonly fault: boolean;
+}[] = [
   { name: 'healthy', end: 0.24, label: 'healthy', fault: false, description: 'Redis healthy: Redis decides every call' },
   {
-    name: 'slow', end: 0.44, label: `Redis slow (+${SLOW_LATENCY_MS} ms)`, fault: true,
+    name: 'slow',
+    end: 0.44,
+    label: `Redis slow (+${SLOW_LATENCY_MS} ms)`,
+    fault: true,
     description: `Redis slow: +${SLOW_LATENCY_MS} ms on every reply (the breaker's deadline is 50 ms)`,
   },
   { name: 'down', end: 0.68, label: 'Redis down', fault: true, description: 'Redis down: proxy disabled, every connection cut' },
@@ -62,7 +71,10 @@ export class FaultScript {
         return;
       case 'slow':
         this.#latency = await this.#redis.proxy.addToxic({
-          name: 'demo-slow', type: 'latency', stream: 'downstream', toxicity: 1,
+          name: 'demo-slow',
+          type: 'latency',
+          stream: 'downstream',
+          toxicity: 1,
           attributes: { latency: SLOW_LATENCY_MS, jitter: 0 },
         } as never);
         return;

@@ -80,12 +80,22 @@ export function summarize(input: {
       const inPhase = (ms: number): boolean => ms >= phase.startMs && ms < endMs;
       const issued = calls.filter((c) => !c.threw && inPhase(c.issuedMs));
       const admitted = admittedCalls.filter((c) => inPhase(c.admittedAtMs as number)).length;
-      const bySource = Object.fromEntries(SOURCES.map((s) => [s, issued.filter((c) => c.source === s).length])) as Record<DecisionSource, number>;
+      const bySource = Object.fromEntries(SOURCES.map((s) => [s, issued.filter((c) => c.source === s).length])) as Record<
+        DecisionSource,
+        number
+      >;
       const denyCache = issued.filter((c) => c.reason === 'deny-cache').length;
       return {
-        name: phase.name, startMs: phase.startMs, endMs, decisions: issued.length, admitted,
+        name: phase.name,
+        startMs: phase.startMs,
+        endMs,
+        decisions: issued.length,
+        admitted,
         admittedPerSecond: round(admitted / Math.max((endMs - phase.startMs) / 1000, 1e-9), 1),
-        bySource, redis: bySource.redis, fallback: issued.length - bySource.redis - denyCache, denyCache,
+        bySource,
+        redis: bySource.redis,
+        fallback: issued.length - bySource.redis - denyCache,
+        denyCache,
         latencyMs: rounded(percentiles(issued.map((c) => c.latencyMs))),
       };
     });

@@ -72,6 +72,7 @@ export class ReadyWatch {
 function target(client: Redis | Cluster): string {
   if ((client as { isCluster?: boolean }).isCluster === true) return 'a Cluster client';
   const { host, port, path, sentinels, name } = (client as Redis).options;
-  if (sentinels && sentinels.length > 0) return `master ${JSON.stringify(name)} via ${sentinels.length} listed Sentinel${sentinels.length === 1 ? '' : 's'}`;
+  if (sentinels && sentinels.length > 0)
+    return `master ${JSON.stringify(name)} via ${sentinels.length} listed Sentinel${sentinels.length === 1 ? '' : 's'}`;
   return path ? `connecting to ${path}` : `connecting to ${host}:${port}`;
 }

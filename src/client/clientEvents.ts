@@ -11,7 +11,7 @@ export function withDeadline<T>(promise: Promise<T>, ms: number): Promise<T> {
 }
 
 /** A client listener, as ioredis types them (`any` arguments). */
-// eslint-disable-next-line @typescript-eslint/no-explicit-any
+// biome-ignore lint/suspicious/noExplicitAny: ioredis types its listeners' arguments as any
 type Listener = (...args: any[]) => void;
 
 /**

@@ -72,7 +72,13 @@ function isCluster(client: Redis | Cluster): client is Cluster {
 
 function checkClient(client: unknown): void {
   const c = client as Partial<Record<'quit' | 'disconnect' | 'status', unknown>> | null;
-  if (typeof c !== 'object' || c === null || typeof c.quit !== 'function' || typeof c.disconnect !== 'function' || typeof c.status !== 'string') {
+  if (
+    typeof c !== 'object' ||
+    c === null ||
+    typeof c.quit !== 'function' ||
+    typeof c.disconnect !== 'function' ||
+    typeof c.status !== 'string'
+  ) {
     throw invalidOption('client', 'an ioredis Redis or Cluster client', client);
   }
 }

@@ -65,7 +65,6 @@ export function createRedisClient(urlOrOptions: string | ClientOptions, options:
 
 const warned = new WeakSet<object>();
 
-
 /**
  * Emits one process warning (`RESILIMIT_UNSAFE_REDIS_CLIENT`) per client whose settings make calls
  * wait or replay while Redis is down: an offline queue, or retries per request.

@@ -37,8 +37,7 @@ export function problemBody(policyName: string): (decision: Decision, retryAfter
     '{"type":"https://iana.org/assignments/http-problem-types#quota-exceeded",' +
     '"title":"Request cannot be satisfied as assigned quota has been exceeded","status":429,';
   const policies = `"violated-policies":${JSON.stringify([policyName])}`;
-  return (decision, retryAfterS) =>
-    `${head}"detail":"Retry after ${retryAfterS} s",${policies},"retryAfterMs":${decision.retryAfterMs}}`;
+  return (decision, retryAfterS) => `${head}"detail":"Retry after ${retryAfterS} s",${policies},"retryAfterMs":${decision.retryAfterMs}}`;
 }
 
 /** The `pk` parameter of a partition key: its UTF-8 bytes as a Structured Fields Byte Sequence. */

@@ -107,12 +107,9 @@ const FIELD_NAME = /^[!#$%&'*+.^_`|~0-9a-z-]+$/;
  * @example
  * rateLimit(limiter, { key: byHeader('x-user-id') })
  */
-export function byHeader<R extends RequestLike = RequestLike>(
-  name: string,
-  otherwise: KeyFunction<R> = byIp,
-): KeyFunction<R> {
+export function byHeader<R extends RequestLike = RequestLike>(name: string, otherwise: KeyFunction<R> = byIp): KeyFunction<R> {
   if (typeof name !== 'string' || !FIELD_NAME.test(name.toLowerCase())) {
-    throw invalidOption('name', 'a header field name (letters, digits and !#$%&\'*+.^_`|~-)', name);
+    throw invalidOption('name', "a header field name (letters, digits and !#$%&'*+.^_`|~-)", name);
   }
   if (typeof otherwise !== 'function') throw invalidOption('otherwise', 'a key function', otherwise);
   const field = name.toLowerCase();

@@ -164,7 +164,8 @@ function resolveRefunds<R, S>(options: Record<string, unknown>): ResolvedHttpOpt
   const predicate = optionalFunction<(request: R, response: S) => unknown>('requestWasSuccessful', options['requestWasSuccessful']);
   if (!failed && !successful) {
     // It would be ignored: the author meant one of them.
-    if (predicate !== undefined) throw invalidOption('requestWasSuccessful', 'absent unless `skipFailedRequests` or `skipSuccessfulRequests` is true', predicate);
+    if (predicate !== undefined)
+      throw invalidOption('requestWasSuccessful', 'absent unless `skipFailedRequests` or `skipSuccessfulRequests` is true', predicate);
     return undefined;
   }
   return (request, response, raw) => {

@@ -1,21 +1,27 @@
 import { EventEmitter } from 'node:events';
 import type { BreakerState } from '../redis/Breaker.js';
 import type { LimiterEvents } from './events.js';
-import { DecisionPath, type Parts } from '../path/DecisionPath.js';
+import type { DecisionPath, Parts } from '../path/DecisionPath.js';
 import type { LimitAllDecision, LimitDecision, LimiterDecision } from '../path/decisions.js';
 import { ErrorCode, ResilimitError } from '../options/errors.js';
 import { callIdOf, checkCallOptions, checkCost, checkKey } from '../options/input.js';
 import type { InstanceCounter } from '../recovery/InstanceCounter.js';
 import { blockKey } from './block.js';
 import { checkItems, type LimitAllItem } from '../path/limitAll.js';
-import { resolveLimiterOptions, type LimitFunction, type Mode, type ResilientLimiterOptions, type ResolvedLimiterOptions } from '../options/options.js';
-import { Recovery } from '../recovery/Recovery.js';
-import { RedisTier } from '../redis/RedisTier.js';
+import {
+  resolveLimiterOptions,
+  type LimitFunction,
+  type Mode,
+  type ResilientLimiterOptions,
+  type ResolvedLimiterOptions,
+} from '../options/options.js';
+import type { Recovery } from '../recovery/Recovery.js';
+import type { RedisTier } from '../redis/RedisTier.js';
 import { refund, type RefundOptions, type RefundResult } from './refund.js';
-import { Settings } from './Settings.js';
-import { Stats, type DecisionMessage as Message, type LimiterStats } from './Stats.js';
+import type { Settings } from './Settings.js';
+import type { Stats, DecisionMessage as Message, LimiterStats } from './Stats.js';
 import type { LimitOptions } from '../types.js';
-import { Waiters, type AcquireOptions } from './Waiters.js';
+import type { Waiters, AcquireOptions } from './Waiters.js';
 import { wire, type Wiring } from './wire.js';
 import { wrap, type WrapOptions } from './wrap.js';
 

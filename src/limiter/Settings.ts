@@ -30,12 +30,17 @@ export class Settings {
   #enabled = true;
 
   constructor(
-    readonly options: Pick<ResolvedLimiterOptions, 'limit' | 'limitFn' | 'windowMs' | 'mode' | 'shadow' | 'localLimit' | 'instances' | 'afterLease' | 'heartbeatMs'>,
+    readonly options: Pick<
+      ResolvedLimiterOptions,
+      'limit' | 'limitFn' | 'windowMs' | 'mode' | 'shadow' | 'localLimit' | 'instances' | 'afterLease' | 'heartbeatMs'
+    >,
     readonly redis: RedisWindow,
     readonly local: LocalTier,
     readonly deny: DenyCache,
     /** The instance counter when `instances: 'auto'`, else undefined. */
-    readonly counter: () => { readonly count: number; readonly unrecovered: number; leasedAt(now: number): boolean; readonly lastSeenAt: number } | undefined,
+    readonly counter: () =>
+      | { readonly count: number; readonly unrecovered: number; leasedAt(now: number): boolean; readonly lastSeenAt: number }
+      | undefined,
   ) {
     this.#limitFn = options.limitFn;
     this.#limit = options.limitFn === undefined ? options.limit : 0;

@@ -114,7 +114,11 @@ export class Stats {
   }
 
   /** Publishes the per-limit decisions of a `limitAll()` answer (each through {@link publish}) and returns the answer. */
-  publishAll(items: readonly { readonly key: string; readonly cost: number }[], result: LimitAllDecision, started: number): LimitAllDecision {
+  publishAll(
+    items: readonly { readonly key: string; readonly cost: number }[],
+    result: LimitAllDecision,
+    started: number,
+  ): LimitAllDecision {
     const { decisions } = result;
     for (let i = 0; i < items.length; i += 1) {
       const item = items[i] as { key: string; cost: number };

@@ -43,7 +43,9 @@ type Waiter = {
  * What a key's queue is doing: its head's `limit()` call is out (`asking`), or it waits for the
  * window's `retryAfterMs` (`sleeping`, one timer for the whole queue) before asking again.
  */
-type Turn = { readonly kind: 'asking' } | { readonly kind: 'sleeping'; readonly timer: NodeJS.Timeout; readonly wakeAt: number; readonly refusal: LimiterDecision };
+type Turn =
+  | { readonly kind: 'asking' }
+  | { readonly kind: 'sleeping'; readonly timer: NodeJS.Timeout; readonly wakeAt: number; readonly refusal: LimiterDecision };
 
 /** The waiters of one key, in arrival order (a Set keeps it, and deletes an aborted one in O(1)). */
 type Queue = { readonly key: string; readonly waiters: Set<Waiter>; turn: Turn };
@@ -91,7 +93,10 @@ export class Waiters {
     const id = raw['id'] === undefined ? nextId() : checkId(raw['id']);
     signal?.throwIfAborted();
     if (this.#count >= this.options.maxWaiters) {
-      throw new ResilimitError(ErrorCode.TOO_MANY_WAITERS, `acquire(): \`maxWaiters\` (${this.options.maxWaiters}) calls are already waiting`);
+      throw new ResilimitError(
+        ErrorCode.TOO_MANY_WAITERS,
+        `acquire(): \`maxWaiters\` (${this.options.maxWaiters}) calls are already waiting`,
+      );
     }
     const { promise, resolve, reject } = Promise.withResolvers<LimiterDecision>();
     const now = this.options.perf.now();
@@ -106,7 +111,8 @@ export class Waiters {
     } else {
       queue.waiters.add(waiter);
       const turn = queue.turn;
-      if (turn.kind === 'sleeping' && waiter.deadline < turn.wakeAt && this.#take(queue, waiter)) resolve(refusalAt(turn.refusal, turn.wakeAt - now));
+      if (turn.kind === 'sleeping' && waiter.deadline < turn.wakeAt && this.#take(queue, waiter))
+        resolve(refusalAt(turn.refusal, turn.wakeAt - now));
     }
     return promise;
   }
@@ -175,10 +181,14 @@ export class Waiters {
       void refunding.finally(() => this.#pending.delete(refunding));
     }
     if (this.#closed) return;
-    if (gone) return this.#ask(queue);
+    if (gone) {
+      this.#ask(queue);
+      return;
+    }
     if (decision.allowed) {
       if (this.#take(queue, head)) head.resolve(decision);
-      return this.#ask(queue);
+      this.#ask(queue);
+      return;
     }
     const now = this.options.perf.now();
     // At least 1 ms: a refusal that says "now" must not turn into a loop of calls.

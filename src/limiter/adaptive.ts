@@ -83,8 +83,7 @@ export function adaptiveLimit(options: AdaptiveLimitOptions): AdaptiveLimit {
     const value = read.next();
     if (!Number.isFinite(value)) return current; // a signal with nothing to say keeps the limit
     load = value;
-    current =
-      value <= from ? max : value >= to ? min : Math.max(min, Math.floor(max - ((max - min) * (value - from)) / (to - from)));
+    current = value <= from ? max : value >= to ? min : Math.max(min, Math.floor(max - ((max - min) * (value - from)) / (to - from)));
     return current;
   };
   return Object.defineProperties(limit, {

@@ -46,7 +46,12 @@ export type RefundResult = {
  * @throws {ResilimitError} `ERR_RESILIMIT_INVALID_KEY`, `ERR_RESILIMIT_INVALID_ID`, `…_INVALID_COST`, `…_INVALID_OPTION`, and
  *   `ERR_RESILIMIT_REDIS_REPLY` when Redis refused the script (the local side gave the call back all the same).
  */
-export async function refund(parts: Pick<Parts, 'local' | 'deny' | 'recovery'>, key: string, id: string, options?: RefundOptions): Promise<RefundResult> {
+export async function refund(
+  parts: Pick<Parts, 'local' | 'deny' | 'recovery'>,
+  key: string,
+  id: string,
+  options?: RefundOptions,
+): Promise<RefundResult> {
   checkKey(key);
   checkGivenId(id);
   const given = options === undefined ? undefined : checkCost(knownOptions('refund()', options, ['cost'])['cost'], MAX_INT);

@@ -58,7 +58,11 @@ export function wire(front: Front, resolved: ResolvedLimiterOptions, closed: () 
   const count = resolved.instances === 'auto' ? 1 : resolved.instances;
   const local = new LocalTier(resolved.localLimit ?? Math.ceil(resolved.limit / count), resolved.windowMs, resolved.maxKeys, now);
   // Denials wait out Redis's retryAfterMs: on the monotonic clock, or on an injected one (it is Redis's then).
-  const deny = new DenyCache(resolved.maxKeys, resolved.clock === undefined ? perf : { now: resolved.clock }, () => tier.state === 'closed' && tier.ready);
+  const deny = new DenyCache(
+    resolved.maxKeys,
+    resolved.clock === undefined ? perf : { now: resolved.clock },
+    () => tier.state === 'closed' && tier.ready,
+  );
   let instances: InstanceCounter | undefined;
   let suspectedAt = Number.NEGATIVE_INFINITY;
   const tier: RedisTier = new RedisTier(
@@ -110,11 +114,25 @@ export function wire(front: Front, resolved: ResolvedLimiterOptions, closed: () 
   );
   const reserved = new Reservations();
   const gate = new Gate(tier, recovery, coalescer, { ...resolved, timeoutMs: resolved.breaker.timeoutMs }, perf);
-  const fallback = new Fallback({ settings, local, reserved, recovery, breaker: tier.breaker, now, reconcile: resolved.reconcile, blockMs: resolved.blockMs });
+  const fallback = new Fallback({
+    settings,
+    local,
+    reserved,
+    recovery,
+    breaker: tier.breaker,
+    now,
+    reconcile: resolved.reconcile,
+    blockMs: resolved.blockMs,
+  });
   const parts: Parts = { now, settings, tier, offset: tier.offset, gate, coalescer, local, deny, reserved, recovery, fallback };
   // Refunds go round the front door, which refuses them once the limiter is closed: close() gives back
   // what was admitted for the waiters it rejected.
-  const waiters = new Waiters((key, o) => front.limit(key, o), (key) => settings.limitOf(key), (key, id) => refund(parts, key, id), resolved);
+  const waiters = new Waiters(
+    (key, o) => front.limit(key, o),
+    (key) => settings.limitOf(key),
+    (key, id) => refund(parts, key, id),
+    resolved,
+  );
   const watch = new ReadyWatch(tier, resolved, (info) => front.emit('notReady', info));
   const path = new DecisionPath(parts, (error) => {
     if (front.listenerCount('redisReplyError') > 0) front.emit('redisReplyError', error);

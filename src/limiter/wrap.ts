@@ -57,7 +57,10 @@ function checkFunction(name: string, value: unknown, required: boolean): void {
 /** Checks wrap options once, when the wrapper is made. */
 function checkWrapOptions(options: unknown): void {
   if (typeof options !== 'object' || options === null) {
-    throw new ResilimitError(ErrorCode.INVALID_OPTION, `Expected the options of wrap() to be an object with a \`key\` function, got ${describe(options)}`);
+    throw new ResilimitError(
+      ErrorCode.INVALID_OPTION,
+      `Expected the options of wrap() to be an object with a \`key\` function, got ${describe(options)}`,
+    );
   }
   const o = options as Record<string, unknown>;
   checkFunction('key', o['key'], true);
@@ -114,7 +117,7 @@ export function rateLimited<This, D extends Decision>(
   limiter: Limiter<D>,
   // The arguments are not known when the decorator is made (TypeScript infers nothing from the method
   // at this point): the option functions take the method's leading arguments, typed by you.
-  // eslint-disable-next-line @typescript-eslint/no-explicit-any
+  // biome-ignore lint/suspicious/noExplicitAny: see above: unknown here would refuse every typed option function
   options: WrapOptions<This, any[], any, D>,
 ): <Args extends unknown[], R>(
   method: (this: This, ...args: Args) => R | Promise<R>,

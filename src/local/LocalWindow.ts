@@ -124,7 +124,12 @@ export class LocalWindow implements RateWindow {
     const now = this.#now();
     const log = this.#logOf(key, now);
     const before = admitted === undefined ? 0 : used - admitted.cost;
-    if (offset !== undefined && admitted !== undefined && log.used - log.unsent > before && log.sentAbove(before, now - this.#options.windowMs + offset.uncertainty())) {
+    if (
+      offset !== undefined &&
+      admitted !== undefined &&
+      log.used - log.unsent > before &&
+      log.sentAbove(before, now - this.#options.windowMs + offset.uncertainty())
+    ) {
       return false;
     }
     if (admitted !== undefined) {
@@ -208,7 +213,13 @@ export class LocalWindow implements RateWindow {
     if (log === undefined) {
       const fits = reserved + cost <= limit;
       // Only permits reserved by calls waiting on Redis can be in the way: no time to give, a window at most.
-      return { ...this.#empty(now), allowed: fits, limit, remaining: Math.max(limit - reserved, 0), retryAfterMs: fits ? 0 : this.#options.windowMs };
+      return {
+        ...this.#empty(now),
+        allowed: fits,
+        limit,
+        remaining: Math.max(limit - reserved, 0),
+        retryAfterMs: fits ? 0 : this.#options.windowMs,
+      };
     }
     this.#expire(log, now);
     if (typeof id === 'string' && log.idSet?.has(id) === true) return this.#decide(log, now, true, 1, 0, limit);

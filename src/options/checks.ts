@@ -65,7 +65,13 @@ export function knownOptions(
   if (value === undefined && optional) return {};
   if (!isObject(value)) throw invalidOption(path === '' ? name : path.slice(0, -1), 'an object', value);
   for (const name in value) {
-    if (!known.includes(name)) throw unknownOption(owner, `${path}${name}`, value[name], known.map((k) => `${path}${k}`));
+    if (!known.includes(name))
+      throw unknownOption(
+        owner,
+        `${path}${name}`,
+        value[name],
+        known.map((k) => `${path}${k}`),
+      );
   }
   return value;
 }
@@ -92,7 +98,8 @@ export function nearest(name: string, known: readonly string[]): string | undefi
     const other = candidate.toLowerCase().replace(/^.*\./, '');
     const edits = editDistance(lower, other);
     const contains = other.includes(lower) || lower.includes(other);
-    const distance = other === lower ? 0 : contains ? 2 - Math.min(lower.length, other.length) / Math.max(lower.length, other.length) : edits;
+    const distance =
+      other === lower ? 0 : contains ? 2 - Math.min(lower.length, other.length) / Math.max(lower.length, other.length) : edits;
     if (distance < bestDistance || (distance === bestDistance && edits < bestEdits)) {
       best = candidate;
       bestDistance = distance;
@@ -118,12 +125,7 @@ function editDistance(a: string, b: string): number {
 /** Checks that a value looks like an ioredis `Redis` or `Cluster`. */
 export function redisClient(value: unknown): Redis | Cluster {
   const client = value as Partial<Record<'evalsha' | 'eval' | 'del' | 'on', unknown>> | undefined;
-  if (
-    !isObject(value) ||
-    typeof client?.evalsha !== 'function' ||
-    typeof client.eval !== 'function' ||
-    typeof client.del !== 'function'
-  ) {
+  if (!isObject(value) || typeof client?.evalsha !== 'function' || typeof client.eval !== 'function' || typeof client.del !== 'function') {
     throw invalidOption('redis', 'an ioredis Redis or Cluster client', value);
   }
   return value as unknown as Redis | Cluster;

@@ -45,7 +45,7 @@ export class AllCall implements PathCall<AllReply, LimitAllDecision> {
         // After a refusal nothing more is taken: the other slots are only asked how they stand.
         const reply = await tier.sendAll(refused ? 'check' : 'take', group, id);
         nowMs = reply.nowMs;
-        group.forEach((item, i) => replies.set(item, reply.items[i] as ItemReply));
+        for (const [i, item] of group.entries()) replies.set(item, reply.items[i] as ItemReply);
         if (!refused) {
           if (reply.admitted) this.#taken.push(group);
           else refused = true;
@@ -71,7 +71,8 @@ export class AllCall implements PathCall<AllReply, LimitAllDecision> {
       // Warm standby, as for limit(): the local windows hold the calls Redis admitted.
       const at = parts.offset.localOf(nowMs); // learnt from this very round trip: no drift to allow for
       for (const item of this.items) {
-        if (!(replies.get(item) as ItemReply).duplicate) parts.local.forWindow(item.windowMs).record(item.key, at, item.cost, itemId(this.id, item));
+        if (!(replies.get(item) as ItemReply).duplicate)
+          parts.local.forWindow(item.windowMs).record(item.key, at, item.cost, itemId(this.id, item));
       }
     }
     parts.recovery.schedule();

@@ -66,7 +66,11 @@ export class DecisionPath {
     for (const item of items) parts.local.forWindow(item.windowMs);
     const now = parts.now();
     if (!parts.settings.enabled) {
-      return combine(items.map((item) => fixedDecision(true, 'disabled', 'disabled', now, item.limit, 0)), 'disabled', 'disabled');
+      return combine(
+        items.map((item) => fixedDecision(true, 'disabled', 'disabled', now, item.limit, 0)),
+        'disabled',
+        'disabled',
+      );
     }
     const diverted = parts.gate.divertAll(items);
     if (diverted !== undefined) return this.#shadowAll(parts.fallback.all(items, id, diverted));

@@ -79,9 +79,19 @@ export class Fallback {
   all(items: readonly CheckedItem[], id: CallId, reason: DecisionReason): LimitAllDecision {
     const now = this.now();
     const mode = this.settings.fallbackMode(now);
-    if (mode !== 'local') return combine(items.map((item) => this.#fixed(mode, reason, now, item.limit)), mode, reason);
+    if (mode !== 'local')
+      return combine(
+        items.map((item) => this.#fixed(mode, reason, now, item.limit)),
+        mode,
+        reason,
+      );
     const share = (item: CheckedItem): number => this.settings.fallbackShareOf(item.limit, now, true);
-    if (items.some((item) => share(item) === 0)) return combine(items.map((item) => this.#fixed('fail-closed', reason, now, item.limit)), 'fail-closed', reason);
+    if (items.some((item) => share(item) === 0))
+      return combine(
+        items.map((item) => this.#fixed('fail-closed', reason, now, item.limit)),
+        'fail-closed',
+        reason,
+      );
     if (mayBeLost(reason)) this.settings.lost(this.local);
     const journalled = this.#journals(reason);
     const kept = journalled || typeof id === 'string' ? id : undefined;
@@ -98,7 +108,9 @@ export class Fallback {
     if (views.every((d) => d.allowed)) {
       decisions = items.map((item) => {
         const itemCallId = idFor(item);
-        const d = this.local.forWindow(item.windowMs)[decide](item.key, item.cost, itemCallId, now, this.reserved.of(item.group), share(item));
+        const d = this.local
+          .forWindow(item.windowMs)
+          [decide](item.key, item.cost, itemCallId, now, this.reserved.of(item.group), share(item));
         if (d.allowed && journalled && itemCallId !== undefined) {
           this.recovery.add(item.key, now, item.cost, itemCallId, item.windowMs);
         }

@@ -52,7 +52,8 @@ export class OneCall implements PathCall<BatchOutcome[], LimiterDecision> {
     const local = parts.local.main;
     // Only mode 'local' has a window to answer with instead: the others take Redis's word (the canary still re-seeds).
     const check = settings.mode === 'local' ? offset : undefined;
-    if (!local.observe(this.key, decision.used, this.limit, settings.instances, settings.localShareOf(this.limit), call, check)) return this.#lost();
+    if (!local.observe(this.key, decision.used, this.limit, settings.instances, settings.localShareOf(this.limit), call, check))
+      return this.#lost();
     if (admitted) {
       // A denial that let this call through (a probe, a smaller cost) no longer holds in Redis; nor does
       // its block here (`observe` lifted it). A retry Redis counted already (a duplicate) proves no room.

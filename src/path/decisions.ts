@@ -89,7 +89,16 @@ export function decided(allowed: boolean, limit: number, remaining: number, retr
 export function redisDecision(d: RedisDecision, id: string): LimiterDecision;
 export function redisDecision(d: RedisDecision): LimitDecision;
 export function redisDecision(d: RedisDecision, id?: string): Made {
-  return { allowed: d.allowed, limit: d.limit, remaining: d.remaining, retryAfterMs: d.retryAfterMs, resetAtMs: d.resetAtMs, source: 'redis', reason: 'decided', id: d.allowed ? id : undefined };
+  return {
+    allowed: d.allowed,
+    limit: d.limit,
+    remaining: d.remaining,
+    retryAfterMs: d.retryAfterMs,
+    resetAtMs: d.resetAtMs,
+    source: 'redis',
+    reason: 'decided',
+    id: d.allowed ? id : undefined,
+  };
 }
 
 /** A local window's decision, as the limiter answers it with `reason` (with `id`: a call of `limit()`). This is the whole path while Redis is down. */
@@ -112,8 +121,23 @@ export function localDecision(d: Decision, reason: DecisionReason, id?: CallId):
  * A decision that consults no window: the kill switch (`'disabled'`), or the fixed answer of mode
  * `'fail-open'` / `'fail-closed'`. A refusal asks to retry after `retryAfterMs` (the breaker's open period).
  */
-export function fixedDecision(allowed: boolean, source: DecisionSource, reason: DecisionReason, now: number, limit: number, retryAfterMs: number, id: CallId): LimiterDecision;
-export function fixedDecision(allowed: boolean, source: DecisionSource, reason: DecisionReason, now: number, limit: number, retryAfterMs: number): LimitDecision;
+export function fixedDecision(
+  allowed: boolean,
+  source: DecisionSource,
+  reason: DecisionReason,
+  now: number,
+  limit: number,
+  retryAfterMs: number,
+  id: CallId,
+): LimiterDecision;
+export function fixedDecision(
+  allowed: boolean,
+  source: DecisionSource,
+  reason: DecisionReason,
+  now: number,
+  limit: number,
+  retryAfterMs: number,
+): LimitDecision;
 export function fixedDecision(
   allowed: boolean,
   source: DecisionSource,
@@ -125,7 +149,16 @@ export function fixedDecision(
 ): Made {
   const wait = allowed ? 0 : retryAfterMs;
   const member = allowed && id !== undefined ? memberOf(id) : undefined;
-  return { allowed, limit, remaining: allowed ? limit : 0, retryAfterMs: wait, resetAtMs: Math.ceil(now + wait), source, reason, id: member };
+  return {
+    allowed,
+    limit,
+    remaining: allowed ? limit : 0,
+    retryAfterMs: wait,
+    resetAtMs: Math.ceil(now + wait),
+    source,
+    reason,
+    id: member,
+  };
 }
 
 /** A refusal of the deny cache: what Redis said when it refused the key, until that wait has passed (`until` and `now` on one clock). */
@@ -168,7 +201,14 @@ export function shadowed(refusal: LimitDecision): ShadowedDecision {
 
 /** A refused `limitAll()` answer admitted in shadow mode, with its per-limit decisions as published (the refusing ones shadowed). */
 export function shadowedAll(refusal: LimitAllDecision, decisions: LimitDecision[]): LimitAllDecision {
-  return { allowed: true, retryAfterMs: refusal.retryAfterMs, source: refusal.source, reason: refusal.reason, decisions, shadowRejected: true };
+  return {
+    allowed: true,
+    retryAfterMs: refusal.retryAfterMs,
+    source: refusal.source,
+    reason: refusal.reason,
+    decisions,
+    shadowRejected: true,
+  };
 }
 
 /** Puts the per-limit decisions of `limitAll()` together. */

@@ -110,7 +110,10 @@ export class DataWatch {
     try {
       return await Promise.all(
         nodes.map(async (node) => {
-          const text = await withDeadline(node.info('memory').then(async (memory) => memory + (await node.info('stats'))), INFO_MS);
+          const text = await withDeadline(
+            node.info('memory').then(async (memory) => memory + (await node.info('stats'))),
+            INFO_MS,
+          );
           return {
             maxmemory: Number(/^maxmemory:(\d+)/m.exec(text)?.[1] ?? 0),
             policy: /^maxmemory_policy:(\S+)/m.exec(text)?.[1] ?? 'noeviction',

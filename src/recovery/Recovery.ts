@@ -86,7 +86,14 @@ export class Recovery {
   readonly refunds: PendingRefunds;
 
   constructor(options: RecoveryOptions, parts: RecoveryParts) {
-    ({ tier: this.tier, local: this.local, settings: this.settings, closed: this.closed, report: this.report, refunds: this.refunds } = parts);
+    ({
+      tier: this.tier,
+      local: this.local,
+      settings: this.settings,
+      closed: this.closed,
+      report: this.report,
+      refunds: this.refunds,
+    } = parts);
     this.#options = options;
     this.#now = options.now;
     this.journal = new Journal(options.maxPending, options.maxPendingBytes, (calls) => {

@@ -6,7 +6,6 @@ import type { PollWatch } from './PollWatch.js';
 /** The breaker's state: `closed` (Redis decides), `open` (nothing is sent), `half-open` (one trial call). */
 export type BreakerState = 'closed' | 'open' | 'half-open';
 
-
 /**
  * The rule for what a breaker counts as a failure: a deadline missed, or an error that says Redis
  * could not answer (`ERR_RESILIMIT_REDIS_UNAVAILABLE`, see `isRedisUnavailable`). Anything else — a

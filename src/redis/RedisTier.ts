@@ -16,7 +16,6 @@ import { limitAllArgs, limitAllScript, readLimitAll, type GroupReply } from './s
 import { reconcileScript, type WriteBackReply } from './scripts/reconcile.js';
 import type { BeatOp, BeatReply, BeatTimes } from '../recovery/InstanceCounter.js';
 
-
 /** How long a reconnect waits for the server's run id before it takes the data for lost, ms. */
 const PROBE_MS = 1_000;
 
@@ -26,7 +25,10 @@ function repliedWith(error: unknown): boolean {
 }
 
 /** What the Redis tier needs of the limiter's options. */
-type TierOptions = Pick<ResolvedLimiterOptions, 'redis' | 'prefix' | 'limit' | 'windowMs' | 'blockMs' | 'breaker' | 'clock' | 'now' | 'perf'>;
+type TierOptions = Pick<
+  ResolvedLimiterOptions,
+  'redis' | 'prefix' | 'limit' | 'windowMs' | 'blockMs' | 'breaker' | 'clock' | 'now' | 'perf'
+>;
 
 /**
  * The Redis tier as the limiter uses it: every Redis call goes out through here, inside the breaker.
@@ -185,7 +187,9 @@ export class RedisTier {
     let sentNow = 0 as LocalMs;
     const decisions = await this.fire(calls.length, () => {
       sentNow = this.#now();
-      return this.window[decideBatch](calls, this.#notAfter(sentNow), this.reserve).catch((error: unknown) => this.#learnFromStale(error, sentNow));
+      return this.window[decideBatch](calls, this.#notAfter(sentNow), this.reserve).catch((error: unknown) =>
+        this.#learnFromStale(error, sentNow),
+      );
     });
     // Every decision of a batch tells the same time (a batch of calls Redis could not decide teaches nothing).
     for (const d of decisions) {
@@ -205,8 +209,20 @@ export class RedisTier {
       const sentNow = this.#now();
       // A late give-back only removes what its take added: no staleness guard.
       const notAfter = op === 'give' ? undefined : this.#notAfter(sentNow);
-      const args = limitAllArgs(op, group, id, clock === undefined ? '' : Math.floor(clock()), notAfter === undefined ? '' : Math.ceil(notAfter), this.reserve);
-      return runScript(this.#redis, limitAllScript, group.map((item) => item.redisKey), args)
+      const args = limitAllArgs(
+        op,
+        group,
+        id,
+        clock === undefined ? '' : Math.floor(clock()),
+        notAfter === undefined ? '' : Math.ceil(notAfter),
+        this.reserve,
+      );
+      return runScript(
+        this.#redis,
+        limitAllScript,
+        group.map((item) => item.redisKey),
+        args,
+      )
         .then(
           (reply) => {
             if (op === 'give') return reply;

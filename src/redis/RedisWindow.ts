@@ -13,7 +13,15 @@ import { redisKey } from './redisKey.js';
 import { runScript } from './scripts/script.js';
 import { blockArgs, blockScript, readBlock } from './scripts/block.js';
 import { readRefund, refundArgs, refundScript } from './scripts/refund.js';
-import { decisionOf, readDecisions, slidingWindow, slidingWindowArgs, type BatchCall, type BatchOutcome, type RedisDecision } from './scripts/slidingWindow.js';
+import {
+  decisionOf,
+  readDecisions,
+  slidingWindow,
+  slidingWindowArgs,
+  type BatchCall,
+  type BatchOutcome,
+  type RedisDecision,
+} from './scripts/slidingWindow.js';
 import type { LimitOptions, RateWindow } from '../types.js';
 
 export { decisionOf, type BatchCall, type BatchDecision, type BatchOutcome, type RedisDecision } from './scripts/slidingWindow.js';

@@ -19,9 +19,7 @@ const codes: Record<string, string> = { '%': '%25', '{': '%7B', '}': '%7D' };
 
 function escapeBraces(key: string): string {
   // Most keys hold none of the three characters: skip the replace for them.
-  return key.includes('%') || key.includes('{') || key.includes('}')
-    ? key.replace(special, (c) => codes[c] as string)
-    : key;
+  return key.includes('%') || key.includes('{') || key.includes('}') ? key.replace(special, (c) => codes[c] as string) : key;
 }
 
 /**

@@ -41,7 +41,10 @@ function clock(start = 1_000_000) {
 
 /** The largest number of permits admitted within any window (t - windowMs, t], from the decisions' times. */
 function maxInAnyWindow(decisions: RedisDecision[], windowMs: number, cost = 1): number {
-  const times = decisions.filter((d) => d.allowed).map((d) => d.nowMs).sort((a, b) => a - b);
+  const times = decisions
+    .filter((d) => d.allowed)
+    .map((d) => d.nowMs)
+    .sort((a, b) => a - b);
   let max = 0;
   let start = 0;
   for (let end = 0; end < times.length; end++) {
@@ -58,12 +61,13 @@ describe('RedisWindow', () => {
     const key = 'burst';
     const prefix = `t:${randomUUID()}:`;
     const windows = clients.map((c) => new RedisWindow({ redis: c, prefix, limit: 100, windowMs: 60_000 }));
-    const decisions = await Promise.all(
-      Array.from({ length: 1000 }, (_, i) => (windows[i % windows.length] as RedisWindow).limit(key)),
-    );
+    const decisions = await Promise.all(Array.from({ length: 1000 }, (_, i) => (windows[i % windows.length] as RedisWindow).limit(key)));
     expect(decisions.filter((d) => d.allowed)).toHaveLength(100);
     expect(await redis.zcard(windows[0]!.keyOf(key))).toBe(100);
-    const last = decisions.filter((d) => d.allowed).map((d) => d.remaining).sort((a, b) => a - b);
+    const last = decisions
+      .filter((d) => d.allowed)
+      .map((d) => d.remaining)
+      .sort((a, b) => a - b);
     expect(last[0]).toBe(0);
     expect(new Set(last).size).toBe(100);
   });
@@ -133,11 +137,9 @@ describe('RedisWindow', () => {
       const outcomes = await w[decideBatch](
         ['good', 'bad', 'good'].map((key, i) => ({ key, cost: key === 'bad' ? 1 : cost, id: `${layout}${i}`, limit: 2 })),
       );
-      expect(outcomes.map((o) => (o instanceof ResilimitError ? `${o.code} ${o.message.includes('"bad"')}` : `${o.allowed} ${o.used}`))).toEqual([
-        'true ' + cost,
-        'ERR_RESILIMIT_REDIS_REPLY true',
-        layout === 'shared' ? 'true 2' : 'false 2',
-      ]);
+      expect(
+        outcomes.map((o) => (o instanceof ResilimitError ? `${o.code} ${o.message.includes('"bad"')}` : `${o.allowed} ${o.used}`)),
+      ).toEqual([`true ${cost}`, 'ERR_RESILIMIT_REDIS_REPLY true', layout === 'shared' ? 'true 2' : 'false 2']);
       await redis.del(w.keyOf('good'));
     }
     await expect(w.limit('bad')).rejects.toMatchObject({ code: 'ERR_RESILIMIT_REDIS_REPLY' });
@@ -148,7 +150,12 @@ describe('RedisWindow', () => {
     const w = window({ limit: 1, windowMs: 60_000 });
     // A negative score on a member that is neither "*" nor "*!": another program's member in our set.
     await redis.zadd(w.keyOf('foreign'), -5, 'm');
-    await expect(w[decideBatch]([{ key: 'a', cost: 1, id: 'x', limit: 1 }, { key: 'foreign', cost: 1, id: 'y', limit: 1 }])).rejects.toMatchObject({
+    await expect(
+      w[decideBatch]([
+        { key: 'a', cost: 1, id: 'x', limit: 1 },
+        { key: 'foreign', cost: 1, id: 'y', limit: 1 },
+      ]),
+    ).rejects.toMatchObject({
       code: 'ERR_RESILIMIT_REDIS_REPLY',
       message: expect.stringMatching(/^Redis rejected the call: ERR /),
     });
@@ -261,7 +268,7 @@ describe('RedisWindow', () => {
     }
   });
 
-  it('matches the reference model when callers\' clocks disagree a little', async () => {
+  it("matches the reference model when callers' clocks disagree a little", async () => {
     // Callers that pass their own clock (`now`) disagree a little: a call can be decided at a time
     // before the newest member, which must not shorten the key's life or the reported reset.
     for (const seed of [21, 22, 23]) {

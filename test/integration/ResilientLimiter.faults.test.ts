@@ -306,7 +306,14 @@ describe('ResilientLimiter while Redis is frozen (SIGSTOP)', () => {
     await next(l, 'closed', 4 * RESET_MS + 1_000);
     await load.stop();
     expect(changes.map((c) => c.state)).toEqual([
-      'open', 'half-open', 'open', 'half-open', 'open', 'half-open', 'open', 'half-open',
+      'open',
+      'half-open',
+      'open',
+      'half-open',
+      'open',
+      'half-open',
+      'open',
+      'half-open',
       ...(changes.length === 9 ? ['closed'] : ['open', 'half-open', 'closed']),
     ]);
     const periods: number[] = [];
@@ -671,7 +678,9 @@ describe('ResilientLimiter when Redis refuses to run the script', () => {
   it('treats MISCONF (a failed save stops writes) as Redis unavailable: the calls answered locally are journalled, and the limit holds after', async () => {
     // A save that fails: its child is killed (a signal counts as a failed save), and with save points
     // set and stop-writes-on-bgsave-error, Redis refuses every write with MISCONF until writes are allowed again.
-    const saving = await startRedisServer({ args: ['--save', '3600', '1', '--stop-writes-on-bgsave-error', 'yes', '--rdb-key-save-delay', '200000'] });
+    const saving = await startRedisServer({
+      args: ['--save', '3600', '1', '--stop-writes-on-bgsave-error', 'yes', '--rdb-key-save-delay', '200000'],
+    });
     const redis = await client({}, saving);
     const control = saving.client();
     let created: ResilientLimiter | undefined;
@@ -809,9 +818,7 @@ describe('ResilientLimiter with its breaker open', () => {
 
     l.setMode('fail-closed');
     const closed = await Promise.all(Array.from({ length: 20 }, () => l.limit('fresh')));
-    expect(
-      closed.every((d) => !d.allowed && d.source === 'fail-closed' && d.remaining === 0 && d.retryAfterMs > 0),
-    ).toBe(true);
+    expect(closed.every((d) => !d.allowed && d.source === 'fail-closed' && d.remaining === 0 && d.retryAfterMs > 0)).toBe(true);
 
     // Switch on every call.
     const sequence = ['local', 'fail-open', 'fail-closed', 'local', 'fail-closed', 'fail-open'] as const;
@@ -845,4 +852,3 @@ describe('ResilientLimiter with its breaker open', () => {
     ]);
   });
 });
-

@@ -389,7 +389,12 @@ describe('catching up after an outage or a data loss', () => {
     // 4 by Redis and 3 locally before the restart: 3 left (not 6), and the limitAll window has 4 left.
     expect(count(await run(l, 'k', 10), (d) => d.allowed)).toBe(3);
     const after = await Promise.all(Array.from({ length: 6 }, () => l.limitAll([{ key: 'k2', limit: 5, windowMs: 60_000 }])));
-    expect(count(after.map((d) => d.decisions[0]!), (d) => d.allowed)).toBe(4);
+    expect(
+      count(
+        after.map((d) => d.decisions[0]!),
+        (d) => d.allowed,
+      ),
+    ).toBe(4);
   });
 
   it('with reconcile: false, re-seeds only what Redis had: the calls answered locally were never written', async () => {
@@ -429,9 +434,7 @@ describe('coalescing the calls of one event-loop turn (coalesce: true)', () => {
   it('holds the limit across several coalescing limiters under concurrent load', async () => {
     const prefix = `t:${randomUUID()}:`;
     const many = await Promise.all(
-      Array.from({ length: 4 }, () =>
-        limiter({ prefix, limit: 50, windowMs: 60_000, coalesce: true, breaker: { timeoutMs: 2000 } }),
-      ),
+      Array.from({ length: 4 }, () => limiter({ prefix, limit: 50, windowMs: 60_000, coalesce: true, breaker: { timeoutMs: 2000 } })),
     );
     const decisions = await Promise.all(Array.from({ length: 400 }, (_, i) => many[i % 4]!.limit(`shared${i % 3}`)));
     expect(count(decisions, (d) => d.allowed)).toBe(150);
@@ -587,4 +590,3 @@ describe('a key held for its journalled calls', () => {
     expect(await admin.zcard(redisKey(prefix, 'k'))).toBe(2);
   });
 });
-

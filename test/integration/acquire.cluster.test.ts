@@ -15,9 +15,16 @@ beforeAll(() => {
 });
 
 describe('acquire() on a Cluster', () => {
-  it('waits for the window of keys on every master, each key\'s waiters in order', async () => {
+  it("waits for the window of keys on every master, each key's waiters in order", async () => {
     const prefix = `acq:${randomUUID()}:`;
-    const limiter = new ResilientLimiter({ redis, prefix, limit: 2, windowMs: 300, local: { instances: 1 }, breaker: { timeoutMs: 1_000 } });
+    const limiter = new ResilientLimiter({
+      redis,
+      prefix,
+      limit: 2,
+      windowMs: 300,
+      local: { instances: 1 },
+      breaker: { timeoutMs: 1_000 },
+    });
     try {
       const keys = cluster.keysOnEveryMaster(1, (k) => redisKey(prefix, k));
       expect(keys.length).toBeGreaterThanOrEqual(3);

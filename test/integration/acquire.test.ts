@@ -58,7 +58,7 @@ async function outcome(p: Promise<LimiterDecision>, start: number) {
 }
 
 describe('acquire()', () => {
-  it('waits for the window, then admits one key\'s waiters in the order they came, without polling', async () => {
+  it("waits for the window, then admits one key's waiters in the order they came, without polling", async () => {
     const l = await limiter();
     const start = performance.now();
     const order: number[] = [];
@@ -110,7 +110,7 @@ describe('acquire()', () => {
     expect(l.stats().decisions).toBe(3);
   });
 
-  it('retries one waiter with one id, the caller\'s or a generated one', async () => {
+  it("retries one waiter with one id, the caller's or a generated one", async () => {
     const l = await limiter();
     const calls = vi.spyOn(l, 'limit');
     await l.limit('api', { cost: 2 });
@@ -124,7 +124,7 @@ describe('acquire()', () => {
     expect(ids.at(-1)).toBe('req-1');
   });
 
-  it('rejects an aborted waiter with the signal\'s reason and serves the next', async () => {
+  it("rejects an aborted waiter with the signal's reason and serves the next", async () => {
     const l = await limiter();
     await l.limit('api', { cost: 2 });
     const controller = new AbortController();
@@ -195,7 +195,11 @@ describe('acquire()', () => {
 
   it('refuses bad options with a coded error', async () => {
     const l = await limiter();
-    const code = (p: Promise<unknown>) => p.then(() => 'resolved', (e: { code?: string }) => e.code);
+    const code = (p: Promise<unknown>) =>
+      p.then(
+        () => 'resolved',
+        (e: { code?: string }) => e.code,
+      );
     const call = (options: unknown) => l.acquire('api', options as never);
     expect(await code(call(undefined))).toBe(ErrorCode.INVALID_OPTION);
     expect(await code(call({}))).toBe(ErrorCode.INVALID_OPTION);
@@ -211,8 +215,8 @@ describe('acquire()', () => {
     expect(l.stats().decisions).toBe(0);
   });
 
-  describe('while Redis cannot answer, it follows the mode\'s decisions', () => {
-    it('fail-closed: refuses at once when the breaker\'s open period passes maxWaitMs, else waits it out', async () => {
+  describe("while Redis cannot answer, it follows the mode's decisions", () => {
+    it("fail-closed: refuses at once when the breaker's open period passes maxWaitMs, else waits it out", async () => {
       const l = await limiter({ mode: 'fail-closed', breaker: { timeoutMs: 1_000, resetTimeoutMs: 300 } });
       l.forceOpen();
       const start = performance.now();

@@ -21,7 +21,13 @@ afterAll(async () => {
 describe('ResilientLimiter with a limit function', () => {
   it('decides every call with the value the function returns at that call, in Redis and in the local tier', async () => {
     let current = 5;
-    const limiter = new ResilientLimiter({ redis, limit: () => current, windowMs: 60_000, prefix: `adaptive:${randomUUID()}:`, local: { instances: 2 } });
+    const limiter = new ResilientLimiter({
+      redis,
+      limit: () => current,
+      windowMs: 60_000,
+      prefix: `adaptive:${randomUUID()}:`,
+      local: { instances: 2 },
+    });
     try {
       const first = [];
       for (let i = 0; i < 3; i++) first.push(await limiter.limit('k'));
@@ -68,14 +74,29 @@ describe('ResilientLimiter with a limit function', () => {
 
   it('rejects a call, with a clear error, when the function returns something that is not a limit', async () => {
     let value: unknown = 2;
-    const limiter = new ResilientLimiter({ redis, limit: () => value as number, windowMs: 1000, prefix: `adaptive:${randomUUID()}:`, local: { instances: 1 } });
+    const limiter = new ResilientLimiter({
+      redis,
+      limit: () => value as number,
+      windowMs: 1000,
+      prefix: `adaptive:${randomUUID()}:`,
+      local: { instances: 1 },
+    });
     try {
       value = 0;
-      await expect(limiter.limit('k')).rejects.toThrow(/Expected the `limit` function to return an integer from 1 to 2147483647, got `0` \(number\) for key "k"/);
+      await expect(limiter.limit('k')).rejects.toThrow(
+        /Expected the `limit` function to return an integer from 1 to 2147483647, got `0` \(number\) for key "k"/,
+      );
       value = 3;
       expect((await limiter.limit('k')).limit).toBe(3);
       // Not called at construction (it takes a key): at the first call.
-      const throwing = new ResilientLimiter({ redis, limit: () => { throw new Error('boom'); }, windowMs: 1000, prefix: `adaptive:${randomUUID()}:` });
+      const throwing = new ResilientLimiter({
+        redis,
+        limit: () => {
+          throw new Error('boom');
+        },
+        windowMs: 1000,
+        prefix: `adaptive:${randomUUID()}:`,
+      });
       try {
         await expect(throwing.limit('k')).rejects.toThrow('The `limit` function threw for key "k": Error: boom');
       } finally {

@@ -162,20 +162,23 @@ describe("Redis's clock stepping during an outage", () => {
   it.each([
     ['ahead (a failover to a host whose clock is ahead, say)', 10_000],
     ['back', -10_000],
-  ])('writes the calls admitted meanwhile at their time on its clock, read before the write-back, when it stepped 10 s %s', async (_, stepMs) => {
-    const { l } = await skewedLimiter(0, { limit: 5 });
-    l.forceOpen();
-    stepRedisClock(stepMs);
-    expect(admitted(await run(l, 'k', 3))).toBe(3);
-    // No decision comes between the outage and the write-back: the offset learnt before it is stale.
-    l.forceClose();
-    await l.reconcile();
-    // Ahead: with the stale offset, they were written 10 s in Redis's past, out of its 2 s window.
-    expect(l.stats().reconcile).toMatchObject({ written: 3, expired: 0, pending: 0 });
-    const during = await run(l, 'k', 5);
-    expect(during.filter((d) => d.source === 'redis' && d.allowed)).toHaveLength(2);
-    // Back: with the stale offset, they were written 10 s in its future, and kept for 12 s.
-    await sleep(WINDOW_MS + 100);
-    expect(admitted(await run(l, 'k', 5))).toBe(5);
-  });
+  ])(
+    'writes the calls admitted meanwhile at their time on its clock, read before the write-back, when it stepped 10 s %s',
+    async (_, stepMs) => {
+      const { l } = await skewedLimiter(0, { limit: 5 });
+      l.forceOpen();
+      stepRedisClock(stepMs);
+      expect(admitted(await run(l, 'k', 3))).toBe(3);
+      // No decision comes between the outage and the write-back: the offset learnt before it is stale.
+      l.forceClose();
+      await l.reconcile();
+      // Ahead: with the stale offset, they were written 10 s in Redis's past, out of its 2 s window.
+      expect(l.stats().reconcile).toMatchObject({ written: 3, expired: 0, pending: 0 });
+      const during = await run(l, 'k', 5);
+      expect(during.filter((d) => d.source === 'redis' && d.allowed)).toHaveLength(2);
+      // Back: with the stale offset, they were written 10 s in its future, and kept for 12 s.
+      await sleep(WINDOW_MS + 100);
+      expect(admitted(await run(l, 'k', 5))).toBe(5);
+    },
+  );
 });

@@ -20,7 +20,8 @@ import { useCluster } from '../support/useCluster.js';
 const DIST = pathToFileURL(fileURLToPath(new URL('../../dist/index.js', import.meta.url))).href;
 /** ioredis, for a Cluster client in a child (its scripts live in a temporary directory). */
 const IOREDIS = pathToFileURL(createRequire(import.meta.url).resolve('ioredis')).href;
-const DEFAULT_CLIENT = "createRedisClient({ host: '127.0.0.1', port: Number(process.env.REDIS_PORT), ...JSON.parse(process.env.CLIENT_OPTIONS ?? '{}') })";
+const DEFAULT_CLIENT =
+  "createRedisClient({ host: '127.0.0.1', port: Number(process.env.REDIS_PORT), ...JSON.parse(process.env.CLIENT_OPTIONS ?? '{}') })";
 /** How long the child may stay alive after printing 'closed'. */
 const EXIT_WITHIN_MS = 3000;
 const TIMEOUT_MS = 50;
@@ -273,8 +274,7 @@ describe('close() called twice at once', () => {
       const first = limiter.close();
       const outstanding = limiter.limit('other'); // 'k' has calls to write back: answered locally until then
       const second = limiter.close();
-      const settled = (p: Promise<void>) =>
-        Promise.race([p.then(() => 'resolved'), sleep(timeoutMs * 5).then(() => 'pending')]);
+      const settled = (p: Promise<void>) => Promise.race([p.then(() => 'resolved'), sleep(timeoutMs * 5).then(() => 'pending')]);
       const states = await Promise.all([settled(first), settled(second)]);
       expect((await outstanding).reason).toBe('timeout');
       expect(states).toEqual(['resolved', 'resolved']);
@@ -322,9 +322,12 @@ closed({ first: first.source, statusBefore, closeMs });
 `;
 
   it('sends QUIT to a healthy Redis: it answers at once and the process exits by itself', async () => {
-    const quits = async (): Promise<number> => Number(/calls=(\d+)/.exec((await server.info('commandstats'))['cmdstat_quit'] ?? '')?.[1] ?? 0);
+    const quits = async (): Promise<number> =>
+      Number(/calls=(\d+)/.exec((await server.info('commandstats'))['cmdstat_quit'] ?? '')?.[1] ?? 0);
     const before = await quits();
-    const run = await runChild('shutdown-up', shutdown('shutdown-up', 5000), { onLine: (line, stdin) => line === 'fault me' && stdin.end() });
+    const run = await runChild('shutdown-up', shutdown('shutdown-up', 5000), {
+      onLine: (line, stdin) => line === 'fault me' && stdin.end(),
+    });
     expectExitedByItself(run);
     const result = resultOf(run);
     expect(result).toMatchObject({ first: 'redis', statusBefore: 'ready' });
@@ -442,7 +445,10 @@ closed({ statusBefore, closeMs });
 `;
 
   it('sends QUIT to every master when all answer, and the process exits by itself', async () => {
-    const run = await runChild('cluster-up', shutdown(5000), { client: client(), onLine: (line, stdin) => line === 'fault me' && stdin.end() });
+    const run = await runChild('cluster-up', shutdown(5000), {
+      client: client(),
+      onLine: (line, stdin) => line === 'fault me' && stdin.end(),
+    });
     expectExitedByItself(run);
     const result = resultOf(run);
     expect(result).toMatchObject({ statusBefore: 'ready' });

@@ -58,7 +58,13 @@ describe('on a Redis Cluster of three masters: exactness across slots', () => {
     for (const k of keys) {
       const own = decisions.filter((x) => x.k === k).map((x) => x.d);
       // As the model says for 8 calls of cost 1 in one window: 5 admitted, leaving 4, 3, 2, 1, 0.
-      expect({ k, remaining: own.filter((d) => d.allowed).map((d) => d.remaining).sort() }).toEqual({ k, remaining: [0, 1, 2, 3, 4] });
+      expect({
+        k,
+        remaining: own
+          .filter((d) => d.allowed)
+          .map((d) => d.remaining)
+          .sort(),
+      }).toEqual({ k, remaining: [0, 1, 2, 3, 4] });
       expect({ k, rejected: own.filter((d) => !d.allowed).map((d) => d.remaining) }).toEqual({ k, rejected: [0, 0, 0] });
     }
     for (const w of windows) for (const k of keys) expect((await w.peek(k)).remaining).toBe(0);
@@ -85,7 +91,12 @@ describe('on a Redis Cluster of three masters: exactness across slots', () => {
         for (let i = 0; i < 80; i++) {
           if (random() < 0.5) await sleep(Math.floor(random() * 25));
           const cost = random() < 0.15 ? 2 : 1;
-          const { nowMs, duplicate, blocked: _blocked, ...decision } = await (windows[Math.floor(random() * 3)] as RedisWindow).limit(key, { cost });
+          const {
+            nowMs,
+            duplicate,
+            blocked: _blocked,
+            ...decision
+          } = await (windows[Math.floor(random() * 3)] as RedisWindow).limit(key, { cost });
           model.forget(nowMs);
           expect({ key, i, ...decision }).toEqual({ key, i, ...model.limitAt(nowMs, cost), limit, source: 'redis' });
           expect(duplicate).toBe(false);
@@ -145,10 +156,23 @@ describe('on a Redis Cluster of three masters: exactness across slots', () => {
           const want = (models.get(key) as ReferenceWindow).limitAt(c.t, cost);
           reasons.set(d.reason, (reasons.get(d.reason) ?? 0) + 1);
           if (d.reason === 'decided') {
-            expect({ round, key, ...d }).toEqual({ round, key, ...want, limit, source: 'redis', reason: 'decided', id: want.allowed ? expect.any(String) : undefined });
+            expect({ round, key, ...d }).toEqual({
+              round,
+              key,
+              ...want,
+              limit,
+              source: 'redis',
+              reason: 'decided',
+              id: want.allowed ? expect.any(String) : undefined,
+            });
           } else {
             // A key Redis rejected is rejected locally until its retryAfterMs (deny cache): the model agrees.
-            expect({ round, key, reason: d.reason, allowed: d.allowed }).toEqual({ round, key, reason: 'deny-cache', allowed: want.allowed });
+            expect({ round, key, reason: d.reason, allowed: d.allowed }).toEqual({
+              round,
+              key,
+              reason: 'deny-cache',
+              allowed: want.allowed,
+            });
           }
         });
         c.t += Math.floor(random() * 60);
@@ -185,7 +209,10 @@ describe('on a Redis Cluster of three masters: exactness across slots', () => {
       const windows = Math.ceil((Date.now() - started) / windowMs) + 1;
       for (const [key, decisions] of byKey) {
         // Redis decided every call, or its deny cache repeated a rejection: nothing came from the fallback.
-        expect({ key, others: decisions.filter((d) => d.reason !== 'decided' && d.reason !== 'deny-cache').map((d) => d.reason) }).toEqual({ key, others: [] });
+        expect({ key, others: decisions.filter((d) => d.reason !== 'decided' && d.reason !== 'deny-cache').map((d) => d.reason) }).toEqual({
+          key,
+          others: [],
+        });
         expect(decisions.some((d) => !d.allowed)).toBe(true);
         // Only Redis admits here; an admitted call is the newest in its window, so resetAtMs - windowMs is its time.
         const admitted = decisions.filter((d) => d.allowed).map((d) => ({ at: d.resetAtMs - windowMs, cost: 1 }));
@@ -264,8 +291,15 @@ describe('on a Redis Cluster of three masters: coalescing per hash slot', () => 
     const run = async (coalesce: boolean) => {
       const prefix = `t:${randomUUID()}:`;
       const l = new ResilientLimiter({
-        redis, prefix, limit, windowMs, coalesce, clock: () => t,
-        local: { instances: 1 }, breaker: { timeoutMs: 2000 }, slowCallMs: 2000,
+        redis,
+        prefix,
+        limit,
+        windowMs,
+        coalesce,
+        clock: () => t,
+        local: { instances: 1 },
+        breaker: { timeoutMs: 2000 },
+        slowCallMs: 2000,
       });
       try {
         const pairs = sameSlotPairs(prefix, 3);
@@ -292,7 +326,15 @@ describe('on a Redis Cluster of three masters: coalescing per hash slot', () => 
         calls.forEach(({ key, cost }, i) => {
           if (!models.has(key)) models.set(key, new ReferenceWindow(limit, windowMs));
           const want = (models.get(key) as ReferenceWindow).limitAt(t, cost);
-          expect({ i, key, ...decisions[i] }).toEqual({ i, key, ...want, limit, source: 'redis', reason: 'decided', id: want.allowed ? expect.any(String) : undefined });
+          expect({ i, key, ...decisions[i] }).toEqual({
+            i,
+            key,
+            ...want,
+            limit,
+            source: 'redis',
+            reason: 'decided',
+            id: want.allowed ? expect.any(String) : undefined,
+          });
         });
         return { calls: calls.length, slots: perSlot.size, measured: after.map((n, i) => n - (before[i] as number)), expected, decisions };
       } finally {

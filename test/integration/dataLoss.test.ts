@@ -51,7 +51,7 @@ describe('FLUSHALL without a reconnect', () => {
 });
 
 describe('eviction', () => {
-  it('warns once at start-up when the server can evict the limiter\'s keys, and not under noeviction', async () => {
+  it("warns once at start-up when the server can evict the limiter's keys, and not under noeviction", async () => {
     const warned = warnings('RESILIMIT_EVICTION_POLICY');
     try {
       await limiter();

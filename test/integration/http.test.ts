@@ -18,16 +18,7 @@ import Fastify, { type FastifyReply, type FastifyRequest } from 'fastify';
 import type { Redis } from 'ioredis';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { createRedisClient, ResilientLimiter, type Decision, type ResilientLimiterOptions } from '../../src/index.js';
-import {
-  byHeader,
-  byIp,
-  byRoute,
-  combine,
-  rateLimit,
-  rateLimitHook,
-  type CommonHttpOptions,
-  type RequestLike,
-} from '../../src/http.js';
+import { byHeader, byIp, byRoute, combine, rateLimit, rateLimitHook, type CommonHttpOptions, type RequestLike } from '../../src/http.js';
 import { useRedis, waitReady, type RedisHandle } from '../support/redis.js';
 
 let redisServer: RedisHandle;
@@ -290,10 +281,13 @@ function items(field: string | null): { name: string; params: Record<string, num
     expect(match, `a well-formed item: ${item}`).not.toBeNull();
     const [, name, rest] = match as RegExpExecArray;
     const params = Object.fromEntries(
-      (rest as string).slice(1).split(';').map((p) => {
-        const [k, v] = p.split('=');
-        return [k as string, Number(v)];
-      }),
+      (rest as string)
+        .slice(1)
+        .split(';')
+        .map((p) => {
+          const [k, v] = p.split('=');
+          return [k as string, Number(v)];
+        }),
     );
     return { name: name as string, params };
   });
@@ -340,7 +334,7 @@ describe.each(frameworks)('$name', (framework) => {
     return app;
   }
 
-  it('reports each key\'s own limit in RateLimit and RateLimit-Policy with a per-key limit', async () => {
+  it("reports each key's own limit in RateLimit and RateLimit-Policy with a per-key limit", async () => {
     const app = await start({ key: byHeader('x-api-key') }, limiter({ limit: (key) => (key.includes('gold') ? 5 : 2) }));
     const gold = await sequence(app, 3, '/', { 'x-api-key': 'gold-1' });
     const basic = await sequence(app, 3, '/', { 'x-api-key': 'basic-1' });
@@ -542,7 +536,8 @@ describe.each(frameworks)('$name', (framework) => {
   it("adds the partition key function's answer as UTF-8 bytes; one that fails fails the request uncounted", async () => {
     const app = await start({
       key: byHeader('x-user-id'),
-      partitionKey: (req) => (req.headers['x-bad'] === '1' ? (42 as unknown as string) : `tenant:${String(req.headers['x-tenant'])}@Zürich`),
+      partitionKey: (req) =>
+        req.headers['x-bad'] === '1' ? (42 as unknown as string) : `tenant:${String(req.headers['x-tenant'])}@Zürich`,
     });
     const reply = await get(app, '/', { 'x-user-id': 'alice', 'x-tenant': 'acme' });
     expect(reply.status).toBe(200);
@@ -562,7 +557,7 @@ describe.each(frameworks)('$name', (framework) => {
     for (const r of replies) expect(r.headers.get('ratelimit')).not.toContain('pk=');
   });
 
-  it("sends no RateLimit fields with headers: false, but still Retry-After on a 429", async () => {
+  it('sends no RateLimit fields with headers: false, but still Retry-After on a 429', async () => {
     const app = await start({ headers: false });
     const replies = await sequence(app, 4);
     expect(replies.map((r) => r.status)).toEqual([200, 200, 200, 429]);
@@ -619,11 +614,14 @@ describe.each(frameworks)('$name', (framework) => {
   it('asks requestWasSuccessful, when given, whether a finished response succeeded', async () => {
     const l = limiter();
     // A 404 of a probe is a success here: it does not count against the client.
-    const app = await start({
-      key: () => 'client',
-      skipSuccessfulRequests: true,
-      requestWasSuccessful: (request) => request.headers['x-probe'] === '1',
-    }, l);
+    const app = await start(
+      {
+        key: () => 'client',
+        skipSuccessfulRequests: true,
+        requestWasSuccessful: (request) => request.headers['x-probe'] === '1',
+      },
+      l,
+    );
     for (let i = 0; i < 4; i += 1) {
       expect((await get(app, '/status/404', { 'x-probe': '1' })).status).toBe(404);
       await remainingBecomes(l, 3);
@@ -817,22 +815,86 @@ describe('key helpers', () => {
 
 describe('option validation', () => {
   const cases: [string, () => unknown, string][] = [
-    ['a limiter that is not one', () => rateLimit({} as never), 'Expected the limiter of rateLimit() to be a ResilientLimiter, got an object'],
-    ['options that are not an object', () => rateLimit(limiter(), 'ip' as never), 'Expected `options` to be an object, got `"ip"` (string of length 2)'],
-    ['a key that is not a function', () => rateLimit(limiter(), { key: 'ip' as never }), 'Expected `key` to be a function, got `"ip"` (string of length 2)'],
-    ['a cost that is not a function', () => rateLimitHook(limiter(), { cost: 2 as never }), 'Expected `cost` to be a function, got `2` (number)'],
-    ['a skip that is not a function', () => rateLimit(limiter(), { skip: true as never }), 'Expected `skip` to be a function, got `true` (boolean)'],
-    ['an onLimited that is not a function', () => rateLimitHook(limiter(), { onLimited: {} as never }), 'Expected `onLimited` to be a function, got an object'],
-    ['an unknown headers format', () => rateLimit(limiter(), { headers: 'draft-7' as never }), "Expected `headers` to be 'draft-8' or false, got `\"draft-7\"` (string of length 7)"],
-    ['a policy name with a quote', () => rateLimit(limiter(), { policyName: 'a"b' }), 'Expected `policyName` to be 1 to 64 printable ASCII characters without `"` or `\\`, got `"a\\"b"` (string of length 3)'],
-    ['an option of another library', () => rateLimit(limiter(), { trustProxy: true } as never), 'Expected `trustProxy` to be absent: rateLimit() has no such option (it has `key`, `cost`, `skip`, `onLimited`, `headers`, `policyName`, `partitionKey`, `skipFailedRequests`, `skipSuccessfulRequests`, `requestWasSuccessful`), got `true` (boolean)'],
-    ['a partitionKey that is neither a boolean nor a function', () => rateLimit(limiter(), { partitionKey: 'ip' as never }), 'Expected `partitionKey` to be a boolean or a function, got `"ip"` (string of length 2)'],
-    ['a partitionKey without the fields', () => rateLimitHook(limiter(), { headers: false, partitionKey: true }), 'Expected `partitionKey` to be false or absent with `headers: false`, got `true` (boolean)'],
-    ['a misspelt option', () => rateLimit(limiter(), { policyname: 'x' } as never), 'Expected `policyname` to be absent: rateLimit() has no such option (did you mean `policyName`?), got `"x"` (string of length 1)'],
-    ['skipFailedRequests that is not a boolean', () => rateLimit(limiter(), { skipFailedRequests: 'yes' as never }), 'Expected `skipFailedRequests` to be a boolean, got `"yes"` (string of length 3)'],
-    ['a misspelt skipFailedRequests', () => rateLimit(limiter(), { skipFailedRequest: true } as never), 'Expected `skipFailedRequest` to be absent: rateLimit() has no such option (did you mean `skipFailedRequests`?), got `true` (boolean)'],
-    ['requestWasSuccessful without a skip option', () => rateLimitHook(limiter(), { requestWasSuccessful: () => true }), 'Expected `requestWasSuccessful` to be absent unless `skipFailedRequests` or `skipSuccessfulRequests` is true, got a function'],
-    ['the skip options with a limiter that cannot refund', () => rateLimit({ limit: async () => ({}), stats: () => ({ windowMs: 1 }) } as never, { skipSuccessfulRequests: true }), 'Expected the limiter of rateLimit() to have refund() (a ResilientLimiter) for skipFailedRequests or skipSuccessfulRequests, got an object'],
+    [
+      'a limiter that is not one',
+      () => rateLimit({} as never),
+      'Expected the limiter of rateLimit() to be a ResilientLimiter, got an object',
+    ],
+    [
+      'options that are not an object',
+      () => rateLimit(limiter(), 'ip' as never),
+      'Expected `options` to be an object, got `"ip"` (string of length 2)',
+    ],
+    [
+      'a key that is not a function',
+      () => rateLimit(limiter(), { key: 'ip' as never }),
+      'Expected `key` to be a function, got `"ip"` (string of length 2)',
+    ],
+    [
+      'a cost that is not a function',
+      () => rateLimitHook(limiter(), { cost: 2 as never }),
+      'Expected `cost` to be a function, got `2` (number)',
+    ],
+    [
+      'a skip that is not a function',
+      () => rateLimit(limiter(), { skip: true as never }),
+      'Expected `skip` to be a function, got `true` (boolean)',
+    ],
+    [
+      'an onLimited that is not a function',
+      () => rateLimitHook(limiter(), { onLimited: {} as never }),
+      'Expected `onLimited` to be a function, got an object',
+    ],
+    [
+      'an unknown headers format',
+      () => rateLimit(limiter(), { headers: 'draft-7' as never }),
+      'Expected `headers` to be \'draft-8\' or false, got `"draft-7"` (string of length 7)',
+    ],
+    [
+      'a policy name with a quote',
+      () => rateLimit(limiter(), { policyName: 'a"b' }),
+      'Expected `policyName` to be 1 to 64 printable ASCII characters without `"` or `\\`, got `"a\\"b"` (string of length 3)',
+    ],
+    [
+      'an option of another library',
+      () => rateLimit(limiter(), { trustProxy: true } as never),
+      'Expected `trustProxy` to be absent: rateLimit() has no such option (it has `key`, `cost`, `skip`, `onLimited`, `headers`, `policyName`, `partitionKey`, `skipFailedRequests`, `skipSuccessfulRequests`, `requestWasSuccessful`), got `true` (boolean)',
+    ],
+    [
+      'a partitionKey that is neither a boolean nor a function',
+      () => rateLimit(limiter(), { partitionKey: 'ip' as never }),
+      'Expected `partitionKey` to be a boolean or a function, got `"ip"` (string of length 2)',
+    ],
+    [
+      'a partitionKey without the fields',
+      () => rateLimitHook(limiter(), { headers: false, partitionKey: true }),
+      'Expected `partitionKey` to be false or absent with `headers: false`, got `true` (boolean)',
+    ],
+    [
+      'a misspelt option',
+      () => rateLimit(limiter(), { policyname: 'x' } as never),
+      'Expected `policyname` to be absent: rateLimit() has no such option (did you mean `policyName`?), got `"x"` (string of length 1)',
+    ],
+    [
+      'skipFailedRequests that is not a boolean',
+      () => rateLimit(limiter(), { skipFailedRequests: 'yes' as never }),
+      'Expected `skipFailedRequests` to be a boolean, got `"yes"` (string of length 3)',
+    ],
+    [
+      'a misspelt skipFailedRequests',
+      () => rateLimit(limiter(), { skipFailedRequest: true } as never),
+      'Expected `skipFailedRequest` to be absent: rateLimit() has no such option (did you mean `skipFailedRequests`?), got `true` (boolean)',
+    ],
+    [
+      'requestWasSuccessful without a skip option',
+      () => rateLimitHook(limiter(), { requestWasSuccessful: () => true }),
+      'Expected `requestWasSuccessful` to be absent unless `skipFailedRequests` or `skipSuccessfulRequests` is true, got a function',
+    ],
+    [
+      'the skip options with a limiter that cannot refund',
+      () => rateLimit({ limit: async () => ({}), stats: () => ({ windowMs: 1 }) } as never, { skipSuccessfulRequests: true }),
+      'Expected the limiter of rateLimit() to have refund() (a ResilientLimiter) for skipFailedRequests or skipSuccessfulRequests, got an object',
+    ],
     ['a header name with a space', () => byHeader('x user'), 'Expected `name` to be a header field name'],
     ['combine() of nothing', () => combine(), 'Expected `parts` to be one key function or more'],
     ['combine() of a string', () => combine(byIp, 'x' as never), 'Expected `parts[1]` to be a key function'],

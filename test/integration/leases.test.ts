@@ -18,7 +18,8 @@ function limiter(options: Partial<ResilientLimiterOptions> & { prefix: string })
   return redis.limiter({ ...options, local: { instances: 'auto', leaseMs: 300, ...options.local } });
 }
 
-const admitted = (ds: LimiterDecision[], source: LimiterDecision['source']): number => ds.filter((d) => d.allowed && d.source === source).length;
+const admitted = (ds: LimiterDecision[], source: LimiterDecision['source']): number =>
+  ds.filter((d) => d.allowed && d.source === source).length;
 
 /** Polls `done` every 20 ms; 5 s is for a loaded machine (the beats come every 100 ms, or 20 ms while instances are unrecovered). */
 async function waitFor(what: string, done: () => boolean): Promise<void> {
@@ -66,7 +67,9 @@ describe('one instance loses Redis, the other does not', () => {
     expect(a.stats().unrecovered).toBe(1);
     // b's hold ends 2.3 s after its last beat (lease 300 ms + window 2 s): then a counts it gone too.
     await waitFor('a to count b gone', () => a.stats().instances === 1);
-    console.log(`a silent instance's share was held ${Math.round(performance.now() - silentAt)} ms (lease 300 ms + window 2,000 ms, beats of 100 ms)`);
+    console.log(
+      `a silent instance's share was held ${Math.round(performance.now() - silentAt)} ms (lease 300 ms + window 2,000 ms, beats of 100 ms)`,
+    );
     expect(a.stats().unrecovered).toBe(0);
   });
 });
@@ -100,7 +103,11 @@ describe('afterLease', () => {
 describe('options', () => {
   it('refuses a lease shorter than 3 heartbeats, and an unknown afterLease, naming the option', async () => {
     const client = await redis.client();
-    expect(() => new ResilientLimiter({ redis: client, limit: 1, windowMs: 1000, heartbeatMs: 200, local: { leaseMs: 500 } })).toThrow(/local\.leaseMs.*600/);
-    expect(() => new ResilientLimiter({ redis: client, limit: 1, windowMs: 1000, local: { afterLease: 'later' as never } })).toThrow(/local\.afterLease.*'shrink'/);
+    expect(() => new ResilientLimiter({ redis: client, limit: 1, windowMs: 1000, heartbeatMs: 200, local: { leaseMs: 500 } })).toThrow(
+      /local\.leaseMs.*600/,
+    );
+    expect(() => new ResilientLimiter({ redis: client, limit: 1, windowMs: 1000, local: { afterLease: 'later' as never } })).toThrow(
+      /local\.afterLease.*'shrink'/,
+    );
   });
 });

@@ -67,7 +67,10 @@ describe('limitAll()', () => {
     // User a is at its limit: refused, and the global limit is not consumed.
     const refused = await l.limitAll(limits('a'));
     expect(refused.allowed).toBe(false);
-    expect(refused.decisions.map((d) => [d.allowed, d.remaining])).toEqual([[false, 0], [true, 1]]);
+    expect(refused.decisions.map((d) => [d.allowed, d.remaining])).toEqual([
+      [false, 0],
+      [true, 1],
+    ]);
     expect(refused.retryAfterMs).toBe(refused.decisions[0]?.retryAfterMs);
     expect(refused.retryAfterMs).toBeGreaterThan(59_000);
     expect(await used(l, 'global', 1_000)).toBe(3);
@@ -104,7 +107,7 @@ describe('limitAll()', () => {
       const all = fits.every(Boolean);
       expect({ i, allowed: got.allowed }).toEqual({ i, allowed: all });
       expect({ i, fits: got.decisions.map((d) => d.allowed) }).toEqual({ i, fits });
-      if (all) items.forEach((item, j) => (windows[j] as ReferenceWindow).limitAt(t, item.cost));
+      if (all) for (const [j, item] of items.entries()) (windows[j] as ReferenceWindow).limitAt(t, item.cost);
       items.forEach((item, j) => {
         const w = windows[j] as ReferenceWindow;
         const view = w.check(t, item.cost);
@@ -195,7 +198,11 @@ describe('limitAll()', () => {
   it('follows the mode when Redis cannot answer: fail-open and fail-closed', async () => {
     const open = limiter({ mode: 'fail-open' });
     open.forceOpen();
-    expect(await open.limitAll([{ key: 'a', limit: 1, windowMs: 1000 }])).toMatchObject({ allowed: true, source: 'fail-open', reason: 'breaker-open' });
+    expect(await open.limitAll([{ key: 'a', limit: 1, windowMs: 1000 }])).toMatchObject({
+      allowed: true,
+      source: 'fail-open',
+      reason: 'breaker-open',
+    });
     const closed = limiter({ mode: 'fail-closed' });
     closed.forceOpen();
     const d = await closed.limitAll([{ key: 'a', limit: 1, windowMs: 1000 }]);
@@ -214,9 +221,18 @@ describe('limitAll()', () => {
 
   it('rejects bad limits, naming the item and the field', async () => {
     const l = limiter();
-    await expect(l.limitAll([])).rejects.toThrow(/Expected the limits of limitAll\(\) to be an array of 1 to 64 \{ key, limit, windowMs, cost\? \}, got an array of 0/);
-    await expect(l.limitAll([{ key: 'a', limit: 0, windowMs: 1 }])).rejects.toThrow(/Expected `limits\[0\]\.limit` to be an integer from 1 to 2147483647, got `0`/);
-    await expect(l.limitAll([{ key: 'a', limit: 1, windowMs: 1 }, { key: 'b', limit: 2, windowMs: 1, cost: 3 }])).rejects.toThrow(/Expected `limits\[1\]\.cost` to be an integer from 1 to 2, got `3`/);
+    await expect(l.limitAll([])).rejects.toThrow(
+      /Expected the limits of limitAll\(\) to be an array of 1 to 64 \{ key, limit, windowMs, cost\? \}, got an array of 0/,
+    );
+    await expect(l.limitAll([{ key: 'a', limit: 0, windowMs: 1 }])).rejects.toThrow(
+      /Expected `limits\[0\]\.limit` to be an integer from 1 to 2147483647, got `0`/,
+    );
+    await expect(
+      l.limitAll([
+        { key: 'a', limit: 1, windowMs: 1 },
+        { key: 'b', limit: 2, windowMs: 1, cost: 3 },
+      ]),
+    ).rejects.toThrow(/Expected `limits\[1\]\.cost` to be an integer from 1 to 2, got `3`/);
     await expect(l.limitAll([{ key: '', limit: 1, windowMs: 1 }])).rejects.toMatchObject({ code: 'ERR_RESILIMIT_INVALID_KEY' });
     await expect(l.limitAll('x' as never)).rejects.toMatchObject({ code: 'ERR_RESILIMIT_INVALID_OPTION' });
   });

@@ -28,7 +28,13 @@ afterAll(async () => {
 
 /** The documented pattern, with a password check that counts its calls and takes a while (a hash). */
 function lockOut(options: { onSuccess: 'reset' | 'refund' }) {
-  const attempts = new ResilientLimiter({ redis, limit: 5, windowMs: 15 * 60_000, prefix: `login:${randomUUID()}:`, local: { instances: 1 } });
+  const attempts = new ResilientLimiter({
+    redis,
+    limit: 5,
+    windowMs: 15 * 60_000,
+    prefix: `login:${randomUUID()}:`,
+    local: { instances: 1 },
+  });
   limiters.push(attempts);
   const checks = { count: 0 };
   async function passwordMatches(account: string, password: string): Promise<boolean> {

@@ -90,7 +90,8 @@ function decisionCounts(all: MetricData[]): Record<string, number> {
   for (const p of metric(all, MetricName.DECISIONS)?.dataPoints ?? []) {
     const a = p.attributes;
     const shadow = a['resilimit.shadow_rejected'] === true ? ' shadow_rejected' : '';
-    out[`${a['resilimit.limiter']} ${a['resilimit.source']} ${a['resilimit.reason']} ${a['resilimit.allowed']}${shadow}`] = p.value as number;
+    out[`${a['resilimit.limiter']} ${a['resilimit.source']} ${a['resilimit.reason']} ${a['resilimit.allowed']}${shadow}`] =
+      p.value as number;
   }
   return out;
 }
@@ -116,7 +117,8 @@ function breakerStates(all: MetricData[]): Record<string, number> {
 
 function opens(all: MetricData[]): Record<string, number> {
   const out: Record<string, number> = {};
-  for (const p of metric(all, MetricName.BREAKER_OPENS)?.dataPoints ?? []) out[String(p.attributes['resilimit.limiter'])] = p.value as number;
+  for (const p of metric(all, MetricName.BREAKER_OPENS)?.dataPoints ?? [])
+    out[String(p.attributes['resilimit.limiter'])] = p.value as number;
   return out;
 }
 
@@ -312,8 +314,12 @@ describe('instrumentLimiter with the OpenTelemetry SDK', () => {
       'two redis decided false': 1,
     });
     expect(breakerStates(all)).toEqual({
-      'one closed': 1, 'one half-open': 0, 'one open': 0,
-      'two closed': 0, 'two half-open': 0, 'two open': 1,
+      'one closed': 1,
+      'one half-open': 0,
+      'one open': 0,
+      'two closed': 0,
+      'two half-open': 0,
+      'two open': 1,
     });
 
     expect(() => instrumentLimiter(other, { name: 'one', meter })).toThrow(
@@ -410,7 +416,8 @@ function scrapedDecisions(samples: Sample[]): Record<string, number> {
   const out: Record<string, number> = {};
   for (const { name, labels: l, value } of samples) {
     const shadow = l['resilimit_shadow_rejected'] === 'true' ? ' shadow_rejected' : '';
-    if (name === 'resilimit_decisions_total') out[`${l['resilimit_limiter']} ${l['resilimit_source']} ${l['resilimit_reason']} ${l['resilimit_allowed']}${shadow}`] = value;
+    if (name === 'resilimit_decisions_total')
+      out[`${l['resilimit_limiter']} ${l['resilimit_source']} ${l['resilimit_reason']} ${l['resilimit_allowed']}${shadow}`] = value;
   }
   return out;
 }
@@ -465,15 +472,23 @@ describe("docs/metrics.md's Prometheus example (prom-client, from the diagnostic
     const register = new Registry();
     prometheus(register, { api: l, other });
     expect(scrapedStates(await scrape(register))).toEqual({
-      'api closed': 1, 'api half-open': 0, 'api open': 0,
-      'other closed': 1, 'other half-open': 0, 'other open': 0,
+      'api closed': 1,
+      'api half-open': 0,
+      'api open': 0,
+      'other closed': 1,
+      'other half-open': 0,
+      'other open': 0,
     });
     l.forceOpen();
     expect(await l.limit('k')).toMatchObject({ source: 'local', reason: 'breaker-open' });
     const samples = await scrape(register);
     expect(scrapedStates(samples)).toEqual({
-      'api closed': 0, 'api half-open': 0, 'api open': 1,
-      'other closed': 1, 'other half-open': 0, 'other open': 0,
+      'api closed': 0,
+      'api half-open': 0,
+      'api open': 1,
+      'other closed': 1,
+      'other half-open': 0,
+      'other open': 0,
     });
     expect(scrapedDecisions(samples)).toEqual({ 'api local breaker-open true': 1 });
     l.forceClose();
@@ -497,40 +512,47 @@ describe("docs/metrics.md's Prometheus example (prom-client, from the diagnostic
   it.each([
     ['', {}, SEQUENCE_COUNTS],
     [', in shadow mode too', { shadow: true }, SHADOW_SEQUENCE_COUNTS],
-  ])('writes the series of resilimit/metrics as OpenTelemetry\'s Prometheus exporters name them, with the same values%s', async (_, options, counts) => {
-    const l = await limiter(options);
-    const register = new Registry();
-    prometheus(register, { api: l });
-    const { reader, meter } = sdk();
-    instrument(l, { name: 'api', meter });
-    await knownSequence(l);
-    const all = await collect(reader);
-    const samples = await scrape(register);
-    // What OpenTelemetry's Prometheus exporters write: '.' becomes '_', a counter gets '_total', a
-    // histogram in seconds '_seconds' (the Collector's; the JavaScript exporter omits the unit).
-    const promName = (name: string) => name.replaceAll('.', '_');
-    const promLabels = (attributes: Record<string, unknown>) =>
-      Object.fromEntries(Object.entries(attributes).map(([k, v]) => [promName(k), String(v)]));
-    const fromOtel = (name: string, suffix: string) =>
-      (metric(all, name)?.dataPoints ?? []).map((p) => ({
-        name: promName(name) + suffix,
-        labels: promLabels(p.attributes),
-        value: typeof p.value === 'number' ? p.value : (p.value as HistogramPoint).count,
-      }));
-    const sortSamples = (list: Sample[]) => list.map((s) => JSON.stringify(s)).sort();
-    const pick = (name: string) => samples.filter((s) => s.name === name);
-    expect(fromOtel(MetricName.DECISIONS, '_total').length).toBe(Object.keys(counts).length);
-    expect(scrapedDecisions(samples)).toEqual(named('api', counts));
-    expect(sortSamples(fromOtel(MetricName.DECISIONS, '_total'))).toEqual(sortSamples(pick('resilimit_decisions_total')));
-    expect(sortSamples(fromOtel(MetricName.DECISION_DURATION, '_seconds_count'))).toEqual(
-      sortSamples(pick('resilimit_decision_duration_seconds_count')),
-    );
-    expect(sortSamples(fromOtel(MetricName.BREAKER_STATE, ''))).toEqual(sortSamples(pick('resilimit_breaker_state')));
-  });
+  ])(
+    "writes the series of resilimit/metrics as OpenTelemetry's Prometheus exporters name them, with the same values%s",
+    async (_, options, counts) => {
+      const l = await limiter(options);
+      const register = new Registry();
+      prometheus(register, { api: l });
+      const { reader, meter } = sdk();
+      instrument(l, { name: 'api', meter });
+      await knownSequence(l);
+      const all = await collect(reader);
+      const samples = await scrape(register);
+      // What OpenTelemetry's Prometheus exporters write: '.' becomes '_', a counter gets '_total', a
+      // histogram in seconds '_seconds' (the Collector's; the JavaScript exporter omits the unit).
+      const promName = (name: string) => name.replaceAll('.', '_');
+      const promLabels = (attributes: Record<string, unknown>) =>
+        Object.fromEntries(Object.entries(attributes).map(([k, v]) => [promName(k), String(v)]));
+      const fromOtel = (name: string, suffix: string) =>
+        (metric(all, name)?.dataPoints ?? []).map((p) => ({
+          name: promName(name) + suffix,
+          labels: promLabels(p.attributes),
+          value: typeof p.value === 'number' ? p.value : (p.value as HistogramPoint).count,
+        }));
+      const sortSamples = (list: Sample[]) => list.map((s) => JSON.stringify(s)).sort();
+      const pick = (name: string) => samples.filter((s) => s.name === name);
+      expect(fromOtel(MetricName.DECISIONS, '_total').length).toBe(Object.keys(counts).length);
+      expect(scrapedDecisions(samples)).toEqual(named('api', counts));
+      expect(sortSamples(fromOtel(MetricName.DECISIONS, '_total'))).toEqual(sortSamples(pick('resilimit_decisions_total')));
+      expect(sortSamples(fromOtel(MetricName.DECISION_DURATION, '_seconds_count'))).toEqual(
+        sortSamples(pick('resilimit_decision_duration_seconds_count')),
+      );
+      expect(sortSamples(fromOtel(MetricName.BREAKER_STATE, ''))).toEqual(sortSamples(pick('resilimit_breaker_state')));
+    },
+  );
 
   it('is the function docs/metrics.md shows', () => {
     const source = readFileSync(fileURLToPath(import.meta.url), 'utf8');
-    const fn = source.slice(source.lastIndexOf('// docs/metrics.md:prometheus begin'), source.lastIndexOf('// docs/metrics.md:prometheus end')).split('\n').slice(1).join('\n');
+    const fn = source
+      .slice(source.lastIndexOf('// docs/metrics.md:prometheus begin'), source.lastIndexOf('// docs/metrics.md:prometheus end'))
+      .split('\n')
+      .slice(1)
+      .join('\n');
     const doc = readFileSync(`${root}docs/metrics.md`, 'utf8');
     const squash = (text: string) => text.replace(/\s+/g, ' ').trim();
     expect(fn).toContain('function prometheusMetrics(');

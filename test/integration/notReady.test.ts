@@ -16,7 +16,6 @@ const AFTER_MS = 5_000;
 /** Room for a loaded machine on top of it: a timer fires late, never early. */
 const SLACK_MS = 2_000;
 
-
 let server: RedisHandle;
 const clients: Redis[] = [];
 
@@ -71,7 +70,9 @@ describe('a client that never becomes ready', () => {
         [
           'ResilimitWarning',
           expect.stringMatching(
-            new RegExp(`^The Redis client of the limiter with prefix "wrong-${tag}:" has not been ready in the 5 s since the limiter was made \\(status '(re)?connecting', connecting to 127\\.0\\.0\\.1:${port}\\)\\. Every call is answered by the fallback \\(reason 'not-ready'\\)`),
+            new RegExp(
+              `^The Redis client of the limiter with prefix "wrong-${tag}:" has not been ready in the 5 s since the limiter was made \\(status '(re)?connecting', connecting to 127\\.0\\.0\\.1:${port}\\)\\. Every call is answered by the fallback \\(reason 'not-ready'\\)`,
+            ),
           ),
         ],
       ]);

@@ -34,7 +34,8 @@ describe('the package', () => {
   });
 
   it('can be required from CommonJS, every entry point (require of an ES module)', () => {
-    const script = "for (const e of ['resilimit', 'resilimit/http', 'resilimit/metrics']) if (typeof require(e) !== 'object') process.exit(1)";
+    const script =
+      "for (const e of ['resilimit', 'resilimit/http', 'resilimit/metrics']) if (typeof require(e) !== 'object') process.exit(1)";
     const run = spawnSync(process.execPath, ['-e', script], { cwd: root, encoding: 'utf8' });
     expect(run.stderr).toBe('');
     expect(run.status).toBe(0);

@@ -21,14 +21,27 @@ describe('per-key limits and blocks on a Cluster', () => {
     expect(keys.length).toBeGreaterThanOrEqual(6);
     const limitOf = (key: string): number => 1 + (keys.indexOf(key) % 4);
     // A generous deadline: on a loaded machine this must stay a test of Redis's answers, not of the fallback.
-    const limiter = new ResilientLimiter({ redis, prefix, limit: limitOf, windowMs: 1_000, blockMs: 2_000, clock: () => c.t, local: { instances: 1 }, breaker: { timeoutMs: 2_000 } });
+    const limiter = new ResilientLimiter({
+      redis,
+      prefix,
+      limit: limitOf,
+      windowMs: 1_000,
+      blockMs: 2_000,
+      clock: () => c.t,
+      local: { instances: 1 },
+      breaker: { timeoutMs: 2_000 },
+    });
     try {
       // Every key at once, twice its limit: coalesced per slot, each decided against its own limit.
       const calls = keys.flatMap((key) => Array.from({ length: 2 * limitOf(key) }, () => key));
       const decisions = await Promise.all(calls.map((key) => limiter.limit(key)));
       for (const key of keys) {
         const own = decisions.filter((_, i) => calls[i] === key);
-        expect({ key, admitted: own.filter((d) => d.allowed).length, reasons: new Set(own.map((d) => d.reason)) }).toEqual({ key, admitted: limitOf(key), reasons: new Set(['decided']) });
+        expect({ key, admitted: own.filter((d) => d.allowed).length, reasons: new Set(own.map((d) => d.reason)) }).toEqual({
+          key,
+          admitted: limitOf(key),
+          reasons: new Set(['decided']),
+        });
         expect(own.every((d) => d.limit === limitOf(key))).toBe(true);
       }
       // Each refused key is blocked for blockMs: after the window, still refused until the block ends.

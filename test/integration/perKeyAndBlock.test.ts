@@ -100,11 +100,14 @@ describe('per-key limits: limit(key) => number', () => {
     expect(await l.limit('acme')).toMatchObject({ allowed: true, limit: 4, remaining: 1, reason: 'decided' });
   });
 
-  it('checks a cost against the key\'s limit, in limit() and acquire()', async () => {
+  it("checks a cost against the key's limit, in limit() and acquire()", async () => {
     const c = { t: T0 };
     const l = await limiter(c, { limit: tierOf });
     expect((await l.limit('vip:ada', { cost: 4 })).allowed).toBe(true);
-    await expect(l.limit('free:bob', { cost: 4 })).rejects.toMatchObject({ code: ErrorCode.INVALID_COST, message: expect.stringContaining('(2)') });
+    await expect(l.limit('free:bob', { cost: 4 })).rejects.toMatchObject({
+      code: ErrorCode.INVALID_COST,
+      message: expect.stringContaining('(2)'),
+    });
     await expect(l.acquire('free:bob', { cost: 3, maxWaitMs: 0 })).rejects.toMatchObject({ code: ErrorCode.INVALID_COST });
   });
 
@@ -119,13 +122,19 @@ describe('per-key limits: limit(key) => number', () => {
     expect(d).toMatchObject({ allowed: false, source: 'local', limit: 3 });
   });
 
-  it('reports each key\'s limit in the fixed answers of fail-open and fail-closed while Redis cannot answer', async () => {
+  it("reports each key's limit in the fixed answers of fail-open and fail-closed while Redis cannot answer", async () => {
     const c = { t: T0 };
     const port = await freePort();
     for (const mode of ['fail-open', 'fail-closed'] as const) {
       const l = await limiter(c, { mode, limit: tierOf }, port);
       const [vip, free] = [await l.limit('vip:ada'), await l.limit('free:bob')];
-      expect([vip.limit, free.limit, vip.allowed, free.allowed, vip.source]).toEqual([5, 2, mode === 'fail-open', mode === 'fail-open', mode]);
+      expect([vip.limit, free.limit, vip.allowed, free.allowed, vip.source]).toEqual([
+        5,
+        2,
+        mode === 'fail-open',
+        mode === 'fail-open',
+        mode,
+      ]);
       await expect(l.limit('free:bob', { cost: 3 })).rejects.toMatchObject({ code: ErrorCode.INVALID_COST });
     }
   });
@@ -208,7 +217,7 @@ describe('block(key, ms)', () => {
     }
   });
 
-  it('keeps the block\'s time to live when journalled calls are written back', async () => {
+  it("keeps the block's time to live when journalled calls are written back", async () => {
     const c = { t: T0 };
     const l = await limiter(c, { windowMs: 100 });
     l.forceOpen();

@@ -16,7 +16,13 @@ import { useRedis, type RedisHandle } from '../support/redis.js';
 const run = promisify(execFile);
 const root = fileURLToPath(new URL('../../', import.meta.url));
 /** The documents, relative to the root: the README first, then docs/ in name order. */
-const documents = ['README.md', ...readdirSync(`${root}docs`).filter((f) => f.endsWith('.md')).sort().map((f) => `docs/${f}`)];
+const documents = [
+  'README.md',
+  ...readdirSync(`${root}docs`)
+    .filter((f) => f.endsWith('.md'))
+    .sort()
+    .map((f) => `docs/${f}`),
+];
 // Inside the package, so that `import … from 'resilimit'` resolves to it (package self-reference).
 const dir = `${root}.scratch/readme-examples/`;
 
@@ -66,13 +72,17 @@ describe('README and docs examples', () => {
     expect(documents.length).toBeGreaterThan(1);
   });
 
-  it('type-check against the built package, with the project\'s strict settings', () => {
-    const config = ts.getParsedCommandLineOfConfigFile(`${root}tsconfig.json`, {}, {
-      ...ts.sys,
-      onUnRecoverableConfigFileDiagnostic: (d) => {
-        throw new Error(ts.flattenDiagnosticMessageText(d.messageText, '\n'));
+  it("type-check against the built package, with the project's strict settings", () => {
+    const config = ts.getParsedCommandLineOfConfigFile(
+      `${root}tsconfig.json`,
+      {},
+      {
+        ...ts.sys,
+        onUnRecoverableConfigFileDiagnostic: (d) => {
+          throw new Error(ts.flattenDiagnosticMessageText(d.messageText, '\n'));
+        },
       },
-    });
+    );
     if (config === undefined) throw new Error('tsconfig.json could not be read');
     const byFile = new Map(examples.map((e) => [e.file, e]));
     const program = ts.createProgram([...byFile.keys()], { ...config.options, noEmit: true, rootDir: root });
@@ -82,7 +92,8 @@ describe('README and docs examples', () => {
       const at = d.file.getLineAndCharacterOfPosition(d.start ?? 0).line;
       const example = byFile.get(d.file.fileName);
       // The example's first line of code is the line after its opening fence.
-      const where = example === undefined ? `${d.file.fileName.slice(root.length)}:${at + 1}` : `${example.document}:${example.line + 1 + at}`;
+      const where =
+        example === undefined ? `${d.file.fileName.slice(root.length)}:${at + 1}` : `${example.document}:${example.line + 1 + at}`;
       return `${where}: ${message}`;
     });
     expect(problems).toEqual([]);
@@ -95,7 +106,13 @@ describe('README and docs examples', () => {
         env: { ...process.env, REDIS_URL: server.url, NODE_NO_WARNINGS: '1' },
         timeout: 20_000,
       });
-      expect(stdout.trim().split('\n').filter((l) => l !== ''), `${e.document}:${e.line}`).toEqual(e.prints);
+      expect(
+        stdout
+          .trim()
+          .split('\n')
+          .filter((l) => l !== ''),
+        `${e.document}:${e.line}`,
+      ).toEqual(e.prints);
     });
   }
 

@@ -60,7 +60,7 @@ async function members(prefix: string, key: string): Promise<string[]> {
 }
 
 describe('refund() with Redis answering', () => {
-  it('removes the call from Redis\'s window by its id: the next call is admitted where the window was full', async () => {
+  it("removes the call from Redis's window by its id: the next call is admitted where the window was full", async () => {
     const prefix = `refund:${randomUUID()}:`;
     const l = await limiter({ prefix });
     const first = await l.limit('k');
@@ -103,7 +103,7 @@ describe('refund() with Redis answering', () => {
     expect((await l.limit('k', { cost: 9 })).allowed).toBe(true);
   });
 
-  it('keeps the key\'s TTL on its newest call, and deletes the key when no call is left', async () => {
+  it("keeps the key's TTL on its newest call, and deletes the key when no call is left", async () => {
     const prefix = `refund:${randomUUID()}:`;
     const c = { t: 1_000_000_000_000 };
     const l = await limiter({ prefix, limit: 5, windowMs: 60_000, clock: () => c.t });

@@ -26,7 +26,15 @@ describe('shadow mode on a Cluster', () => {
   it("admits each master's refusals, shadowRejected, taking no permit of any window; limitAll() across slots too", async () => {
     const prefix = `shadowc:${randomUUID()}:`;
     const windowMs = 60_000;
-    const l = new ResilientLimiter({ redis, prefix, limit: 2, windowMs, shadow: true, local: { instances: 1 }, breaker: { timeoutMs: 1_000 } });
+    const l = new ResilientLimiter({
+      redis,
+      prefix,
+      limit: 2,
+      windowMs,
+      shadow: true,
+      local: { instances: 1 },
+      breaker: { timeoutMs: 1_000 },
+    });
     try {
       const keys = cluster.keysOnEveryMaster(1, (k) => redisKey(prefix, k));
       expect(new Set(keys.map((k) => cluster.nodeOf(redisKey(prefix, k)))).size).toBe(cluster.nodes.length);

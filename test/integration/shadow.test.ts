@@ -7,7 +7,13 @@ import { randomUUID } from 'node:crypto';
 import { subscribe, unsubscribe } from 'node:diagnostics_channel';
 import type { Redis } from 'ioredis';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { createRedisClient, ResilientLimiter, type DecisionMessage, type LimiterDecision, type ResilientLimiterOptions } from '../../src/index.js';
+import {
+  createRedisClient,
+  ResilientLimiter,
+  type DecisionMessage,
+  type LimiterDecision,
+  type ResilientLimiterOptions,
+} from '../../src/index.js';
 import { allKey } from '../../src/path/limitAll.js';
 import { redisKey } from '../../src/redis/redisKey.js';
 import { useRedis, waitReady, type RedisHandle } from '../support/redis.js';
@@ -154,7 +160,10 @@ describe('shadow mode on a Redis', () => {
 
   it('enforces the limit again from the next call after setShadow(false), and shadows again after setShadow(true)', async () => {
     const l = await limiter({ shadow: true, limit: 1 });
-    expect((await run(l, 'k', 2)).map((d) => [d.allowed, d.shadowRejected])).toEqual([[true, undefined], [true, true]]);
+    expect((await run(l, 'k', 2)).map((d) => [d.allowed, d.shadowRejected])).toEqual([
+      [true, undefined],
+      [true, true],
+    ]);
     l.setShadow(false);
     const refused = await l.limit('k');
     expect(refused).toMatchObject({ allowed: false, remaining: 0 });
@@ -198,8 +207,27 @@ describe('shadow mode on a Redis', () => {
       source: 'redis',
       reason: 'decided',
       decisions: [
-        { allowed: true, limit: 1, remaining: 0, retryAfterMs: WINDOW_MS, resetAtMs: c.t + WINDOW_MS, source: 'redis', reason: 'decided', id: undefined, shadowRejected: true },
-        { allowed: true, limit: 10, remaining: 9, retryAfterMs: 0, resetAtMs: c.t + WINDOW_MS, source: 'redis', reason: 'decided', id: undefined },
+        {
+          allowed: true,
+          limit: 1,
+          remaining: 0,
+          retryAfterMs: WINDOW_MS,
+          resetAtMs: c.t + WINDOW_MS,
+          source: 'redis',
+          reason: 'decided',
+          id: undefined,
+          shadowRejected: true,
+        },
+        {
+          allowed: true,
+          limit: 10,
+          remaining: 9,
+          retryAfterMs: 0,
+          resetAtMs: c.t + WINDOW_MS,
+          source: 'redis',
+          reason: 'decided',
+          id: undefined,
+        },
       ],
       shadowRejected: true,
     });

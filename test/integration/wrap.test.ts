@@ -46,10 +46,13 @@ describe('limiter.wrap()', () => {
   it('runs the function while the key is under its limit, then rejects with RateLimitedError without running it', async () => {
     const l = limiter(2);
     const ran: string[] = [];
-    const search = l.wrap(async (userId: string, query: string) => {
-      ran.push(`${userId}:${query}`);
-      return query.length;
-    }, { key: (userId) => `search:${userId}` });
+    const search = l.wrap(
+      async (userId: string, query: string) => {
+        ran.push(`${userId}:${query}`);
+        return query.length;
+      },
+      { key: (userId) => `search:${userId}` },
+    );
     expect(await search('u1', 'abc')).toBe(3);
     expect(await search('u1', 'hello')).toBe(5);
     const error = await search('u1', 'late').catch((e: unknown) => e);
@@ -97,7 +100,11 @@ describe('limiter.wrap()', () => {
   it('rejects the call, without running the function, when the key function throws or the cost is invalid', async () => {
     const l = limiter(5);
     let ran = 0;
-    const f = l.wrap(() => (ran += 1), { key: () => { throw new Error('no user'); } });
+    const f = l.wrap(() => (ran += 1), {
+      key: () => {
+        throw new Error('no user');
+      },
+    });
     await expect(f()).rejects.toThrow('no user');
     const g = l.wrap(() => (ran += 1), { key: () => 'k', cost: () => 6 });
     await expect(g()).rejects.toMatchObject({ code: 'ERR_RESILIMIT_INVALID_COST' });
@@ -106,7 +113,9 @@ describe('limiter.wrap()', () => {
 
   it('checks its arguments when the wrapper is made', () => {
     const l = limiter(1);
-    expect(() => l.wrap(undefined as unknown as () => void, { key: () => 'k' })).toThrow(/Expected `fn` to be a function to wrap, got `undefined`/);
+    expect(() => l.wrap(undefined as unknown as () => void, { key: () => 'k' })).toThrow(
+      /Expected `fn` to be a function to wrap, got `undefined`/,
+    );
     expect(() => l.wrap(() => 1, {} as never)).toThrow(/Expected `key` to be a function, got `undefined`/);
     expect(() => l.wrap(() => 1, { key: () => 'k', onLimited: 'x' as never })).toThrow(/Expected `onLimited` to be a function, got `"x"`/);
     expect(() => l.wrap(() => 1, null as never)).toThrow(/options of wrap\(\) to be an object with a `key` function, got `null`/);

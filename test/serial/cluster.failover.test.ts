@@ -57,7 +57,14 @@ type Run = {
   rows: Row[];
   states: { at: number; state: BreakerState }[];
 };
-type Times = { tKill: number; tFail: number | undefined; tRestarted: number; tOk: number | undefined; tRecovered: number | undefined; tEnd: number };
+type Times = {
+  tKill: number;
+  tFail: number | undefined;
+  tRestarted: number;
+  tOk: number | undefined;
+  tRecovered: number | undefined;
+  tEnd: number;
+};
 
 describe.each([
   { fullCoverage: true, title: 'cluster-require-full-coverage yes (default): the survivors refuse every key once they mark it failing' },
@@ -230,7 +237,9 @@ describe.each([
           expect(s.survivorFallbacksWhileTheyServed).toBeGreaterThan(0);
         }
         // Nothing of the dead master's keys was decided by Redis while it was down.
-        expect(rows.some((row) => row.node === VICTIM && row.at > tKill && row.at < tRestarted && row.decision?.source === 'redis')).toBe(false);
+        expect(rows.some((row) => row.node === VICTIM && row.at > tKill && row.at < tRestarted && row.decision?.source === 'redis')).toBe(
+          false,
+        );
         // Back: the breaker is closed (it may have closed before the restart, the dead master's keys
         // being answered locally meanwhile) and Redis decides again, on every master.
         expect(r.limiter.state).toBe('closed');
@@ -239,7 +248,11 @@ describe.each([
           // Every call Redis did not decide was denied, with retryAfterMs the breaker's open period.
           const fallbacks = rows.filter((row) => row.decision?.source === 'fail-closed');
           expect(fallbacks.length).toBeGreaterThan(0);
-          expect(rows.every((row) => row.decision?.source === 'redis' || row.decision?.source === 'fail-closed' || row.decision?.reason === 'deny-cache')).toBe(true);
+          expect(
+            rows.every(
+              (row) => row.decision?.source === 'redis' || row.decision?.source === 'fail-closed' || row.decision?.reason === 'deny-cache',
+            ),
+          ).toBe(true);
           for (const row of fallbacks) {
             expect(row.decision?.allowed).toBe(false);
             expect(row.decision?.retryAfterMs).toBeGreaterThanOrEqual(RESET_MS);
@@ -276,7 +289,9 @@ describe.each([
 const LATE = ['/slow', '/timeout', '/redis-error'];
 function inCharge(counts: Record<string, number>): boolean {
   const total = Object.values(counts).reduce((a, b) => a + b, 0);
-  const charged = Object.entries(counts).filter(([k]) => REDIS_IN_CHARGE.has(k)).reduce((a, [, n]) => a + n, 0);
+  const charged = Object.entries(counts)
+    .filter(([k]) => REDIS_IN_CHARGE.has(k))
+    .reduce((a, [, n]) => a + n, 0);
   const others = Object.keys(counts).filter((k) => !REDIS_IN_CHARGE.has(k));
   return total > 0 && charged >= 0.9 * total && others.every((k) => LATE.some((late) => k.endsWith(late)));
 }
@@ -312,7 +327,12 @@ function summarize(r: Run, t: Times) {
     closedAfterRestartMs: closedAfterRestart === undefined ? undefined : ms(closedAfterRestart - t.tRestarted),
     closedAfterAllOkMs: closedAfterRestart === undefined || t.tOk === undefined ? undefined : ms(closedAfterRestart - t.tOk),
     survivorFallbacksWhileTheyServed: r.rows.filter(
-      (row) => row.node !== VICTIM && row.at > (firstOpen ?? Infinity) && row.at < servedUntil && row.decision?.source !== 'redis' && row.decision?.reason !== 'deny-cache',
+      (row) =>
+        row.node !== VICTIM &&
+        row.at > (firstOpen ?? Infinity) &&
+        row.at < servedUntil &&
+        row.decision?.source !== 'redis' &&
+        row.decision?.reason !== 'deny-cache',
     ).length,
     phases: {
       healthy: phase(0, t.tKill),
@@ -339,7 +359,9 @@ function maxExcess(r: Run): number {
   let worst = 0;
   for (const key of r.keys) {
     const times = r.rows
-      .filter((row) => row.key === key && row.decision?.allowed === true && (row.decision.source === 'redis' || row.decision.source === 'local'))
+      .filter(
+        (row) => row.key === key && row.decision?.allowed === true && (row.decision.source === 'redis' || row.decision.source === 'local'),
+      )
       .map((row) => (row.decision as LimiterDecision).resetAtMs - WINDOW_MS)
       .sort((a, b) => a - b);
     let start = 0;

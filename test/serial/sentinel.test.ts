@@ -191,7 +191,10 @@ describe('a Sentinel master killed under load from two processes', () => {
       Promise.all(workers.map((w) => (w.exitCode === null && w.signalCode === null ? once(w, 'exit') : undefined))),
       EXIT_WITHIN_MS,
       'the workers did not exit',
-    ).then(() => true, () => false);
+    ).then(
+      () => true,
+      () => false,
+    );
 
     const rel = (t: number | undefined): number | undefined => round(t === undefined ? undefined : t - tKill);
     const all = results.flatMap((r) => r.rows);
@@ -249,11 +252,17 @@ describe('a Sentinel master killed under load from two processes', () => {
     for (const [i, r] of results.entries()) {
       const s = summaries[i] as (typeof summaries)[number];
       // No exception, no unhandled rejection, and a decision for every call.
-      expect({ process: i, failures: r.failures, errors: r.rows.filter((row) => row.error !== undefined).length }).toEqual({ process: i, failures: [], errors: 0 });
+      expect({ process: i, failures: r.failures, errors: r.rows.filter((row) => row.error !== undefined).length }).toEqual({
+        process: i,
+        failures: [],
+        errors: 0,
+      });
       expect(r.rows.every((row) => row.source !== undefined)).toBe(true);
       // Every decision within the deadline and its slack, once this process's own event-loop stalls
       // during the call are taken out (they delay every answer and every timer alike).
-      expect({ process: i, maxNetLatencyMs: s.maxNetLatencyMs, within: s.maxNetLatencyMs <= DEADLINE_MS + SLACK_MS }).toMatchObject({ within: true });
+      expect({ process: i, maxNetLatencyMs: s.maxNetLatencyMs, within: s.maxNetLatencyMs <= DEADLINE_MS + SLACK_MS }).toMatchObject({
+        within: true,
+      });
       // Both processes counted each other, so each one's local share is half the limit.
       expect(r.localLimit).toBe(Math.ceil(LIMIT / 2));
       // Healthy before the kill: Redis decided (or its rejections were repeated by the deny cache);
@@ -274,7 +283,9 @@ describe('a Sentinel master killed under load from two processes', () => {
       // And stays in charge afterwards (from half a second after its first decision: the write-back of the outage's calls).
       const after = r.rows.filter((row) => row.at > (backs[i] as number) + 500);
       expect(after.length).toBeGreaterThan(0);
-      expect(after.filter((row) => row.source === 'redis' || row.reason === 'deny-cache').length).toBeGreaterThanOrEqual(0.9 * after.length);
+      expect(after.filter((row) => row.source === 'redis' || row.reason === 'deny-cache').length).toBeGreaterThanOrEqual(
+        0.9 * after.length,
+      );
     }
     // The bound: across both processes, no window of any key admitted more than 1.1 × the limit, and
     // Redis alone never more than the limit.
@@ -319,7 +330,13 @@ describe('a Sentinel failover that leaves the old master running (SENTINEL FAILO
   it('moves the client to the new master as soon as a Sentinel announces it, and the old master gets no more calls', async () => {
     const [master, replica] = d.nodes as [RedisChild, RedisChild];
     const redis = createRedisClient({ sentinels: [...d.addresses], name: d.name });
-    const limiter = new ResilientLimiter({ redis, prefix: `f:${randomUUID()}:`, limit: LIMIT, windowMs: WINDOW_MS, local: { instances: 1 } });
+    const limiter = new ResilientLimiter({
+      redis,
+      prefix: `f:${randomUUID()}:`,
+      limit: LIMIT,
+      windowMs: WINDOW_MS,
+      local: { instances: 1 },
+    });
     const decisions: { at: number; decision: LimiterDecision }[] = [];
     let load: NodeJS.Timeout | undefined;
     try {
@@ -389,7 +406,9 @@ describe('a Sentinel that does not answer, first in the list, when the master di
       // The client may reach the new master as soon as the failover's leader names it (+promoted-slave),
       // before this process hears of it (1 s caps the wait).
       const tPromoted = await eventually(() => d.promotedAt(replica.port), 1000, 'no promotion');
-      console.log(`a frozen Sentinel first in the list: the client was ready on the new master ${Math.round(tReady - tPromoted)} ms after the promotion`);
+      console.log(
+        `a frozen Sentinel first in the list: the client was ready on the new master ${Math.round(tReady - tPromoted)} ms after the promotion`,
+      );
       expect(tReady - tPromoted).toBeLessThanOrEqual(FROZEN_WITHIN_MS);
       expect(redis.status).toBe('ready');
     } finally {

@@ -47,7 +47,11 @@ export type RedisCluster = {
    * `${stem}0`, `${stem}1`, … kept while their master needs keys. `toRedisKey` maps a user key to its
    * Redis key (the limiter's `<prefix>{<key>}`).
    */
-  keysOnEveryMaster(perMaster: number, toRedisKey: (key: string) => string, options?: { stem?: string; avoidSlots?: ReadonlySet<number> }): string[];
+  keysOnEveryMaster(
+    perMaster: number,
+    toRedisKey: (key: string) => string,
+    options?: { stem?: string; avoidSlots?: ReadonlySet<number> },
+  ): string[];
   /** Script calls (`EVALSHA` + `EVAL`) that master `index` has run since it started (`INFO commandstats`). */
   scriptCalls(index: number): Promise<number>;
   /** `cluster_state` of master `index` as it sees the cluster (`'ok'` or `'fail'`), or `'down'` if it does not answer. */
@@ -82,10 +86,14 @@ export async function startRedisCluster(options: ClusterHarnessOptions = {}): Pr
       nodes.push(
         await startRedisServer({
           args: [
-            '--cluster-enabled', 'yes',
-            '--cluster-config-file', 'nodes.conf',
-            '--cluster-node-timeout', String(nodeTimeoutMs),
-            '--cluster-require-full-coverage', requireFullCoverage ? 'yes' : 'no',
+            '--cluster-enabled',
+            'yes',
+            '--cluster-config-file',
+            'nodes.conf',
+            '--cluster-node-timeout',
+            String(nodeTimeoutMs),
+            '--cluster-require-full-coverage',
+            requireFullCoverage ? 'yes' : 'no',
           ],
         }),
       );
@@ -109,7 +117,11 @@ export async function startRedisCluster(options: ClusterHarnessOptions = {}): Pr
         nodeIds.push(await c.cluster('MYID'));
       });
     }
-    const slots = (await probe(nodes[0] as RedisChild, (c) => c.cluster('SLOTS'))) as unknown as [number, number, [string, number, string]][];
+    const slots = (await probe(nodes[0] as RedisChild, (c) => c.cluster('SLOTS'))) as unknown as [
+      number,
+      number,
+      [string, number, string],
+    ][];
     for (const [from, to, [, port, id]] of slots) {
       const index = nodes.findIndex((n) => n.port === port);
       if (index < 0 || nodeIds[index] !== id) throw new Error(`CLUSTER SLOTS names an unknown master ${id} on port ${port}`);

@@ -44,9 +44,7 @@ export class ReferenceWindow {
   maxInAnyWindow(): number {
     let max = 0;
     for (const end of this.admitted) {
-      const sum = this.admitted
-        .filter((e) => e.at > end.at - this.windowMs && e.at <= end.at)
-        .reduce((s, e) => s + e.cost, 0);
+      const sum = this.admitted.filter((e) => e.at > end.at - this.windowMs && e.at <= end.at).reduce((s, e) => s + e.cost, 0);
       max = Math.max(max, sum);
     }
     return max;

@@ -66,7 +66,10 @@ let exitHookInstalled = false;
 export function waitReady(client: Redis, timeoutMs = 5_000): Promise<void> {
   if (client.status === 'ready') return Promise.resolve();
   return new Promise((resolve, reject) => {
-    const onReady = (): void => { clearTimeout(timer); resolve(); };
+    const onReady = (): void => {
+      clearTimeout(timer);
+      resolve();
+    };
     const timer = setTimeout(() => {
       client.off('ready', onReady);
       reject(new Error(`client not ready after ${timeoutMs} ms (status: ${client.status})`));
@@ -81,7 +84,10 @@ export function waitReady(client: Redis, timeoutMs = 5_000): Promise<void> {
  */
 export async function restartEmpty(server: RedisChild, client: Redis, timeoutMs = 10_000): Promise<void> {
   const reconnected = new Promise<void>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`client did not reconnect within ${timeoutMs} ms (status: ${client.status})`)), timeoutMs);
+    const timer = setTimeout(
+      () => reject(new Error(`client did not reconnect within ${timeoutMs} ms (status: ${client.status})`)),
+      timeoutMs,
+    );
     client.once('ready', () => {
       clearTimeout(timer);
       resolve();
@@ -111,8 +117,7 @@ export async function useRedis(): Promise<RedisHandle> {
     await getContainerRuntimeClient();
   } catch {
     throw new Error(
-      'No Redis for the tests: set REDIS_URL, or install redis-server ' +
-        '(apt-get install redis-server), or start a Docker engine.',
+      'No Redis for the tests: set REDIS_URL, or install redis-server ' + '(apt-get install redis-server), or start a Docker engine.',
     );
   }
   const { RedisContainer } = await import('@testcontainers/redis');
@@ -156,7 +161,10 @@ export async function startRedisServer(options: { args?: string[]; sentinel?: re
       child = candidate;
     } catch (err) {
       await killChild(candidate);
-      if (attempt >= 5) { rmSync(dir, { recursive: true, force: true }); throw withLogs(err, log); }
+      if (attempt >= 5) {
+        rmSync(dir, { recursive: true, force: true });
+        throw withLogs(err, log);
+      }
     }
   }
   const current = (): ChildProcess => child as ChildProcess;
@@ -166,11 +174,23 @@ export async function startRedisServer(options: { args?: string[]; sentinel?: re
   };
   const base = makeHandle('child', `redis://${HOST}:${port}`, { host: HOST, port }, stop);
   return {
-    kind: 'child', url: base.url, host: HOST, port,
-    get pid() { return current().pid as number; },
-    client: base.client, flush: base.flush, close: base.close, stop,
-    freeze() { signal(current(), 'SIGSTOP', true); },
-    thaw() { signal(current(), 'SIGCONT', false); },
+    kind: 'child',
+    url: base.url,
+    host: HOST,
+    port,
+    get pid() {
+      return current().pid as number;
+    },
+    client: base.client,
+    flush: base.flush,
+    close: base.close,
+    stop,
+    freeze() {
+      signal(current(), 'SIGSTOP', true);
+    },
+    thaw() {
+      signal(current(), 'SIGCONT', false);
+    },
     kill: () => killChild(current()),
     async restart() {
       await stopChild(current());
@@ -192,19 +212,23 @@ export async function startRedisServer(options: { args?: string[]; sentinel?: re
   };
 }
 
-function makeHandle(
-  kind: RedisHandle['kind'], url: string, conn: ClientOptions, stop: () => Promise<void>,
-): RedisHandle {
+function makeHandle(kind: RedisHandle['kind'], url: string, conn: ClientOptions, stop: () => Promise<void>): RedisHandle {
   const clients = new Set<Redis>();
   return {
-    kind, url, host: conn.host ?? HOST, port: conn.port ?? REDIS_URL_DEFAULT_PORT,
+    kind,
+    url,
+    host: conn.host ?? HOST,
+    port: conn.port ?? REDIS_URL_DEFAULT_PORT,
     client(options = {}) {
       const c = new Redis({ ...conn, ...options });
       c.on('error', () => {});
       clients.add(c);
       return c;
     },
-    flush: () => withProbe(conn, async (c) => { await c.flushall(); }),
+    flush: () =>
+      withProbe(conn, async (c) => {
+        await c.flushall();
+      }),
     async close() {
       for (const c of clients) c.disconnect();
       clients.clear();
@@ -216,8 +240,13 @@ function makeHandle(
 /** Runs `fn` with a one-shot client that never retries or queues. */
 export async function withProbe<T>(conn: ClientOptions, fn: (c: Redis) => Promise<T>): Promise<T> {
   const c = new Redis({
-    ...conn, lazyConnect: true, maxRetriesPerRequest: 0, enableOfflineQueue: false,
-    retryStrategy: () => null, connectTimeout: 500, commandTimeout: 2_000,
+    ...conn,
+    lazyConnect: true,
+    maxRetriesPerRequest: 0,
+    enableOfflineQueue: false,
+    retryStrategy: () => null,
+    connectTimeout: 500,
+    commandTimeout: 2_000,
   });
   c.on('error', () => {});
   try {
@@ -238,17 +267,33 @@ async function infoOf(conn: ClientOptions, section: string): Promise<Record<stri
   return out;
 }
 
-function spawnServer(
-  port: number, dir: string, extra: string[], onOutput: (chunk: Buffer) => void,
-): ChildProcess {
+function spawnServer(port: number, dir: string, extra: string[], onOutput: (chunk: Buffer) => void): ChildProcess {
   // A config file (with `--sentinel`) must come before every option.
   const leading = extra[1] === '--sentinel' ? extra.slice(0, 2) : [];
-  const child = spawn('redis-server', [
-    ...leading,
-    '--port', String(port), '--bind', HOST, '--save', '', '--appendonly', 'no',
-    '--protected-mode', 'no', '--enable-debug-command', 'local', '--dir', dir,
-    '--daemonize', 'no', ...extra.slice(leading.length),
-  ], { stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(
+    'redis-server',
+    [
+      ...leading,
+      '--port',
+      String(port),
+      '--bind',
+      HOST,
+      '--save',
+      '',
+      '--appendonly',
+      'no',
+      '--protected-mode',
+      'no',
+      '--enable-debug-command',
+      'local',
+      '--dir',
+      dir,
+      '--daemonize',
+      'no',
+      ...extra.slice(leading.length),
+    ],
+    { stdio: ['ignore', 'pipe', 'pipe'] },
+  );
   child.stdout?.on('data', onOutput);
   child.stderr?.on('data', onOutput);
   child.once('exit', () => running.delete(child));
@@ -313,7 +358,11 @@ function installExitHook(): void {
     for (const [child, { frozen, dir }] of running) {
       if (frozen) child.kill('SIGCONT');
       child.kill('SIGKILL');
-      try { rmSync(dir, { recursive: true, force: true }); } catch { /* best effort */ }
+      try {
+        rmSync(dir, { recursive: true, force: true });
+      } catch {
+        /* best effort */
+      }
     }
   });
 }
@@ -333,7 +382,12 @@ export function freePort(): Promise<number> {
 
 function findOnPath(bin: string): boolean {
   return (process.env['PATH'] ?? '').split(delimiter).some((d) => {
-    try { accessSync(join(d, bin), constants.X_OK); return d !== ''; } catch { return false; }
+    try {
+      accessSync(join(d, bin), constants.X_OK);
+      return d !== '';
+    } catch {
+      return false;
+    }
   });
 }
 

@@ -70,7 +70,10 @@ export async function startSentinels(options: SentinelHarnessOptions = {}): Prom
     const master = await startRedisServer({ args: ['--repl-diskless-sync-delay', '0'] });
     nodes.push(master);
     nodes.push(await startRedisServer({ args: ['--replicaof', HOST, String(master.port)] }));
-    await until('the replica to be in sync', async () => (await (nodes[1] as RedisChild).info('replication'))['master_link_status'] === 'up');
+    await until(
+      'the replica to be in sync',
+      async () => (await (nodes[1] as RedisChild).info('replication'))['master_link_status'] === 'up',
+    );
     for (let i = 0; i < 3; i++) {
       sentinels.push(
         await startRedisServer({

@@ -107,7 +107,7 @@ describe('DenyCache', () => {
     expect(cache.check('a', 1, 10, 0)).toBeUndefined();
   });
 
-  it('lets a call under another limit through (a limit function changed the key\'s), but a block (limit 0) holds under any', () => {
+  it("lets a call under another limit through (a limit function changed the key's), but a block (limit 0) holds under any", () => {
     const cache = new DenyCache(10);
     cache.deny('k', { until: 1000, cost: 1, remaining: 0, resetAtMs: 5000, limit: 10 });
     expect(cache.check('k', 1, 10, 0)).toBeDefined();

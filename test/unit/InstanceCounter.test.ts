@@ -14,7 +14,10 @@ describe('InstanceCounter', () => {
    * Beats that answer from `answers` in order, or by the (fake) time they are sent at, recording `true`
    * for a leave beat and `false` for another.
    */
-  function beatsOf(answers: Answer[] | ((ms: number) => Answer), options: { clean?: () => boolean; ops?: [BeatOp, number | undefined][] } = {}) {
+  function beatsOf(
+    answers: Answer[] | ((ms: number) => Answer),
+    options: { clean?: () => boolean; ops?: [BeatOp, number | undefined][] } = {},
+  ) {
     const beats: boolean[] = [];
     const changes: number[] = [];
     let i = 0;
@@ -124,7 +127,6 @@ describe('InstanceCounter', () => {
     await c.stop();
   });
 
-
   it('calls onChange only when the count changes', async () => {
     const { c, changes } = counter([1, 1, 3, 3, 3, 2, 2, 2, 2]);
     c.start();
@@ -189,7 +191,6 @@ describe('InstanceCounter', () => {
     expect(beats).toHaveLength(before + 1);
   });
 
-
   it('resolves stop even when the leave beat rejects', async () => {
     vi.useFakeTimers();
     const down = new Error('down');
@@ -204,7 +205,11 @@ describe('InstanceCounter', () => {
   it('counts every other instance unrecovered from an outage until a beat says they are back, beating faster meanwhile', async () => {
     const ops: [BeatOp, number | undefined][] = [];
     // 4 live; after the outage, 1 of the 3 others is back, then all 3.
-    const { c, beats } = counter((ms) => (ms < 100 ? 4 : ms < 200 ? { live: 4, fresh: 0 } : ms < 240 ? { live: 4, fresh: 1 } : { live: 4, fresh: 3 }), 100, { ops });
+    const { c, beats } = counter(
+      (ms) => (ms < 100 ? 4 : ms < 200 ? { live: 4, fresh: 0 } : ms < 240 ? { live: 4, fresh: 1 } : { live: 4, fresh: 3 }),
+      100,
+      { ops },
+    );
     c.start();
     await vi.advanceTimersByTimeAsync(0);
     expect([c.count, c.unrecovered]).toEqual([4, 0]);
@@ -280,7 +285,10 @@ describe('InstanceCounter', () => {
     vi.useFakeTimers();
     const pending = Promise.withResolvers<BeatReply>();
     const { parts } = beatsOf([4]);
-    const c = new InstanceCounter(1000, { ...parts, send: (op) => (op === 'leave' ? Promise.resolve({ live: 0, fresh: 0 }) : pending.promise) });
+    const c = new InstanceCounter(1000, {
+      ...parts,
+      send: (op) => (op === 'leave' ? Promise.resolve({ live: 0, fresh: 0 }) : pending.promise),
+    });
     c.start(); // a beat on its way
     await vi.advanceTimersByTimeAsync(0);
     c.outage();
@@ -295,7 +303,10 @@ describe('InstanceCounter', () => {
     vi.useFakeTimers();
     const pending = Promise.withResolvers<BeatReply>();
     const { parts, changes } = beatsOf([7]);
-    const c = new InstanceCounter(100, { ...parts, send: (op) => (op === 'leave' ? Promise.resolve({ live: 0, fresh: 0 }) : pending.promise) });
+    const c = new InstanceCounter(100, {
+      ...parts,
+      send: (op) => (op === 'leave' ? Promise.resolve({ live: 0, fresh: 0 }) : pending.promise),
+    });
     c.start();
     await c.stop();
     pending.resolve({ live: 7, fresh: 6 });

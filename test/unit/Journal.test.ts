@@ -1,7 +1,16 @@
 import { describe, expect, it, vi } from 'vitest';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
-import { CALL_BYTES, groupOf, pendingBytes, Journal, PartialWriteError, reseed, type PendingCall, type WriteBatch } from '../../src/recovery/Journal.js';
+import {
+  CALL_BYTES,
+  groupOf,
+  pendingBytes,
+  Journal,
+  PartialWriteError,
+  reseed,
+  type PendingCall,
+  type WriteBatch,
+} from '../../src/recovery/Journal.js';
 import { ticks } from '../support/ticks.js';
 
 setFlagsFromString('--expose-gc');
@@ -435,7 +444,12 @@ describe('reseed', () => {
       sent.push([key, batch.length]);
       return [batch.length, 0, 0];
     });
-    expect(sent).toEqual([['a', 200], ['a', 200], ['a', 50], ['b', 1]]);
+    expect(sent).toEqual([
+      ['a', 200],
+      ['a', 200],
+      ['a', 50],
+      ['b', 1],
+    ]);
     expect(result).toMatchObject({ written: 451, failed: false });
     expect([...pending]).toEqual([]);
   });
@@ -449,11 +463,16 @@ describe('reseed', () => {
   it('keeps a group pending when any of its batches failed, even if its last one was sent after', async () => {
     const pending = new Set(['a']);
     let n = 0;
-    const result = await reseed(Array.from({ length: 450 }, (_, i) => call('a', i)), pending, 1, async (_, batch) => {
-      n += 1;
-      if (n === 1) throw new Error('Redis could not answer');
-      return [batch.length, 0, 0];
-    });
+    const result = await reseed(
+      Array.from({ length: 450 }, (_, i) => call('a', i)),
+      pending,
+      1,
+      async (_, batch) => {
+        n += 1;
+        if (n === 1) throw new Error('Redis could not answer');
+        return [batch.length, 0, 0];
+      },
+    );
     expect(result.failed).toBe(true);
     expect([...pending]).toEqual(['a']);
   });

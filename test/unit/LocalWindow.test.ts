@@ -172,14 +172,15 @@ describe('LocalWindow', () => {
   it.each([
     [{ limit: 0, windowMs: 1000, maxKeys: 1 }, 'Expected `limit` to be an integer from 1 to 2147483647, got `0` (number)'],
     [{ limit: 1.5, windowMs: 1000, maxKeys: 1 }, 'Expected `limit` to be an integer from 1 to 2147483647, got `1.5` (number)'],
-    [{ limit: 1, windowMs: '1000', maxKeys: 1 }, 'Expected `windowMs` to be an integer from 1 to 2147483647, got `"1000"` (string of length 4)'],
+    [
+      { limit: 1, windowMs: '1000', maxKeys: 1 },
+      'Expected `windowMs` to be an integer from 1 to 2147483647, got `"1000"` (string of length 4)',
+    ],
     [{ limit: 1, windowMs: 1000 }, 'Expected `maxKeys` to be an integer from 1 to 16777216, got `undefined` (undefined)'],
     [{ limit: 1, windowMs: 1000, maxKeys: 1, now: 5 }, 'Expected `now` to be a function returning milliseconds, got `5` (number)'],
     [undefined, 'Expected `options` to be an object, got `undefined` (undefined)'],
   ])('refuses bad options %#', (options, message) => {
-    expect(() => new LocalWindow(options as never)).toThrow(
-      expect.objectContaining({ code: 'ERR_RESILIMIT_INVALID_OPTION', message }),
-    );
+    expect(() => new LocalWindow(options as never)).toThrow(expect.objectContaining({ code: 'ERR_RESILIMIT_INVALID_OPTION', message }));
   });
 
   it.each([
@@ -196,9 +197,7 @@ describe('LocalWindow', () => {
 
   it.each([0, -1, 6, 1.5, Number.NaN, '2'])('refuses cost %s', (cost) => {
     const w = new LocalWindow({ limit: 5, windowMs: 1000, maxKeys: 1 });
-    expect(() => w.limit('k', { cost: cost as number })).toThrow(
-      expect.objectContaining({ code: 'ERR_RESILIMIT_INVALID_COST' }),
-    );
+    expect(() => w.limit('k', { cost: cost as number })).toThrow(expect.objectContaining({ code: 'ERR_RESILIMIT_INVALID_COST' }));
   });
 
   it.each(['', 'x'.repeat(129), 7])('refuses id %s', (id) => {
@@ -318,13 +317,15 @@ describe('LocalWindow.observe: the part of a shared window learnt from Redis', (
     small.w[configure]({ limit: 3 }); // more instances: the share is 3 now
     expect(small.admitted()).toBe(3);
   });
-
 });
 
 describe('LocalWindow options', () => {
   it('refuses an option it does not have, naming the nearest one, and a call option likewise', () => {
     expect(() => new LocalWindow({ limit: 1, windowMs: 1000, maxKeys: 10, maxkeys: 5 } as never)).toThrow(
-      expect.objectContaining({ code: 'ERR_RESILIMIT_INVALID_OPTION', message: 'Expected `maxkeys` to be absent: LocalWindow has no such option (did you mean `maxKeys`?), got `5` (number)' }),
+      expect.objectContaining({
+        code: 'ERR_RESILIMIT_INVALID_OPTION',
+        message: 'Expected `maxkeys` to be absent: LocalWindow has no such option (did you mean `maxKeys`?), got `5` (number)',
+      }),
     );
     const w = new LocalWindow({ limit: 10, windowMs: 1000, maxKeys: 10 });
     expect(() => w.limit('k', { costs: 2 } as never)).toThrow(expect.objectContaining({ code: 'ERR_RESILIMIT_INVALID_OPTION' }));

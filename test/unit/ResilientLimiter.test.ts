@@ -1,15 +1,9 @@
 import { subscribe, unsubscribe } from 'node:diagnostics_channel';
 import { Redis } from 'ioredis';
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
-import {
-  createRedisClient,
-  ResilientLimiter,
-  type DecisionMessage,
-  type ResilientLimiterOptions,
-} from '../../src/index.js';
+import { createRedisClient, ResilientLimiter, type DecisionMessage, type ResilientLimiterOptions } from '../../src/index.js';
 import { CALL_BYTES } from '../../src/recovery/Journal.js';
 import { freePort } from '../support/redis.js';
-
 
 function clock(start = 1_000_000) {
   const c = { t: start, now: () => c.t };
@@ -107,7 +101,7 @@ describe('ResilientLimiter options', () => {
     [
       "local.instances 'many'",
       { local: { instances: 'many' } },
-      "Expected `local.instances` to be an integer from 1 to 1000000 or 'auto', got `\"many\"` (string of length 4)",
+      'Expected `local.instances` to be an integer from 1 to 1000000 or \'auto\', got `"many"` (string of length 4)',
     ],
     ['local.limit', { local: { limit: 1.5 } }, 'Expected `local.limit` to be an integer from 1 to 2147483647, got `1.5` (number)'],
     ['local.maxKeys', { local: { maxKeys: 0 } }, 'Expected `local.maxKeys` to be an integer from 1 to 16777216, got `0` (number)'],
@@ -122,7 +116,7 @@ describe('ResilientLimiter options', () => {
     [
       "slowCallMs 'fast'",
       { slowCallMs: 'fast' },
-      "Expected `slowCallMs` to be an integer from 1 to breaker.timeoutMs (50) or 'auto', got `\"fast\"` (string of length 4)",
+      'Expected `slowCallMs` to be an integer from 1 to breaker.timeoutMs (50) or \'auto\', got `"fast"` (string of length 4)',
     ],
     [
       'slowCallMs against a given timeoutMs',
@@ -134,7 +128,11 @@ describe('ResilientLimiter options', () => {
     ['clock', { clock: 5 }, 'Expected `clock` to be a function returning milliseconds, got `5` (number)'],
     ['perf', { perf: () => 5 }, 'Expected `perf` to be an object with a now() function returning milliseconds, got a function'],
     ['perf.now', { perf: { now: 5 } }, 'Expected `perf` to be an object with a now() function returning milliseconds, got an object'],
-    ['prefix', { prefix: 'a{b}' }, 'Expected `prefix` to be a string of at most 128 characters without `{` or `}`, got `"a{b}"` (string of length 4)'],
+    [
+      'prefix',
+      { prefix: 'a{b}' },
+      'Expected `prefix` to be a string of at most 128 characters without `{` or `}`, got `"a{b}"` (string of length 4)',
+    ],
     ['heartbeatMs', { heartbeatMs: 99 }, 'Expected `heartbeatMs` to be an integer from 100 to 60000, got `99` (number)'],
     ['maxPending', { maxPending: 0 }, 'Expected `maxPending` to be an integer from 1 to 10000000, got `0` (number)'],
     [
@@ -144,12 +142,36 @@ describe('ResilientLimiter options', () => {
     ],
     ['reconcile', { reconcile: 'yes' }, 'Expected `reconcile` to be a boolean, got `"yes"` (string of length 3)'],
     // Options that do not exist: refused, naming the nearest one (a user asking for fail-closed got local).
-    ['failMode', { failMode: 'fail-closed' }, 'Expected `failMode` to be absent: ResilientLimiter has no such option (did you mean `mode`?), got `"fail-closed"` (string of length 11)'],
-    ['breaker.timeout', { breaker: { timeout: 5 } }, 'Expected `breaker.timeout` to be absent: ResilientLimiter has no such option (did you mean `breaker.timeoutMs`?), got `5` (number)'],
-    ['windowMS', { windowMS: 1000 }, 'Expected `windowMS` to be absent: ResilientLimiter has no such option (did you mean `windowMs`?), got `1000` (number)'],
-    ['prefx', { prefx: 'a:' }, 'Expected `prefx` to be absent: ResilientLimiter has no such option (did you mean `prefix`?), got `"a:"` (string of length 2)'],
-    ['local.maxkeys', { local: { maxkeys: 10 } }, 'Expected `local.maxkeys` to be absent: ResilientLimiter has no such option (did you mean `local.maxKeys`?), got `10` (number)'],
-    ['an unrelated name', { trustProxy: true }, 'Expected `trustProxy` to be absent: ResilientLimiter has no such option (it has `redis`, `prefix`, `limit`, `windowMs`, `mode`, `blockMs`, `local`, `breaker`, `maxInFlight`, `slowCallMs`, `clock`, `perf`, `heartbeatMs`, `maxPending`, `maxPendingBytes`, `reconcile`, `coalesce`, `maxWaiters`, `shadow`), got `true` (boolean)'],
+    [
+      'failMode',
+      { failMode: 'fail-closed' },
+      'Expected `failMode` to be absent: ResilientLimiter has no such option (did you mean `mode`?), got `"fail-closed"` (string of length 11)',
+    ],
+    [
+      'breaker.timeout',
+      { breaker: { timeout: 5 } },
+      'Expected `breaker.timeout` to be absent: ResilientLimiter has no such option (did you mean `breaker.timeoutMs`?), got `5` (number)',
+    ],
+    [
+      'windowMS',
+      { windowMS: 1000 },
+      'Expected `windowMS` to be absent: ResilientLimiter has no such option (did you mean `windowMs`?), got `1000` (number)',
+    ],
+    [
+      'prefx',
+      { prefx: 'a:' },
+      'Expected `prefx` to be absent: ResilientLimiter has no such option (did you mean `prefix`?), got `"a:"` (string of length 2)',
+    ],
+    [
+      'local.maxkeys',
+      { local: { maxkeys: 10 } },
+      'Expected `local.maxkeys` to be absent: ResilientLimiter has no such option (did you mean `local.maxKeys`?), got `10` (number)',
+    ],
+    [
+      'an unrelated name',
+      { trustProxy: true },
+      'Expected `trustProxy` to be absent: ResilientLimiter has no such option (it has `redis`, `prefix`, `limit`, `windowMs`, `mode`, `blockMs`, `local`, `breaker`, `maxInFlight`, `slowCallMs`, `clock`, `perf`, `heartbeatMs`, `maxPending`, `maxPendingBytes`, `reconcile`, `coalesce`, `maxWaiters`, `shadow`), got `true` (boolean)',
+    ],
     ['local not an object', { local: 5 }, 'Expected `local` to be an object, got `5` (number)'],
   ])('refuses a bad option: %s', (_, bad, message) => {
     expect(() => new ResilientLimiter({ ...valid(), ...bad } as never)).toThrow(
@@ -221,8 +243,16 @@ describe('one prefix on one client', () => {
 
 describe('options a call does not have', () => {
   it.each([
-    ['limit() with costs', (l: ResilientLimiter) => l.limit('k', { costs: 5 } as never), 'Expected `costs` to be absent: limit() has no such option (did you mean `cost`?), got `5` (number)'],
-    ['limit() with a number', (l: ResilientLimiter) => l.limit('k', 5 as never), 'Expected `options` to be an object { cost?, id? }, got `5` (number)'],
+    [
+      'limit() with costs',
+      (l: ResilientLimiter) => l.limit('k', { costs: 5 } as never),
+      'Expected `costs` to be absent: limit() has no such option (did you mean `cost`?), got `5` (number)',
+    ],
+    [
+      'limit() with a number',
+      (l: ResilientLimiter) => l.limit('k', 5 as never),
+      'Expected `options` to be an object { cost?, id? }, got `5` (number)',
+    ],
     [
       'limitAll() with window',
       (l: ResilientLimiter) => l.limitAll([{ key: 'k', limit: 5, window: 1000 } as never]),
@@ -241,7 +271,9 @@ describe('options a call does not have', () => {
   it('refuses update() with an unknown change, changing nothing', () => {
     const l = limiter({ limit: 10 });
     expect(() => l.update({ limit: 5, windowMS: 10 } as never)).toThrow(
-      expect.objectContaining({ message: 'Expected `windowMS` to be absent: update() has no such option (did you mean `windowMs`?), got `10` (number)' }),
+      expect.objectContaining({
+        message: 'Expected `windowMS` to be absent: update() has no such option (did you mean `windowMs`?), got `10` (number)',
+      }),
     );
     expect(l.stats().limit).toBe(10);
   });
@@ -600,7 +632,10 @@ describe('ResilientLimiter without Redis', () => {
     expect(events).toEqual([{ calls: 3, total: 3 }]);
     await l.limit('k');
     await turn();
-    expect(events).toEqual([{ calls: 3, total: 3 }, { calls: 1, total: 4 }]);
+    expect(events).toEqual([
+      { calls: 3, total: 3 },
+      { calls: 1, total: 4 },
+    ]);
   });
 
   it('drops the oldest calls past maxPendingBytes too, counted in `dropped` and told by the dropped event', async () => {
@@ -650,7 +685,8 @@ describe('ResilientLimiter small holes', () => {
     const onWarning = (warning: Error): void => void warned.push(warning);
     process.on('warning', onWarning);
     try {
-      for (let i = 0; i < 12; i++) limiters.push(new ResilientLimiter({ redis: shared, limit: 10, windowMs: 1000, prefix: `p${i}:`, local: { instances: 1 } }));
+      for (let i = 0; i < 12; i++)
+        limiters.push(new ResilientLimiter({ redis: shared, limit: 10, windowMs: 1000, prefix: `p${i}:`, local: { instances: 1 } }));
       await turn();
       expect(warned.filter((w) => w.name === 'MaxListenersExceededWarning')).toEqual([]);
       const before = shared.listenerCount('ready');

@@ -98,10 +98,18 @@ describe('adaptiveLimit', () => {
     const f = () => 0.5;
     expect(() => adaptiveLimit({ limit: 0, min: 1 })).toThrow(/Expected `limit` to be an integer from 1 to 2147483647, got `0` \(number\)/);
     expect(() => adaptiveLimit({ limit: 10, min: 11 })).toThrow(/Expected `min` to be an integer from 1 to 10, got `11`/);
-    expect(() => adaptiveLimit({ limit: 10, min: 1, signal: f })).toThrow(/Expected `from` to be a finite number \(required with a signal function\), got `undefined`/);
-    expect(() => adaptiveLimit({ limit: 10, min: 1, signal: f, from: 2, to: 1 })).toThrow(/Expected `to` to be a number greater than `from` \(2\), got `1`/);
-    expect(() => adaptiveLimit({ limit: 10, min: 1, signal: 'cpu' as never })).toThrow(/Expected `signal` to be 'event-loop-utilization', 'event-loop-delay' or a function, got `"cpu"`/);
-    expect(() => adaptiveLimit({ limit: 10, min: 1, intervalMs: 5 })).toThrow(/Expected `intervalMs` to be an integer from 10 to 3600000, got `5`/);
+    expect(() => adaptiveLimit({ limit: 10, min: 1, signal: f })).toThrow(
+      /Expected `from` to be a finite number \(required with a signal function\), got `undefined`/,
+    );
+    expect(() => adaptiveLimit({ limit: 10, min: 1, signal: f, from: 2, to: 1 })).toThrow(
+      /Expected `to` to be a number greater than `from` \(2\), got `1`/,
+    );
+    expect(() => adaptiveLimit({ limit: 10, min: 1, signal: 'cpu' as never })).toThrow(
+      /Expected `signal` to be 'event-loop-utilization', 'event-loop-delay' or a function, got `"cpu"`/,
+    );
+    expect(() => adaptiveLimit({ limit: 10, min: 1, intervalMs: 5 })).toThrow(
+      /Expected `intervalMs` to be an integer from 10 to 3600000, got `5`/,
+    );
     expect(() => adaptiveLimit(undefined as never)).toThrow(/options of adaptiveLimit\(\) to be an object, got `undefined`/);
   });
 });

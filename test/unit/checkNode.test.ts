@@ -30,7 +30,7 @@ describe('the Node the npm scripts need (tools/check-node.cjs)', () => {
     }
   });
 
-  it('agrees with package.json: the package runs on >= 22.12, its development needs the scripts\' minimum', () => {
+  it("agrees with package.json: the package runs on >= 22.12, its development needs the scripts' minimum", () => {
     expect(pkg.engines.node).toBe('>=22.12');
     expect(pkg.devEngines.runtime.version).toBe(`>=${NEEDED}`);
   });

@@ -7,19 +7,26 @@ import { describe, expect, it } from 'vitest';
 import { closeRedisClient, createRedisClient } from '../../src/index.js';
 import { freePort } from '../support/redis.js';
 
-
 // freePort(): a port nothing listens on.
 describe('closeRedisClient', () => {
   it.each([
     ['no client', undefined, {}, 'Expected `client` to be an ioredis Redis or Cluster client, got `undefined` (undefined)'],
     ['options not an object', 'client', 5, 'Expected `options` to be an object, got `5` (number)'],
     ['timeoutMs negative', 'client', { timeoutMs: -1 }, 'Expected `timeoutMs` to be an integer from 0 to 60000, got `-1` (number)'],
-    ['timeoutMs a string', 'client', { timeoutMs: '100' }, 'Expected `timeoutMs` to be an integer from 0 to 60000, got `"100"` (string of length 3)'],
+    [
+      'timeoutMs a string',
+      'client',
+      { timeoutMs: '100' },
+      'Expected `timeoutMs` to be an integer from 0 to 60000, got `"100"` (string of length 3)',
+    ],
   ])('rejects %s with a coded error naming it', async (_, which, options, message) => {
     const client = createRedisClient({ host: '127.0.0.1', port: await freePort(), lazyConnect: true });
     try {
       const target = which === 'client' ? client : which;
-      await expect(closeRedisClient(target as never, options as never)).rejects.toMatchObject({ code: 'ERR_RESILIMIT_INVALID_OPTION', message });
+      await expect(closeRedisClient(target as never, options as never)).rejects.toMatchObject({
+        code: 'ERR_RESILIMIT_INVALID_OPTION',
+        message,
+      });
     } finally {
       client.disconnect();
     }

@@ -38,7 +38,7 @@ describe('errors', () => {
     [
       'a server that cannot persist',
       replyError(
-        "MISCONF Redis is configured to save RDB snapshots, but it is currently not able to persist on disk. Commands that may modify the data set are disabled, because this instance is configured to report errors during writes if RDB snapshotting fails (stop-writes-on-bgsave-error option). Please check the Redis logs for details about the RDB error.",
+        'MISCONF Redis is configured to save RDB snapshots, but it is currently not able to persist on disk. Commands that may modify the data set are disabled, because this instance is configured to report errors during writes if RDB snapshotting fails (stop-writes-on-bgsave-error option). Please check the Redis logs for details about the RDB error.',
       ),
       true,
     ],
@@ -61,7 +61,9 @@ describe('errors', () => {
 
 describe('programming errors and the runtime (issue 23)', () => {
   it('refuses a Node.js older than 22.12 at construction, with a coded error naming the version', () => {
-    expect(() => checkRuntime('20.20.2')).toThrow(expect.objectContaining({ code: 'ERR_RESILIMIT_UNSUPPORTED_RUNTIME', message: expect.stringContaining('Node.js 20.20.2') }));
+    expect(() => checkRuntime('20.20.2')).toThrow(
+      expect.objectContaining({ code: 'ERR_RESILIMIT_UNSUPPORTED_RUNTIME', message: expect.stringContaining('Node.js 20.20.2') }),
+    );
     expect(() => checkRuntime('22.11.0')).toThrow(expect.objectContaining({ code: 'ERR_RESILIMIT_UNSUPPORTED_RUNTIME' }));
     expect(() => checkRuntime('22.12.0')).not.toThrow();
     expect(() => checkRuntime('24.0.0')).not.toThrow();

@@ -7,7 +7,19 @@ describe('lua/sliding-window.lua', () => {
   it('opens with a comment listing KEYS, ARGV with units, and the reply', () => {
     const header = source.slice(0, source.indexOf(']]'));
     expect(source.startsWith('--[[')).toBe(true);
-    for (const line of ['KEYS[1..n]', 'ARGV[1]', 'ARGV[2]', 'ARGV[3]', 'ARGV[4]', 'ARGV[5]', 'ARGV[5 + i]', 'ARGV[6 + 3(i-1)]', 'ARGV[7 + 3(i-1)]', 'ARGV[8 + 3(i-1)]', 'Reply']) {
+    for (const line of [
+      'KEYS[1..n]',
+      'ARGV[1]',
+      'ARGV[2]',
+      'ARGV[3]',
+      'ARGV[4]',
+      'ARGV[5]',
+      'ARGV[5 + i]',
+      'ARGV[6 + 3(i-1)]',
+      'ARGV[7 + 3(i-1)]',
+      'ARGV[8 + 3(i-1)]',
+      'Reply',
+    ]) {
       expect(header).toContain(line);
     }
     expect(header).toMatch(/windowMs\s+window length in milliseconds/);

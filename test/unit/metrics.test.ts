@@ -37,7 +37,15 @@ function instrument(...args: Parameters<typeof instrumentLimiter>): LimiterInstr
 
 function publish(limiter: ResilientLimiter, decision: Partial<LimiterDecision>, durationMs: number): void {
   const full: LimiterDecision = {
-    allowed: true, limit: 10, remaining: 9, retryAfterMs: 0, resetAtMs: 0, source: 'redis', reason: 'decided', id: undefined, ...decision,
+    allowed: true,
+    limit: 10,
+    remaining: 9,
+    retryAfterMs: 0,
+    resetAtMs: 0,
+    source: 'redis',
+    reason: 'decided',
+    id: undefined,
+    ...decision,
   };
   decisionChannel.publish({ limiter, key: 'k', cost: 1, decision: full, durationMs } satisfies DecisionMessage);
 }
@@ -49,7 +57,9 @@ function invalid(message: string) {
 describe('instrumentLimiter arguments', () => {
   it('refuses what is not a limiter', () => {
     expect(() => instrumentLimiter({} as never)).toThrow(invalid('Expected `limiter` to be a ResilientLimiter, got an object'));
-    expect(() => instrumentLimiter(undefined as never)).toThrow(invalid('Expected `limiter` to be a ResilientLimiter, got `undefined` (undefined)'));
+    expect(() => instrumentLimiter(undefined as never)).toThrow(
+      invalid('Expected `limiter` to be a ResilientLimiter, got `undefined` (undefined)'),
+    );
   });
 
   it('refuses options that are not an object', () => {
@@ -61,7 +71,9 @@ describe('instrumentLimiter arguments', () => {
   it('refuses a name that is empty, too long, malformed or not a string', () => {
     const expected = 'Expected `name` to be a well-formed string of 1 to 128 characters, got ';
     expect(() => instrumentLimiter(fakeLimiter(), { name: '' })).toThrow(invalid(`${expected}\`""\` (string of length 0)`));
-    expect(() => instrumentLimiter(fakeLimiter(), { name: 'x'.repeat(129) })).toThrow(invalid(`${expected}\`"${'x'.repeat(40)}…"\` (string of length 129)`));
+    expect(() => instrumentLimiter(fakeLimiter(), { name: 'x'.repeat(129) })).toThrow(
+      invalid(`${expected}\`"${'x'.repeat(40)}…"\` (string of length 129)`),
+    );
     expect(() => instrumentLimiter(fakeLimiter(), { name: '\uD800' })).toThrow(invalid(`${expected}\`"\\ud800"\` (string of length 1)`));
     expect(() => instrumentLimiter(fakeLimiter(), { name: 7 as never })).toThrow(invalid(`${expected}\`7\` (number)`));
     expect(hasSubscribers('resilimit:decision')).toBe(false); // a refused call leaves nothing behind
@@ -70,7 +82,9 @@ describe('instrumentLimiter arguments', () => {
   it('refuses a meter that is not an OpenTelemetry Meter', () => {
     const { meter } = sdk();
     const partial = { createCounter: meter.createCounter.bind(meter) } as unknown as Meter;
-    expect(() => instrumentLimiter(fakeLimiter(), { meter: partial })).toThrow(invalid('Expected `meter` to be an OpenTelemetry Meter, got an object'));
+    expect(() => instrumentLimiter(fakeLimiter(), { meter: partial })).toThrow(
+      invalid('Expected `meter` to be an OpenTelemetry Meter, got an object'),
+    );
   });
 });
 
@@ -117,8 +131,14 @@ describe('instrumentLimiter recording', () => {
     const { reader, meter } = sdk();
     instrument(fakeLimiter('half-open', 4), { name: 'api', meter });
     const all = await collect(reader);
-    const states = all.find((m) => m.descriptor.name === MetricName.BREAKER_STATE)?.dataPoints.map((p) => [p.attributes['resilimit.state'], p.value]);
-    expect(states).toEqual([['closed', 0], ['half-open', 1], ['open', 0]]);
+    const states = all
+      .find((m) => m.descriptor.name === MetricName.BREAKER_STATE)
+      ?.dataPoints.map((p) => [p.attributes['resilimit.state'], p.value]);
+    expect(states).toEqual([
+      ['closed', 0],
+      ['half-open', 1],
+      ['open', 0],
+    ]);
     expect(all.find((m) => m.descriptor.name === MetricName.BREAKER_OPENS)?.dataPoints.map((p) => p.value)).toEqual([4]);
   });
 
@@ -127,7 +147,11 @@ describe('instrumentLimiter recording', () => {
     const failing = new Proxy(meter, {
       get(target, property, receiver) {
         if (property !== 'createCounter') return Reflect.get(target, property, receiver) as unknown;
-        return () => ({ add: () => { throw new Error('exporter exploded'); } });
+        return () => ({
+          add: () => {
+            throw new Error('exporter exploded');
+          },
+        });
       },
     });
     const warn = vi.spyOn(process, 'emitWarning').mockImplementation(() => undefined);

@@ -103,7 +103,12 @@ describe('ReadyWatch', () => {
 
   it('sets no timer for a client ready when the limiter is made', () => {
     const t = manualTimers();
-    const watch = new ReadyWatch({ everReady: true }, { redis: client(), prefix: 'p:', perf: t.perf }, () => expect.fail('reported'), t.timers);
+    const watch = new ReadyWatch(
+      { everReady: true },
+      { redis: client(), prefix: 'p:', perf: t.perf },
+      () => expect.fail('reported'),
+      t.timers,
+    );
     expect(t.pending()).toBe(0);
     expect(watch.notReadyForMs).toBe(0);
   });
@@ -111,10 +116,20 @@ describe('ReadyWatch', () => {
   it('clears its timer on stop(), before the first report and after it', async () => {
     const t = manualTimers();
     const reports: NotReady[] = [];
-    const before = new ReadyWatch({ everReady: false }, { redis: client(), prefix: 'p:', perf: t.perf }, (info) => reports.push(info), t.timers);
+    const before = new ReadyWatch(
+      { everReady: false },
+      { redis: client(), prefix: 'p:', perf: t.perf },
+      (info) => reports.push(info),
+      t.timers,
+    );
     before.stop();
     expect(t.pending()).toBe(0);
-    const after = new ReadyWatch({ everReady: false }, { redis: client(), prefix: 'q:', perf: t.perf }, (info) => reports.push(info), t.timers);
+    const after = new ReadyWatch(
+      { everReady: false },
+      { redis: client(), prefix: 'q:', perf: t.perf },
+      (info) => reports.push(info),
+      t.timers,
+    );
     t.advance(5_000);
     after.stop();
     after.stop();
@@ -127,13 +142,21 @@ describe('ReadyWatch', () => {
 
   it('names the Sentinel group or a Cluster instead of an address, and never the password', async () => {
     const t = manualTimers();
-    const sentinel = createRedisClient({ sentinels: [{ host: '127.0.0.1', port: 1 }], name: 'mymaster', password: 'secret', lazyConnect: true });
+    const sentinel = createRedisClient({
+      sentinels: [{ host: '127.0.0.1', port: 1 }],
+      name: 'mymaster',
+      password: 'secret',
+      lazyConnect: true,
+    });
     new ReadyWatch({ everReady: false }, { redis: sentinel, prefix: 's:', perf: t.perf }, () => undefined, t.timers);
     const cluster = new Cluster([{ host: '127.0.0.1', port: 1 }], { lazyConnect: true, redisOptions: { password: 'secret' } });
     new ReadyWatch({ everReady: false }, { redis: cluster, prefix: 'c:', perf: t.perf }, () => undefined, t.timers);
     t.advance(5_000);
     await turn();
-    expect(warnings.map((w) => /\(status '\w+', ([^)]*)\)/.exec(w.message)?.[1])).toEqual(['master "mymaster" via 1 listed Sentinel', 'a Cluster client']);
+    expect(warnings.map((w) => /\(status '\w+', ([^)]*)\)/.exec(w.message)?.[1])).toEqual([
+      'master "mymaster" via 1 listed Sentinel',
+      'a Cluster client',
+    ]);
     expect(warnings.some((w) => w.message.includes('secret'))).toBe(false);
   });
 });

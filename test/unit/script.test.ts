@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { integersOf } from '../../src/redis/scripts/script.js';
 
-describe('integersOf (the decision scripts\' replies)', () => {
+describe("integersOf (the decision scripts' replies)", () => {
   it('reads comma-separated decimal integers, negative ones included', () => {
     expect(integersOf('1795572357679,0,1,99,0,1795572417679,0')).toEqual([1795572357679, 0, 1, 99, 0, 1795572417679, 0]);
     expect(integersOf('-5,7')).toEqual([-5, 7]);

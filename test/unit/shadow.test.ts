@@ -72,7 +72,9 @@ describe('shadow mode options', () => {
 
   it('refuses a shadow option or a setShadow() argument that is not a boolean, naming it, changing nothing', () => {
     const invalid = (message: string) => expect.objectContaining({ name: 'ResilimitError', code: 'ERR_RESILIMIT_INVALID_OPTION', message });
-    expect(() => limiter({ shadow: 'yes' as never })).toThrow(invalid('Expected `shadow` to be a boolean, got `"yes"` (string of length 3)'));
+    expect(() => limiter({ shadow: 'yes' as never })).toThrow(
+      invalid('Expected `shadow` to be a boolean, got `"yes"` (string of length 3)'),
+    );
     expect(() => limiter({ shadow: 1 as never })).toThrow(invalid('Expected `shadow` to be a boolean, got `1` (number)'));
     expect(() => limiter({ shadowMode: true } as never)).toThrow(
       invalid('Expected `shadowMode` to be absent: ResilientLimiter has no such option (did you mean `shadow`?), got `true` (boolean)'),
@@ -145,7 +147,11 @@ describe('shadow mode while Redis cannot answer', () => {
         shadowRejected: true,
       });
     }
-    expect(seen.map((e) => [e.key, e.cost])).toEqual([['k', 1], ['k', 1], ['k', 1]]);
+    expect(seen.map((e) => [e.key, e.cost])).toEqual([
+      ['k', 1],
+      ['k', 1],
+      ['k', 1],
+    ]);
     expect(l.stats()).toMatchObject({ decisions: 3, allowed: 3, shadowRejected: 3, bySource: { 'fail-closed': 3 } });
     l.setShadow(false);
     const enforced = await l.limit('k');
@@ -203,8 +209,27 @@ describe('shadow mode while Redis cannot answer', () => {
       source: 'local',
       reason: 'not-ready',
       decisions: [
-        { allowed: true, limit: 1, remaining: 0, retryAfterMs: 1000, resetAtMs: T0 + 1000, source: 'local', reason: 'not-ready', id: undefined, shadowRejected: true },
-        { allowed: true, limit: 5, remaining: 4, retryAfterMs: 0, resetAtMs: T0 + 1000, source: 'local', reason: 'not-ready', id: undefined },
+        {
+          allowed: true,
+          limit: 1,
+          remaining: 0,
+          retryAfterMs: 1000,
+          resetAtMs: T0 + 1000,
+          source: 'local',
+          reason: 'not-ready',
+          id: undefined,
+          shadowRejected: true,
+        },
+        {
+          allowed: true,
+          limit: 5,
+          remaining: 4,
+          retryAfterMs: 0,
+          resetAtMs: T0 + 1000,
+          source: 'local',
+          reason: 'not-ready',
+          id: undefined,
+        },
       ],
       shadowRejected: true,
     });

@@ -9,10 +9,7 @@ import type { Prng } from '../prng.ts';
 export type Attributes = Readonly<Record<string, number>>;
 
 /** What a toxic gets from `read()`. */
-export type Read =
-  | { readonly kind: 'chunk'; readonly chunk: Chunk }
-  | { readonly kind: 'end' }
-  | { readonly kind: 'interrupted' };
+export type Read = { readonly kind: 'chunk'; readonly chunk: Chunk } | { readonly kind: 'end' } | { readonly kind: 'interrupted' };
 
 /** What a toxic gets from `readWithin()`: a read, or nothing arrived in time. */
 export type TimedRead = Read | { readonly kind: 'timeout' };

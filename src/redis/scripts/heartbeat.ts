@@ -24,7 +24,13 @@ export type BeatTimes = { readonly ttlMs: number; readonly quietMs: number; read
  * The arguments of a beat of `member`: `sinceArg` and `notAfterArg` on Redis's clock, or '' for none
  * (see `RedisTier.beat`).
  */
-export function heartbeatArgs(member: string, times: BeatTimes, op: BeatOp, sinceArg: number | '', notAfterArg: number | ''): (string | number)[] {
+export function heartbeatArgs(
+  member: string,
+  times: BeatTimes,
+  op: BeatOp,
+  sinceArg: number | '',
+  notAfterArg: number | '',
+): (string | number)[] {
   return [member, times.ttlMs, op, sinceArg, notAfterArg, Math.ceil(times.holdMs), Math.ceil(times.quietMs)];
 }
 

@@ -13,7 +13,12 @@ export type WriteBackReply = [written: number, expired: number, present: number]
  * injected, or '' (the script reads it); each call at `redisAt(call.at)` (whole ms on Redis's clock),
  * with its cost and its own id (a batch Redis ran before its reply was lost is a no-op when sent again).
  */
-export function reconcileArgs(windowMs: number, nowArg: number | '', calls: readonly PendingCall[], redisAt: (at: number) => number): (string | number)[] {
+export function reconcileArgs(
+  windowMs: number,
+  nowArg: number | '',
+  calls: readonly PendingCall[],
+  redisAt: (at: number) => number,
+): (string | number)[] {
   const args: (string | number)[] = [windowMs, nowArg];
   for (const call of calls) args.push(redisAt(call.at), call.cost, memberOf(call.id));
   return args;

@@ -55,7 +55,7 @@ export function slidingWindowArgs(
     args[4] = shared;
     for (const call of calls) args.push(memberOf(call.id));
   } else {
-    calls.forEach((call, i) => args.push(effective[i] as number, call.cost, memberOf(call.id)));
+    for (const [i, call] of calls.entries()) args.push(effective[i] as number, call.cost, memberOf(call.id));
   }
   return args;
 }

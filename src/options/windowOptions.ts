@@ -1,0 +1,116 @@
+import type { Cluster, Redis } from 'ioredis';
+import { integer, knownOptions, optionalFunction, optionalInteger, redisClient } from './checks.js';
+import { steadyClock } from './clock.js';
+import { invalidOption } from './errors.js';
+
+/** The largest limit, window, cost or key count accepted: 2^31 - 1. */
+export const MAX_INT = 2_147_483_647;
+/** Keys and request ids may be at most this many UTF-16 code units long. */
+export const MAX_KEY_LENGTH = 1024;
+/** A request id may be at most this many UTF-16 code units long. */
+export const MAX_ID_LENGTH = 128;
+/** A Redis key prefix may be at most this many characters long. */
+export const MAX_PREFIX_LENGTH = 128;
+
+/** Options shared by both tiers. */
+export type WindowOptions = {
+  /** Permits allowed in any window of `windowMs`. Integer, 1 to 2^31 - 1. Required. */
+  limit: number;
+  /** The window's length in milliseconds. Integer, 1 to 2^31 - 1 (about 24.8 days). Required. */
+  windowMs: number;
+};
+
+/** Options of {@link LocalWindow}. */
+export type LocalWindowOptions = WindowOptions & {
+  /**
+   * The most keys kept in memory. Past it, the least recently used key is forgotten: its next call
+   * starts from an empty window. Integer, 1 to 2^24. Required: the local tier is always bounded.
+   */
+  maxKeys: number;
+  /**
+   * The clock, in milliseconds since the epoch. Inject one in tests so that nothing sleeps.
+   * @default `Date.now()` at construction plus `performance.now()` elapsed since: a wall clock that steps does not move it
+   */
+  now?: () => number;
+};
+
+/** Options of {@link RedisWindow}. */
+export type RedisWindowOptions = WindowOptions & {
+  /** An ioredis `Redis` or `Cluster` client. resilimit never closes it and defines no command on it. Required. */
+  redis: Redis | Cluster;
+  /**
+   * Prefix of every Redis key written. At most 128 characters, without `{` or `}` (they would
+   * change the key's hash slot).
+   * @default 'resilimit:'
+   */
+  prefix?: string;
+  /**
+   * A client clock in milliseconds since the epoch. When absent, Redis's own `TIME` is used, so that
+   * the application servers' clock skew cannot widen the window. Give one in tests, or where every
+   * client's clock is trusted more than Redis's. Below 9 × 10^13 (Redis refuses larger values: a
+   * reply error naming `nowMs`).
+   * @default undefined (Redis `TIME`)
+   */
+  now?: () => number;
+  /**
+   * A call refused for want of permits blocks its key for this long, in ms: every call of the key is
+   * refused until then, whatever its window holds (a penalty, against brute force). Calls refused
+   * while the key is blocked do not lengthen the block. 0: no penalty.
+   * @default 0 (range 0 … 2^31 - 1)
+   */
+  blockMs?: number;
+};
+
+export type ResolvedWindowOptions = Readonly<{ limit: number; windowMs: number }>;
+export type ResolvedLocalWindowOptions = ResolvedWindowOptions & Readonly<{ maxKeys: number; now: () => number }>;
+export type ResolvedRedisWindowOptions = ResolvedWindowOptions &
+  Readonly<{ redis: Redis | Cluster; prefix: string; now: (() => number) | undefined; blockMs: number }>;
+
+/** Validates the options both tiers share. */
+export function resolveWindowOptions(options: Record<string, unknown>): ResolvedWindowOptions {
+  return {
+    limit: integer('limit', options['limit'], 1, MAX_INT),
+    windowMs: integer('windowMs', options['windowMs'], 1, MAX_INT),
+  };
+}
+
+/** A per-key `limit`: the permits of `key`'s calls, an integer from 1 to 2^31 - 1 (see `limitValue`). */
+export type LimitFunction = (key: string) => number;
+
+/** Validates {@link LocalWindowOptions} and returns a frozen copy with defaults filled in. */
+export function resolveLocalWindowOptions(raw: unknown): ResolvedLocalWindowOptions {
+  const options = knownOptions('LocalWindow', raw, ['limit', 'windowMs', 'maxKeys', 'now'] satisfies (keyof LocalWindowOptions)[]);
+  return Object.freeze({
+    ...resolveWindowOptions(options),
+    maxKeys: integer('maxKeys', options['maxKeys'], 1, 2 ** 24),
+    now: optionalFunction('now', options['now']) ?? steadyClock(),
+  });
+}
+
+/** Validates {@link RedisWindowOptions} and returns a frozen copy with defaults filled in. */
+export function resolveRedisWindowOptions(raw: unknown): ResolvedRedisWindowOptions {
+  const options = knownOptions('RedisWindow', raw, [
+    'limit',
+    'windowMs',
+    'redis',
+    'prefix',
+    'now',
+    'blockMs',
+  ] satisfies (keyof RedisWindowOptions)[]);
+  return Object.freeze({
+    ...resolveWindowOptions(options),
+    redis: redisClient(options['redis']),
+    prefix: prefix(options['prefix']),
+    now: optionalFunction('now', options['now']),
+    blockMs: optionalInteger('blockMs', options['blockMs'], 0, MAX_INT, 0),
+  });
+}
+
+/** Checks the `prefix` option: 'resilimit:' when absent. */
+export function prefix(value: unknown): string {
+  if (value === undefined) return 'resilimit:';
+  if (typeof value !== 'string' || value.length > MAX_PREFIX_LENGTH || /[{}]/.test(value) || !value.isWellFormed()) {
+    throw invalidOption('prefix', `a string of at most ${MAX_PREFIX_LENGTH} characters without \`{\` or \`}\``, value);
+  }
+  return value;
+}
