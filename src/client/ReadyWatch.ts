@@ -1,12 +1,20 @@
 import type { Cluster, Redis } from 'ioredis';
+import { listen, unlisten } from './clientEvents.js';
 
 /** How long after the limiter is made a client never ready is reported, ms. */
 export const NOT_READY_AFTER_MS = 5_000;
 /** How often it is reported again while it stays so, ms. */
 export const NOT_READY_EVERY_MS = 60_000;
 
-/** What the `notReady` event tells: how long since the limiter was made (ms) and the client's status. */
-export type NotReady = { forMs: number; status: string };
+/**
+ * What the `notReady` event tells: how long since the limiter was made (ms), the client's status, and
+ * the last error the client reported meanwhile (`connect ECONNREFUSED …`, `NOAUTH …`, `WRONGPASS …`,
+ * `getaddrinfo ENOTFOUND …`), if any.
+ */
+export type NotReady = { forMs: number; status: string; lastError?: string };
+
+/** The most characters of the client's last error a report quotes. */
+const ERROR_CHARS = 200;
 
 /** The timers of a {@link ReadyWatch}: injectable, so that tests never wait. */
 export type Timers = { set(fn: () => void, ms: number): unknown; clear(handle: unknown): void };
@@ -29,6 +37,8 @@ const nodeTimers: Timers = {
 export class ReadyWatch {
   readonly #since: number;
   #timer: unknown;
+  /** The client's last error while it has not been ready (listened to only then). */
+  #lastError: string | undefined;
 
   constructor(
     readonly tier: { readonly everReady: boolean },
@@ -39,7 +49,10 @@ export class ReadyWatch {
     readonly everyMs = NOT_READY_EVERY_MS,
   ) {
     this.#since = options.perf.now();
-    if (!tier.everReady) this.#timer = timers.set(this.#check, afterMs);
+    if (!tier.everReady) {
+      this.#timer = timers.set(this.#check, afterMs);
+      listen(options.redis, 'error', this.#onError);
+    }
   }
 
   /** How long the client has gone without being ready since the limiter was made, ms; 0 once it has been. */
@@ -51,16 +64,31 @@ export class ReadyWatch {
   stop(): void {
     if (this.#timer !== undefined) this.timers.clear(this.#timer);
     this.#timer = undefined;
+    unlisten(this.options.redis, 'error', this.#onError);
   }
+
+  readonly #onError = (error: unknown): void => {
+    const message = error instanceof Error ? error.message : String(error);
+    this.#lastError = message.length > ERROR_CHARS ? `${message.slice(0, ERROR_CHARS)}…` : message;
+  };
 
   readonly #check = (): void => {
     this.#timer = undefined;
-    if (this.tier.everReady) return;
-    const info = { forMs: this.notReadyForMs, status: this.options.redis.status };
+    if (this.tier.everReady) {
+      unlisten(this.options.redis, 'error', this.#onError);
+      return;
+    }
+    const lastError = this.#lastError;
+    const info: NotReady = {
+      forMs: this.notReadyForMs,
+      status: this.options.redis.status,
+      ...(lastError === undefined ? {} : { lastError }),
+    };
     this.#timer = this.timers.set(this.#check, this.everyMs);
     process.emitWarning(
       `The Redis client of the limiter with prefix ${JSON.stringify(this.options.prefix)} has not been ready in the ` +
-        `${Math.round(info.forMs / 1000)} s since the limiter was made (status '${info.status}', ${target(this.options.redis)}). ` +
+        `${Math.round(info.forMs / 1000)} s since the limiter was made (status '${info.status}', ${target(this.options.redis)}` +
+        `${lastError === undefined ? '' : `; its last error: ${lastError}`}). ` +
         "Every call is answered by the fallback (reason 'not-ready'): check the Redis address and credentials.",
       { type: 'ResilimitWarning', code: 'RESILIMIT_REDIS_NOT_READY' },
     );

@@ -9,7 +9,7 @@ import { performance } from 'node:perf_hooks';
 import type { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createRedisClient, ResilientLimiter } from '../../src/index.js';
-import { freePort, useRedis, waitReady, type RedisHandle } from '../support/redis.js';
+import { freePort, startRedisServer, useRedis, waitReady, type RedisHandle } from '../support/redis.js';
 
 /** When the first report is due after the limiter is made. */
 const AFTER_MS = 5_000;
@@ -50,7 +50,7 @@ describe('a client that never becomes ready', () => {
         early: new ResilientLimiter({ redis: early, limit: 10, windowMs: 1000, prefix: `early-${tag}:` }),
         wrong: new ResilientLimiter({ redis: wrong, limit: 10, windowMs: 1000, prefix: `wrong-${tag}:` }),
       };
-      const events: Record<string, { forMs: number; status: string }[]> = { wrong: [], healthy: [], early: [] };
+      const events: Record<string, { forMs: number; status: string; lastError?: string }[]> = { wrong: [], healthy: [], early: [] };
       for (const [name, limiter] of Object.entries(limiters)) limiter.on('notReady', (info) => events[name]?.push(info));
       await limiters.early.close(); // its timer goes with it
       expect((await limiters.wrong.limit('k')).reason).toBe('not-ready');
@@ -66,12 +66,13 @@ describe('a client that never becomes ready', () => {
       expect(events['wrong']).toHaveLength(1);
       expect(events['wrong']?.[0]?.forMs).toBeGreaterThanOrEqual(AFTER_MS - 1);
       expect(['connecting', 'reconnecting']).toContain(events['wrong']?.[0]?.status);
+      expect(events['wrong']?.[0]?.lastError).toBe(`connect ECONNREFUSED 127.0.0.1:${port}`);
       expect(warnings.map((w) => [w.name, w.message])).toEqual([
         [
           'ResilimitWarning',
           expect.stringMatching(
             new RegExp(
-              `^The Redis client of the limiter with prefix "wrong-${tag}:" has not been ready in the 5 s since the limiter was made \\(status '(re)?connecting', connecting to 127\\.0\\.0\\.1:${port}\\)\\. Every call is answered by the fallback \\(reason 'not-ready'\\)`,
+              `^The Redis client of the limiter with prefix "wrong-${tag}:" has not been ready in the 5 s since the limiter was made \\(status '(re)?connecting', connecting to 127\\.0\\.0\\.1:${port}; its last error: connect ECONNREFUSED 127\\.0\\.0\\.1:${port}\\)\\. Every call is answered by the fallback \\(reason 'not-ready'\\)`,
             ),
           ),
         ],
@@ -85,6 +86,34 @@ describe('a client that never becomes ready', () => {
       await limiters.healthy.close();
     } finally {
       process.off('warning', onWarning);
+    }
+  });
+
+  it('names why: a password missing or wrong, a host that does not resolve (the client\'s last error)', async () => {
+    // Started open (the harness checks the process it talks to), then locked: new connections must AUTH.
+    const locked = await startRedisServer();
+    const admin = locked.client();
+    await admin.config('SET', 'requirepass', 'right');
+    admin.disconnect();
+    const made = [
+      { name: 'noauth', client: createRedisClient({ host: locked.host, port: locked.port }), cause: /^NOAUTH / },
+      { name: 'wrongpass', client: createRedisClient({ host: locked.host, port: locked.port, password: 'wrong' }), cause: /^WRONGPASS / },
+      { name: 'dns', client: createRedisClient({ host: 'no-such-host.invalid', port: 6379 }), cause: /^getaddrinfo (ENOTFOUND|EAI_AGAIN) no-such-host\.invalid/ },
+    ];
+    clients.push(...made.map((m) => m.client));
+    try {
+      const tag = `${process.pid}-${performance.now().toFixed(0)}`;
+      const reports = await Promise.all(
+        made.map(({ name, client }) => {
+          const limiter = new ResilientLimiter({ redis: client, limit: 10, windowMs: 1000, prefix: `${name}-${tag}:` });
+          return new Promise<{ name: string; lastError?: string }>((resolve) =>
+            limiter.once('notReady', (info) => void limiter.close().then(() => resolve({ name, ...info }))),
+          );
+        }),
+      );
+      for (const [i, { cause }] of made.entries()) expect(reports[i]?.lastError).toMatch(cause);
+    } finally {
+      await locked.stop();
     }
   });
 });
