@@ -250,14 +250,16 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
     return this.#stats.snapshot(this.#parts, this.#settings, this.#instances, this.#watch.notReadyForMs);
   }
 
-  /** Switches what answers when Redis cannot, from the next call on. @throws {ResilimitError} `ERR_RESILIMIT_INVALID_OPTION`. */
+  /** Switches what answers when Redis cannot, from the next call on. @throws {ResilimitError} `ERR_RESILIMIT_INVALID_OPTION`; `ERR_RESILIMIT_CLOSED` after `close()` (so do the other setters). */
   setMode(mode: Mode): void {
+    this.#open('setMode()');
     const previous = this.#settings.setMode(mode);
     if (previous !== undefined) this.emit('modeChange', { mode: this.#settings.mode, previous });
   }
 
   /** The kill switch: `false` admits every call at once (source `'disabled'`) without touching Redis. */
   setEnabled(enabled: boolean): void {
+    this.#open('setEnabled()');
     this.#settings.setEnabled(enabled);
   }
 
@@ -267,6 +269,7 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
    * @throws {ResilimitError} `ERR_RESILIMIT_INVALID_OPTION` for anything but a boolean.
    */
   setShadow(on: boolean): void {
+    this.#open('setShadow()');
     this.#settings.setShadow(on);
     if (on) this.#waiters.wake();
   }
@@ -278,16 +281,19 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
    * @throws {ResilimitError} `ERR_RESILIMIT_INVALID_OPTION`.
    */
   update(changes: { limit?: number | LimitFunction; windowMs?: number }): void {
+    this.#open('update()');
     this.#settings.update(changes);
   }
 
   /** Opens the breaker and holds it open (no trial calls) until {@link forceClose}. */
   forceOpen(): void {
+    this.#open('forceOpen()');
     this.#tier.breaker.forceOpen();
   }
 
   /** Closes the breaker now (also one forced open); Redis decides again from the next call. */
   forceClose(): void {
+    this.#open('forceClose()');
     this.#tier.breaker.forceClose();
   }
 
@@ -316,6 +322,11 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
     await this.#path.settled();
     await this.#waiters.settled(); // the permits admitted for waiters close() rejected: given back
     this.#tier.close();
+  }
+
+  /** Throws `ERR_RESILIMIT_CLOSED` for `name` once the limiter is closed: a setting changed then would be lost unsaid. */
+  #open(name: string): void {
+    if (this.#life.kind === 'closed') throw new ResilimitError(ErrorCode.CLOSED, `${name} was called after close()`);
   }
 
   /** Same as {@link close}, for `await using`. */

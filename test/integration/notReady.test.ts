@@ -89,7 +89,7 @@ describe('a client that never becomes ready', () => {
     }
   });
 
-  it('names why: a password missing or wrong, a host that does not resolve (the client\'s last error)', async () => {
+  it("names why: a password missing or wrong, a host that does not resolve (the client's last error)", async () => {
     // Started open (the harness checks the process it talks to), then locked: new connections must AUTH.
     const locked = await startRedisServer();
     const admin = locked.client();
@@ -98,7 +98,11 @@ describe('a client that never becomes ready', () => {
     const made = [
       { name: 'noauth', client: createRedisClient({ host: locked.host, port: locked.port }), cause: /^NOAUTH / },
       { name: 'wrongpass', client: createRedisClient({ host: locked.host, port: locked.port, password: 'wrong' }), cause: /^WRONGPASS / },
-      { name: 'dns', client: createRedisClient({ host: 'no-such-host.invalid', port: 6379 }), cause: /^getaddrinfo (ENOTFOUND|EAI_AGAIN) no-such-host\.invalid/ },
+      {
+        name: 'dns',
+        client: createRedisClient({ host: 'no-such-host.invalid', port: 6379 }),
+        cause: /^getaddrinfo (ENOTFOUND|EAI_AGAIN) no-such-host\.invalid/,
+      },
     ];
     clients.push(...made.map((m) => m.client));
     try {

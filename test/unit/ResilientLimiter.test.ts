@@ -510,6 +510,24 @@ describe('ResilientLimiter without Redis', () => {
     await expect(l[Symbol.asyncDispose]()).resolves.toBeUndefined();
   });
 
+  it('refuses a change of its settings after close() (setMode, setEnabled, setShadow, update, forceOpen, forceClose): ERR_RESILIMIT_CLOSED', async () => {
+    const l = limiter({ mode: 'fail-open' });
+    l.setMode('fail-closed'); // open: accepted
+    await l.close();
+    const calls: [string, () => void][] = [
+      ['setMode()', () => l.setMode('local')],
+      ['setEnabled()', () => l.setEnabled(false)],
+      ['setShadow()', () => l.setShadow(true)],
+      ['update()', () => l.update({ limit: 5 })],
+      ['forceOpen()', () => l.forceOpen()],
+      ['forceClose()', () => l.forceClose()],
+    ];
+    for (const [name, call] of calls) {
+      expect(call).toThrow(expect.objectContaining({ code: 'ERR_RESILIMIT_CLOSED', message: `${name} was called after close()` }));
+    }
+    expect([l.mode, l.enabled, l.shadow]).toEqual(['fail-closed', true, false]);
+  });
+
   it('closes through await using', async () => {
     let escaped: ResilientLimiter | undefined;
     {
