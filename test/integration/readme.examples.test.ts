@@ -7,11 +7,12 @@
  */
 import { execFile } from 'node:child_process';
 import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import ts from 'typescript';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { useRedis, type RedisHandle } from '../support/redis.js';
+import { freePort, useRedis, type RedisHandle } from '../support/redis.js';
 
 const run = promisify(execFile);
 const root = fileURLToPath(new URL('../../', import.meta.url));
@@ -115,6 +116,24 @@ describe('README and docs examples', () => {
       ).toEqual(e.prints);
     });
   }
+
+  it("starts the README's quick start with Redis down, answers every request, and exits by itself", async () => {
+    const quickStart = examples.find((e) => e.document === 'README.md' && e.source.includes("from 'express'"));
+    if (quickStart === undefined) throw new Error("the README's Express quick start was not found");
+    const down = await freePort(); // nothing listens there: Redis is down for the whole run
+    const started = performance.now();
+    const { stdout } = await run(process.execPath, [quickStart.file], {
+      cwd: root,
+      env: { ...process.env, REDIS_URL: `redis://127.0.0.1:${down}`, NODE_NO_WARNINGS: '1' },
+      timeout: 20_000,
+    });
+    const lines = stdout.trim().split('\n');
+    // Every request answered (200 while the local window admits, 429 once it refuses), none lost.
+    expect(lines).toHaveLength(3);
+    for (const line of lines) expect(line).toMatch(/^(200|429) "default";r=\d+;t=\d+ /);
+    // waitForRedis's 5 s at most, and no more than the time limit given to the run.
+    expect(performance.now() - started).toBeGreaterThanOrEqual(4_999);
+  }, 30_000);
 
   it('names only npm scripts that exist', () => {
     const scripts = Object.keys((JSON.parse(readFileSync(`${root}package.json`, 'utf8')) as { scripts: object }).scripts);

@@ -1,0 +1,43 @@
+import type { Cluster, Redis } from 'ioredis';
+import { optionalInteger, redisClient } from '../options/checks.js';
+import { MAX_INT } from '../options/windowOptions.js';
+import { listen, unlisten } from './clientEvents.js';
+
+/** Options of {@link waitForRedis}. */
+export type WaitForRedisOptions = {
+  /** The longest wait, ms. @default 5000 */
+  timeoutMs?: number;
+};
+
+/**
+ * Waits until `redis` is ready, for at most `timeoutMs`, and never throws: resolves `true` once the
+ * client is ready, `false` when the time is up. For a service's start-up: with Redis down, a wrong
+ * address or a wrong password, the service still starts, and the limiter answers locally (reason
+ * `'not-ready'`) until the client connects; the limiter's `notReady` warning then names the cause.
+ * (`events.once(redis, 'ready')` rejects on the client's first `'error'` and so stops the start-up,
+ * and waits forever when no error comes.)
+ *
+ * @throws {ResilimitError} `ERR_RESILIMIT_INVALID_OPTION` when `redis` is not an ioredis client or `timeoutMs` not an integer ≥ 0.
+ * @example
+ * const redis = createRedisClient(process.env.REDIS_URL);
+ * await waitForRedis(redis); // at most 5 s; never throws
+ */
+export function waitForRedis(redis: Redis | Cluster, options: WaitForRedisOptions = {}): Promise<boolean> {
+  redisClient(redis);
+  const timeoutMs = optionalInteger('timeoutMs', options?.timeoutMs, 0, MAX_INT, 5_000);
+  if (redis.status === 'ready') return Promise.resolve(true);
+  const { promise, resolve } = Promise.withResolvers<boolean>();
+  const done = (ready: boolean): void => {
+    clearTimeout(timer);
+    unlisten(redis, 'ready', onReady);
+    unlisten(redis, 'error', ignore);
+    resolve(ready);
+  };
+  const onReady = (): void => done(true);
+  // Errors are the client's to report (and the limiter's `notReady` names the last); waiting, they only mean "not yet".
+  const ignore = (): void => {};
+  const timer = setTimeout(() => done(false), timeoutMs);
+  listen(redis, 'ready', onReady);
+  listen(redis, 'error', ignore);
+  return promise;
+}
