@@ -13,7 +13,7 @@ import type { RequestLike } from './http/keys.js';
 import { checkLimiter, resolveHttpOptions, type ClosingResponse, type CommonHttpOptions, type HttpLimiter } from './http/options.js';
 import type { Decision } from './types.js';
 
-export { byHeader, byIp, byRoute, combine, type KeyFunction, type RequestLike } from './http/keys.js';
+export { byHeader, byIp, byRoute, combine, headerKey, type KeyFunction, type RequestLike } from './http/keys.js';
 export type { ClosingResponse, CommonHttpOptions, HttpLimiter } from './http/options.js';
 
 /** Options of {@link rateLimit}. */

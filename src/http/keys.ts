@@ -108,17 +108,42 @@ const FIELD_NAME = /^[!#$%&'*+.^_`|~0-9a-z-]+$/;
  * rateLimit(limiter, { key: byHeader('x-user-id') })
  */
 export function byHeader<R extends RequestLike = RequestLike>(name: string, otherwise: KeyFunction<R> = byIp): KeyFunction<R> {
-  if (typeof name !== 'string' || !FIELD_NAME.test(name.toLowerCase())) {
-    throw invalidOption('name', "a header field name (letters, digits and !#$%&'*+.^_`|~-)", name);
-  }
+  checkFieldName(name);
   if (typeof otherwise !== 'function') throw invalidOption('otherwise', 'a key function', otherwise);
   const field = name.toLowerCase();
-  const tag = `hdr:${field}:`;
+  const tag = headerTag(field);
   return (request) => {
     const raw = request.headers[field];
     const value = Array.isArray(raw) ? raw.join(', ') : raw;
     return value === undefined || value === '' ? otherwise(request) : bounded(tag, value);
   };
+}
+
+/**
+ * The key {@link byHeader}`(name)` makes for a request whose header `name` holds `value`:
+ * `hdr:<name, lower-cased>:<value>`, the value's `%`, `|` and `#` percent-encoded, and a value over
+ * 200 characters replaced by `#<its SHA-256>`. A `limit` function behind the middleware is given
+ * this key, not the header's value: compare with it.
+ * @throws {ResilimitError} `ERR_RESILIMIT_INVALID_OPTION` for a name that is not a header field name, or a value that is not a string.
+ * @example
+ * const vips = new Set(['vip-1', 'vip-2'].map((user) => headerKey('x-user', user)));
+ * const limiter = new ResilientLimiter({ redis, windowMs: 60_000, limit: (key) => (vips.has(key) ? 1_000 : 100) });
+ * app.use(rateLimit(limiter, { key: byHeader('x-user') }));
+ */
+export function headerKey(name: string, value: string): string {
+  checkFieldName(name);
+  if (typeof value !== 'string' || value === '') throw invalidOption('value', 'a non-empty string', value);
+  return bounded(headerTag(name.toLowerCase()), value);
+}
+
+function headerTag(field: string): string {
+  return `hdr:${field}:`;
+}
+
+function checkFieldName(name: unknown): asserts name is string {
+  if (typeof name !== 'string' || !FIELD_NAME.test(name.toLowerCase())) {
+    throw invalidOption('name', "a header field name (letters, digits and !#$%&'*+.^_`|~-)", name);
+  }
 }
 
 /**

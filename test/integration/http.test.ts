@@ -18,7 +18,17 @@ import Fastify, { type FastifyReply, type FastifyRequest } from 'fastify';
 import type { Redis } from 'ioredis';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { createRedisClient, ResilientLimiter, type Decision, type ResilientLimiterOptions } from '../../src/index.js';
-import { byHeader, byIp, byRoute, combine, rateLimit, rateLimitHook, type CommonHttpOptions, type RequestLike } from '../../src/http.js';
+import {
+  byHeader,
+  byIp,
+  byRoute,
+  combine,
+  headerKey,
+  rateLimit,
+  rateLimitHook,
+  type CommonHttpOptions,
+  type RequestLike,
+} from '../../src/http.js';
 import { useRedis, waitReady, type RedisHandle } from '../support/redis.js';
 
 let redisServer: RedisHandle;
@@ -342,6 +352,19 @@ describe.each(frameworks)('$name', (framework) => {
     expect(gold.map((r) => item(r.headers.get('ratelimit'))['r'])).toEqual([4, 3, 2]);
     expect(basic.map((r) => r.status)).toEqual([200, 200, 429]);
     expect(basic.map((r) => item(r.headers.get('ratelimit-policy'))['q'])).toEqual([2, 2, 2]);
+  });
+
+  it('gives a limit function the key byHeader made, which headerKey makes for a value: a VIP check on the value matches', async () => {
+    const vips = new Set(['vip-1', 'a|b%c'].map((user) => headerKey('x-user', user)));
+    const app = await start({ key: byHeader('x-user') }, limiter({ limit: (key) => (vips.has(key) ? 5 : 2) }));
+    const vip = await sequence(app, 3, '/', { 'x-user': 'vip-1' });
+    const escaped = await sequence(app, 3, '/', { 'x-user': 'a|b%c' });
+    const plain = await sequence(app, 3, '/', { 'x-user': 'vip-2' });
+    expect(vip.map((r) => r.status)).toEqual([200, 200, 200]);
+    expect(escaped.map((r) => item(r.headers.get('ratelimit-policy'))['q'])).toEqual([5, 5, 5]);
+    expect(plain.map((r) => r.status)).toEqual([200, 200, 429]);
+    expect(headerKey('X-User', 'vip-1')).toBe('hdr:x-user:vip-1');
+    expect(() => headerKey('bad name', 'x')).toThrow(expect.objectContaining({ code: 'ERR_RESILIMIT_INVALID_OPTION' }));
   });
 
   it('admits requests under the limit with the RateLimit fields counting down, then answers 429 without running the handler', async () => {
@@ -927,7 +950,7 @@ describe('the package entry point', () => {
     `;
     const { stdout } = await promisify(execFile)(process.execPath, ['--input-type=module', '-e', script], { cwd: root });
     const { exports, loaded } = JSON.parse(stdout) as { exports: string[]; loaded: string[] };
-    expect(exports).toEqual(['byHeader', 'byIp', 'byRoute', 'combine', 'rateLimit', 'rateLimitHook']);
+    expect(exports).toEqual(['byHeader', 'byIp', 'byRoute', 'combine', 'headerKey', 'rateLimit', 'rateLimitHook']);
     const files = loaded.filter((url) => url.startsWith('file:')).map((url) => url.slice(url.indexOf('/dist/') + 1));
     expect(files).toContain('dist/http.js');
     expect(files.every((f) => f.startsWith('dist/'))).toBe(true); // no dependency, no framework
