@@ -131,6 +131,7 @@ function guard<Req, Res>(
    * refusal's: what the limit says of the quota left.
    */
   const answer = (req: Req, res: Res, proceed: (error?: unknown) => void, decision: Decision, pk: string): boolean => {
+    (req as { rateLimit?: Decision }).rateLimit = decision; // as express-rate-limit's users read it
     const refused = !decision.allowed || (decision as { shadowRejected?: true }).shadowRejected === true;
     const retryAfterS = refused ? retryAfterSeconds(decision.retryAfterMs) : 0;
     if (fields !== undefined) {
@@ -196,7 +197,8 @@ function guard<Req, Res>(
  * RateLimit fields are set and `next()` is called. Rejected: a 429 with `Retry-After` (whole
  * seconds, at least 1), the RateLimit fields and an RFC 9457 problem details body of the draft's
  * `quota-exceeded` type (or `onLimited`'s response), and `next` is not called. A decision made
- * without Redis (`source` `'local'`, `'fail-open'`, …) is a decision like any other.
+ * without Redis (`source` `'local'`, `'fail-open'`, …) is a decision like any other. The decision is
+ * on the request as `req.rateLimit` (the last middleware's, with several) before `next()` or the 429.
  *
  * With `skipFailedRequests` (or `skipSuccessfulRequests`), an admitted request whose response fails
  * (or succeeds) is refunded with `limiter.refund()` as the response closes: only the others count.
