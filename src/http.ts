@@ -258,7 +258,7 @@ export function rateLimit<Req extends IncomingMessage = IncomingMessage, Res ext
 export function rateLimitHook<Req extends RequestLike = RequestLike, Reply extends FastifyReplyLike = FastifyReplyLike>(
   limiter: HttpLimiter,
   options?: RateLimitHookOptions<Req, Reply>,
-): RateLimitHook<Req, Reply> {
+): RateLimitHook<NoInfer<Req>, NoInfer<Reply>> {
   const flow = guard<Req, Reply>('rateLimitHook', limiter, options, {
     getHeader: (reply, name) => reply.getHeader(name.toLowerCase()),
     setHeader: (reply, name, value) => void reply.header(name.toLowerCase(), value),
