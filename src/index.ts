@@ -28,6 +28,7 @@ export type { ReconcileResult } from './recovery/Journal.js';
 export { closeRedisClient, type CloseRedisClientOptions } from './client/closeRedisClient.js';
 export { createRedisClient, SAFE_CLIENT_OPTIONS, type ClientOptions } from './client/redisClient.js';
 export { waitForRedis, type WaitForRedisOptions } from './client/waitForRedis.js';
+export type { IoredisCompatible, RedisClient } from './client/clientType.js';
 export { ErrorCode, ResilimitError, isResilimitError } from './options/errors.js';
 export { isRedisUnavailable } from './path/failures.js';
 export type { LimitAllDecision, LimitAllItem } from './path/limitAll.js';

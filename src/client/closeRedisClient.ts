@@ -1,5 +1,6 @@
 import type { Cluster, Redis } from 'ioredis';
 import { withDeadline } from './clientEvents.js';
+import type { RedisClient } from './clientType.js';
 import { invalidOption } from '../options/errors.js';
 import { stopFollowing } from './followFailovers.js';
 import { integer } from '../options/options.js';
@@ -41,8 +42,9 @@ export type CloseRedisClientOptions = {
  *   await closeRedisClient(redis);
  * });
  */
-export async function closeRedisClient(client: Redis | Cluster, options: CloseRedisClientOptions = {}): Promise<void> {
-  checkClient(client);
+export async function closeRedisClient(redis: RedisClient, options: CloseRedisClientOptions = {}): Promise<void> {
+  checkClient(redis);
+  const client = redis as Redis | Cluster; // iovalkey's clients have ioredis's API (see IoredisCompatible)
   const timeoutMs = checkTimeout(options);
   if (client.status === 'end') return;
   if (client.status === 'ready' && timeoutMs > 0) {

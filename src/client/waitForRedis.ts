@@ -1,4 +1,4 @@
-import type { Cluster, Redis } from 'ioredis';
+import type { RedisClient } from './clientType.js';
 import { optionalInteger, redisClient } from '../options/checks.js';
 import { MAX_INT } from '../options/windowOptions.js';
 import { listen, unlisten } from './clientEvents.js';
@@ -22,8 +22,8 @@ export type WaitForRedisOptions = {
  * const redis = createRedisClient(process.env.REDIS_URL);
  * await waitForRedis(redis); // at most 5 s; never throws
  */
-export function waitForRedis(redis: Redis | Cluster, options: WaitForRedisOptions = {}): Promise<boolean> {
-  redisClient(redis);
+export function waitForRedis(client: RedisClient, options: WaitForRedisOptions = {}): Promise<boolean> {
+  const redis = redisClient(client);
   const timeoutMs = optionalInteger('timeoutMs', options?.timeoutMs, 0, MAX_INT, 5_000);
   if (redis.status === 'ready') return Promise.resolve(true);
   const { promise, resolve } = Promise.withResolvers<boolean>();

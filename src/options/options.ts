@@ -1,4 +1,5 @@
 import type { Cluster, Redis } from 'ioredis';
+import type { RedisClient } from '../client/clientType.js';
 import {
   integer,
   integerOrAuto,
@@ -89,8 +90,8 @@ export type ResilientLimiterOptions = Omit<WindowOptions, 'limit'> & {
    * limit that changes at run time, e.g. {@link adaptiveLimit}). Required.
    */
   limit: number | LimitFunction;
-  /** An ioredis `Redis` or `Cluster` client, ideally from `createRedisClient()`. Never closed by resilimit. */
-  redis: Redis | Cluster;
+  /** An ioredis `Redis` or `Cluster` client (or iovalkey's), ideally from `createRedisClient()`. Never closed by resilimit. */
+  redis: RedisClient;
   /** Prefix of every Redis key; one prefix per limiter. @default 'resilimit:' */
   prefix?: string;
   /** What answers when Redis cannot. @default 'local' */

@@ -1,4 +1,5 @@
 import type { Cluster, Redis } from 'ioredis';
+import type { RedisClient } from '../client/clientType.js';
 import { integer, knownOptions, optionalFunction, optionalInteger, redisClient } from './checks.js';
 import { steadyClock } from './clock.js';
 import { invalidOption } from './errors.js';
@@ -37,7 +38,7 @@ export type LocalWindowOptions = WindowOptions & {
 /** Options of {@link RedisWindow}. */
 export type RedisWindowOptions = WindowOptions & {
   /** An ioredis `Redis` or `Cluster` client. resilimit never closes it and defines no command on it. Required. */
-  redis: Redis | Cluster;
+  redis: RedisClient;
   /**
    * Prefix of every Redis key written. At most 128 characters, without `{` or `}` (they would
    * change the key's hash slot).

@@ -1,0 +1,21 @@
+import type { Cluster, Redis } from 'ioredis';
+
+/**
+ * A client with ioredis's API that is not ioredis 6's own class: iovalkey's `Redis` and `Cluster`
+ * (ioredis's fork for Valkey). Typed by what resilimit calls on a client, since the classes of two
+ * packages never match by name (`Redis<"legacy">` refused iovalkey's before).
+ */
+export interface IoredisCompatible {
+  readonly status: string;
+  readonly options: object;
+  evalsha(sha: string, numKeys: number, ...args: (string | number)[]): Promise<unknown>;
+  eval(script: string, numKeys: number, ...args: (string | number)[]): Promise<unknown>;
+  del(...keys: string[]): Promise<number>;
+  // biome-ignore lint/suspicious/noExplicitAny: the clients type their listeners' arguments as any
+  on(event: string, listener: (...args: any[]) => void): unknown;
+  quit(): Promise<unknown>;
+  disconnect(): void;
+}
+
+/** The client a limiter or a window takes: ioredis 6's `Redis` or `Cluster`, or iovalkey's. */
+export type RedisClient = Redis | Cluster | IoredisCompatible;
