@@ -1,5 +1,5 @@
 /**
- * A Redis Cluster master (with a replica) killed under load from two service processes (issue 23):
+ * A Redis Cluster master (with a replica) killed under load from two service processes:
  * the replica takes over, and each process finds the new master at its own time (the second one's
  * breaker stays open 4 s at a time, as one whose open period had doubled). Before leases the first,
  * back on Redis, counted one instance and took the whole limit while the second still answered on its

@@ -1,5 +1,5 @@
 /**
- * Redis losing data without a reconnect (issue 23, item 2), as the issue measured it:
+ * Redis losing data without a reconnect:
  * - `FLUSHALL` mid-traffic, three times, under two service processes sharing one limit (each its own
  *   process, `chaos/bound/worker.ts`): before, 39 admitted in a window of 20 in one run of five;
  * - `maxmemory 4mb` with `volatile-lru`, a limit of 1 a minute and 20,000 users each calling twice:

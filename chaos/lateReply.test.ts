@@ -1,5 +1,5 @@
 /**
- * A refund of a call whose Redis reply came after the deadline (issue 23, item 4). The script ran in
+ * A refund of a call whose Redis reply came after the deadline. The script ran in
  * time (the way there was fast) and Redis holds the call; its reply was late (the way back was slow),
  * so the fallback admitted the call too, and journalled it. Before, a refund of it answered
  * `{ refunded: true, pending: false }` from the journal alone and Redis kept the call for its whole

@@ -1,5 +1,5 @@
 /**
- * The bound when instances fail apart (issue 23): each instance is a process of its own reaching
+ * The bound when instances fail apart: each instance is a process of its own reaching
  * Redis through a proxy of its own (the Toxiproxy stand-in), so that one instance can lose Redis
  * while the others keep it, and instances can come back in any order. In every window:
  * admitted ≤ 1.1 × limit in mode `local` (≤ limit in `fail-closed`), and Redis-decided alone ≤ limit.

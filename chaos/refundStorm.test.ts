@@ -1,5 +1,5 @@
 /**
- * A refund storm on a large key must not stall Redis for everybody (issue 23, item 3). A key holding
+ * A refund storm on a large key must not stall Redis for everybody. A key holding
  * 100,000 calls; 200 refunds of ids it does not hold (a second refund, another instance's call, a
  * call that has left: each looks the same to Redis). Before, the script scanned the whole key for any
  * `<cost>*<id>`: 50-65 ms a refund, past the deadline, kept pending and sent again by every write-back

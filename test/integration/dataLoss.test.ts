@@ -1,5 +1,5 @@
 /**
- * Redis losing the limiter's data without a reconnect (issue 23, item 2): a `FLUSHALL`, and eviction
+ * Redis losing the limiter's data without a reconnect: a `FLUSHALL`, and eviction
  * under `maxmemory`. The run id does not change, so the re-seed that follows a restart never came:
  * a flushed window admitted a full limit again on top of the calls it lost. Now a decision that finds
  * Redis holding fewer of this instance's calls than its warm window is answered locally, the heartbeat

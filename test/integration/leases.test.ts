@@ -1,5 +1,5 @@
 /**
- * Leases (issue 23): silence is not departure. An instance that stops beating keeps its share reserved
+ * Leases: silence is not departure. An instance that stops beating keeps its share reserved
  * by the others for its lease plus its longest window; it answers locally at its share while its lease
  * is in force, and as `local.afterLease` says after that. One process, real Redis; an instance "loses
  * Redis" through `forceOpen()` (its beats stop, as they do when its breaker opens or its network breaks).

@@ -1,5 +1,5 @@
 /**
- * The smaller holes of issue 23 (item 4), each on a real Redis, each failing before its fix:
+ * Smaller holes in the partial-failure work, each on a real Redis, each failing before its fix:
  * blocks and denials another instance lifted, blocks that an outage, a refund or update() lost,
  * permits left taken by close(), and decisions' waits in fractions of a millisecond.
  */

@@ -59,7 +59,7 @@ describe('errors', () => {
   });
 });
 
-describe('programming errors and the runtime (issue 23)', () => {
+describe('programming errors and the runtime', () => {
   it('refuses a Node.js older than 22.12 at construction, with a coded error naming the version', () => {
     expect(() => checkRuntime('20.20.2')).toThrow(
       expect.objectContaining({ code: 'ERR_RESILIMIT_UNSUPPORTED_RUNTIME', message: expect.stringContaining('Node.js 20.20.2') }),
