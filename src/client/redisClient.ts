@@ -15,6 +15,10 @@ import { followFailovers } from './followFailovers.js';
  *   closed its side by then (a round trip to a healthy server is far less); with Redis down, ioredis
  *   arms that timer on the socket already closed, and it held the process 2 s (its default) after
  *   `closeRedisClient()`; a frozen server never closes its side;
+ * - `reconnectOnError`: a `READONLY` reply reconnects (without re-sending the command): behind an
+ *   address repointed at a failover (a DNS name, a proxy, a Kubernetes Service), a connection made
+ *   before keeps reaching the demoted master, which refuses every write while it answers PING; a
+ *   new connection reaches the new master (measured: never again in 5 s without it);
  * - with Sentinel (`sentinels` and `name`; ignored otherwise), `sentinelCommandTimeout: 500`: a
  *   Sentinel that accepts connections but does not answer (frozen, overloaded) costs a reconnect
  *   500 ms before the next Sentinel is asked; without it, the client waits for it forever (measured).
@@ -29,6 +33,7 @@ export const SAFE_CLIENT_OPTIONS = Object.freeze({
   enableAutoPipelining: false,
   disconnectTimeout: 200,
   retryStrategy: (times: number): number => Math.min(50 * 2 ** Math.min(times - 1, 6), 1000) + Math.floor(Math.random() * 50),
+  reconnectOnError: (error: Error): boolean => error.message.startsWith('READONLY'),
   sentinelCommandTimeout: 500,
 }) satisfies RedisOptions;
 
