@@ -11,8 +11,16 @@ export interface IoredisCompatible {
   evalsha(sha: string, numKeys: number, ...args: (string | number)[]): Promise<unknown>;
   eval(script: string, numKeys: number, ...args: (string | number)[]): Promise<unknown>;
   del(...keys: string[]): Promise<number>;
+  time(): Promise<unknown>;
+  ping(): Promise<unknown>;
+  info(section: string): Promise<unknown>;
   // biome-ignore lint/suspicious/noExplicitAny: the clients type their listeners' arguments as any
   on(event: string, listener: (...args: any[]) => void): unknown;
+  // biome-ignore lint/suspicious/noExplicitAny: as above
+  off(event: string, listener: (...args: any[]) => void): unknown;
+  listeners(event: string): unknown[];
+  getMaxListeners(): number;
+  setMaxListeners(n: number): unknown;
   quit(): Promise<unknown>;
   disconnect(): void;
 }

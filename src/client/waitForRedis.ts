@@ -1,5 +1,5 @@
 import type { RedisClient } from './clientType.js';
-import { optionalInteger, redisClient } from '../options/checks.js';
+import { knownOptions, optionalInteger, redisClient } from '../options/checks.js';
 import { MAX_INT } from '../options/windowOptions.js';
 import { listen, unlisten } from './clientEvents.js';
 
@@ -24,8 +24,10 @@ export type WaitForRedisOptions = {
  */
 export function waitForRedis(client: RedisClient, options: WaitForRedisOptions = {}): Promise<boolean> {
   const redis = redisClient(client);
-  const timeoutMs = optionalInteger('timeoutMs', options?.timeoutMs, 0, MAX_INT, 5_000);
+  const checked = knownOptions('waitForRedis', options, ['timeoutMs'], { optional: true });
+  const timeoutMs = optionalInteger('timeoutMs', checked['timeoutMs'], 0, MAX_INT, 5_000);
   if (redis.status === 'ready') return Promise.resolve(true);
+  if (redis.status === 'end') return Promise.resolve(false); // closed: it never will be
   const { promise, resolve } = Promise.withResolvers<boolean>();
   const done = (ready: boolean): void => {
     clearTimeout(timer);

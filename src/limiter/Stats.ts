@@ -1,7 +1,7 @@
 import { channel } from 'node:diagnostics_channel';
 import type { EventEmitter } from 'node:events';
 import type { BreakerState } from '../redis/Breaker.js';
-import { REASONS, type LimitAllDecision, type LimiterDecision } from '../path/decisions.js';
+import { REASONS, type LimitAllDecision, type LimitDecision, type LimiterDecision, type ShadowedDecision } from '../path/decisions.js';
 import type { Parts } from '../path/parts.js';
 import type { LimiterEvents } from './events.js';
 import type { Mode } from '../options/options.js';
@@ -68,7 +68,14 @@ export type LimiterStats = {
  * subscribers). `durationMs` is the time `limit()` took, measured only when the channel had
  * subscribers as the call began (0 otherwise).
  */
-export type DecisionMessage<L = unknown> = { limiter: L; key: string; cost: number; decision: LimiterDecision; durationMs: number };
+export type DecisionMessage<L = unknown> = {
+  limiter: L;
+  key: string;
+  cost: number;
+  /** `limit()`'s decision, or one limit's within a `limitAll()` answer (a `LimitDecision`: no `id`). */
+  decision: LimiterDecision | LimitDecision;
+  durationMs: number;
+};
 
 const decisionChannel = channel('resilimit:decision');
 
@@ -99,10 +106,10 @@ export class Stats {
    * Counts a decision and publishes it. A refusal shadow mode admitted (`shadowRejected`, made on the
    * decision path) is counted apart too, and told to the `shadowRejected` listeners.
    */
-  publish(key: string, cost: number, d: LimiterDecision, started: number): LimiterDecision {
+  publish<D extends LimiterDecision | LimitDecision>(key: string, cost: number, d: D, started: number): D {
     if (d.allowed) {
       this.allowed += 1;
-      if (d.shadowRejected === true) this.#shadowed(key, cost, d);
+      if (d.shadowRejected === true) this.#shadowed(key, cost, d as ShadowedDecision); // the flag is a ShadowedDecision's alone
     }
     this.byReason[d.reason] += 1;
     this.bySource[d.source] += 1;
@@ -122,13 +129,13 @@ export class Stats {
     const { decisions } = result;
     for (let i = 0; i < items.length; i += 1) {
       const item = items[i] as { key: string; cost: number };
-      this.publish(item.key, item.cost, decisions[i] as LimiterDecision, started);
+      this.publish(item.key, item.cost, decisions[i] as LimitDecision, started);
     }
     return result;
   }
 
   /** A refusal admitted in shadow mode: counted, and told to the `shadowRejected` listeners (if any: it is on the call's path). */
-  #shadowed(key: string, cost: number, decision: LimiterDecision): void {
+  #shadowed(key: string, cost: number, decision: ShadowedDecision): void {
     this.shadowRejected += 1;
     if (this.limiter.listenerCount('shadowRejected') > 0) this.limiter.emit('shadowRejected', { key, cost, decision });
   }

@@ -1,6 +1,6 @@
 import type { BreakerState } from '../redis/Breaker.js';
 import type { DataLoss } from '../recovery/DataWatch.js';
-import type { LimiterDecision } from '../path/decisions.js';
+import type { ShadowedDecision } from '../path/decisions.js';
 import type { ResilimitError } from '../options/errors.js';
 import type { Mode } from '../options/options.js';
 import type { NotReady } from '../client/ReadyWatch.js';
@@ -48,5 +48,5 @@ export type LimiterEvents = {
    * and the refusal's fields. Emitted inside the call (of `limit()`, or once per refusing limit of
    * `limitAll()`), only when there are listeners.
    */
-  shadowRejected: [info: { key: string; cost: number; decision: LimiterDecision }];
+  shadowRejected: [info: { key: string; cost: number; decision: ShadowedDecision }];
 };

@@ -27,13 +27,19 @@ export class ClockOffset {
 
   /**
    * `elapsed`: a monotonic clock in ms (performance.now), which times how far the bounds widen.
-   * `keepMs`: how long a time moved with these bounds is kept (the window): `uncertainty()`
+   * `keepMs`: how long a time moved with these bounds is kept (the window, or a function that reads
+   * the window in force): `uncertainty()`
    * remembers the bounds' width that long.
    */
   constructor(
     readonly elapsed: () => number = () => performance.now(),
-    readonly keepMs = 0,
-  ) {}
+    keepMs: number | (() => number) = 0,
+  ) {
+    this.#keepMs = typeof keepMs === 'number' ? () => keepMs : keepMs;
+  }
+
+  /** How long a time moved with these bounds is kept, read at each use (a window lengthened by `update()`). */
+  readonly #keepMs: () => number;
 
   /** True once a round trip was seen. */
   get known(): boolean {
@@ -66,8 +72,9 @@ export class ClockOffset {
 
   /** Keeps `spread` as the widest of the current period (`keepMs` long) if it is. */
   #remember(spread: number, now: number): void {
-    if (now - this.#spreadSince >= this.keepMs) {
-      this.#spreadBefore = now - this.#spreadSince >= 2 * this.keepMs ? 0 : this.#spread;
+    const keepMs = this.#keepMs();
+    if (now - this.#spreadSince >= keepMs) {
+      this.#spreadBefore = now - this.#spreadSince >= 2 * keepMs ? 0 : this.#spread;
       this.#spread = 0;
       this.#spreadSince = now;
     }
@@ -109,7 +116,7 @@ export class ClockOffset {
    */
   uncertainty(): number {
     const now = this.elapsed();
-    if (now - this.#spreadSince >= this.keepMs) this.#remember(0, now);
+    if (now - this.#spreadSince >= this.#keepMs()) this.#remember(0, now);
     return Math.max(this.high() - this.low(false) + 1, this.#spread, this.#spreadBefore);
   }
 }

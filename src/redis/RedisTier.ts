@@ -94,8 +94,11 @@ export class RedisTier {
     this.#now = options.now;
     this.#perf = options.perf;
     this.#timeoutMs = options.breaker.timeoutMs;
-    // A call Redis admitted is kept at most 1 ms after its reply, for one window.
-    this.offset = new ClockOffset(() => options.perf.now(), options.windowMs + 1);
+    // A call Redis admitted is kept at most 1 ms after its reply, for one window (the one in force: `update()` may lengthen it).
+    this.offset = new ClockOffset(
+      () => options.perf.now(),
+      () => this.window.options.windowMs + 1,
+    );
     this.polls = new PollWatch(options.perf);
     this.breaker = new Breaker(options.breaker, onState, this.polls);
     this.#onReconnect = onReconnect;

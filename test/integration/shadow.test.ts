@@ -11,6 +11,7 @@ import {
   createRedisClient,
   ResilientLimiter,
   type DecisionMessage,
+  type LimitDecision,
   type LimiterDecision,
   type ResilientLimiterOptions,
 } from '../../src/index.js';
@@ -126,7 +127,7 @@ describe('shadow mode on a Redis', () => {
     const l = await limiter({ shadow: true, limit: 2 });
     const events: { key: string; cost: number; decision: LimiterDecision }[] = [];
     l.on('shadowRejected', (info) => events.push(info));
-    const published: LimiterDecision[] = [];
+    const published: (LimiterDecision | LimitDecision)[] = [];
     const onMessage = (m: unknown): void => {
       if ((m as DecisionMessage).limiter === l) published.push((m as DecisionMessage).decision);
     };

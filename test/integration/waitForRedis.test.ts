@@ -57,12 +57,25 @@ describe('waitForRedis', () => {
     }
   });
 
+  it('resolves false at once for a client already closed', async () => {
+    const redis = createRedisClient({ host: server.host, port: server.port });
+    await waitForRedis(redis);
+    await closeRedisClient(redis);
+    if (redis.status !== 'end') await new Promise((resolve) => redis.once('end', resolve));
+    const started = performance.now();
+    expect(await waitForRedis(redis, { timeoutMs: 5_000 })).toBe(false);
+    expect(performance.now() - started).toBeLessThan(1_000); // not the 5 s timeout: it returns at once
+  });
+
   it('names a bad option', async () => {
     const redis = createRedisClient({ host: server.host, port: server.port, lazyConnect: true });
     expect(() => waitForRedis(redis, { timeoutMs: -1 })).toThrow(
       expect.objectContaining({ code: 'ERR_RESILIMIT_INVALID_OPTION', message: expect.stringContaining('timeoutMs') }),
     );
     expect(() => waitForRedis({} as never)).toThrow(expect.objectContaining({ code: 'ERR_RESILIMIT_INVALID_OPTION' }));
+    expect(() => waitForRedis(redis, { timeout: 1_000 } as never)).toThrow(
+      expect.objectContaining({ code: 'ERR_RESILIMIT_INVALID_OPTION', message: expect.stringContaining('timeout') }),
+    );
     redis.disconnect();
   });
 });

@@ -63,6 +63,25 @@ describe('ClockOffset', () => {
     expect(offset.low(false)).toBe(-1);
   });
 
+  it('remembers wide bounds for the window in force: a window lengthened later keeps them longer', () => {
+    let elapsed = 0;
+    const window = { ms: 100 };
+    const offset = new ClockOffset(
+      () => elapsed,
+      () => window.ms,
+    );
+    elapsed = 60;
+    sample(offset, 0, 30, 60); // a slow round trip: bounds 62 ms apart
+    elapsed = 61;
+    sample(offset, 61, 61, 61); // a fast one narrows them
+    window.ms = 1_000; // update({ windowMs }) lengthened the window
+    elapsed = 500; // past two of the old windows, within one of the new
+    expect(offset.uncertainty()).toBeGreaterThanOrEqual(63);
+    window.ms = 100; // shortened again: forgotten two windows after they were seen
+    elapsed = 800;
+    expect(offset.uncertainty()).toBeLessThan(5);
+  });
+
   it('starts again from the sample when a clock steps out of the bounds (or another Redis answers)', () => {
     let elapsed = 0;
     const offset = new ClockOffset(() => elapsed, 1000);
