@@ -117,7 +117,7 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
    *   `ERR_RESILIMIT_INVALID_ID` (rejections of the returned promise), `ERR_RESILIMIT_CLOSED` after `close()`.
    */
   async limit(key: string, options?: LimitOptions): Promise<LimiterDecision> {
-    if (this.#life.kind === 'closed') throw new ResilimitError(ErrorCode.CLOSED, 'limit() was called after close()');
+    this.#open('limit()');
     const started = this.#stats.started();
     checkKey(key);
     checkCallOptions('limit()', options);
@@ -145,7 +145,7 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
    * if (!d.allowed) reply429(d.retryAfterMs);
    */
   async limitAll(limits: readonly LimitAllItem[], options?: { id?: string }): Promise<LimitAllDecision> {
-    if (this.#life.kind === 'closed') throw new ResilimitError(ErrorCode.CLOSED, 'limitAll() was called after close()');
+    this.#open('limitAll()');
     const started = this.#stats.started();
     const items = checkItems(limits, this.#options.prefix, options);
     const d = this.#path.all(items, callIdOf(options?.id));
@@ -160,7 +160,7 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
    *   (rejections of the returned promise).
    */
   async peek(key: string): Promise<LimitDecision> {
-    if (this.#life.kind === 'closed') throw new ResilimitError(ErrorCode.CLOSED, 'peek() was called after close()');
+    this.#open('peek()');
     checkKey(key);
     return this.#path.peek(key, this.#settings.limitOf(key));
   }
@@ -173,7 +173,7 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
    *   (or `…_REDIS_REPLY`) when Redis did not forget the key: the local tiers are reset all the same.
    */
   async reset(key: string): Promise<void> {
-    if (this.#life.kind === 'closed') throw new ResilimitError(ErrorCode.CLOSED, 'reset() was called after close()');
+    this.#open('reset()');
     checkKey(key);
     this.#parts.local.main.reset(key);
     this.#parts.deny.lift(key);
@@ -190,7 +190,7 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
    * @example await limiter.block(`login:${account}`, 15 * 60_000);
    */
   async block(key: string, ms: number): Promise<void> {
-    if (this.#life.kind === 'closed') throw new ResilimitError(ErrorCode.CLOSED, 'block() was called after close()');
+    this.#open('block()');
     await blockKey(this.#parts, key, ms);
   }
 
@@ -207,7 +207,7 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
    * if (d.allowed && !d.shadowRejected && (await send()).failed) await limiter.refund(`user:${userId}`, d.id);
    */
   async refund(key: string, id: string, options?: RefundOptions): Promise<RefundResult> {
-    if (this.#life.kind === 'closed') throw new ResilimitError(ErrorCode.CLOSED, 'refund() was called after close()');
+    this.#open('refund()');
     return refund(this.#parts, key, id, options);
   }
 
@@ -324,7 +324,7 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
     this.#tier.close();
   }
 
-  /** Throws `ERR_RESILIMIT_CLOSED` for `name` once the limiter is closed: a setting changed then would be lost unsaid. */
+  /** Throws `ERR_RESILIMIT_CLOSED` for `name` (a call, or a setting that would be lost unsaid) once the limiter is closed. */
   #open(name: string): void {
     if (this.#life.kind === 'closed') throw new ResilimitError(ErrorCode.CLOSED, `${name} was called after close()`);
   }

@@ -1,14 +1,14 @@
 import { LRUCache } from 'lru-cache';
 
+/** A refusal to remember (see {@link DenyCache.deny}). */
+export type Refusal = { until: number; cost: number; remaining: number; resetAtMs: number; limit: number };
+
 /**
  * `limit`: the limit the call was refused under (0: any, a block). `probeAt`: when a call may go to
  * Redis to see whether the denial still holds there. `held`: a block Redis does not hold (made while
  * it could not answer): never probed, kept to its end.
  */
-/** A refusal to remember (see {@link DenyCache.deny}). */
-export type Refusal = { until: number; cost: number; remaining: number; resetAtMs: number; limit: number };
-
-type Denial = { until: number; cost: number; remaining: number; resetAtMs: number; limit: number; probeAt: number; held: boolean };
+type Denial = Refusal & { probeAt: number; held: boolean };
 
 /**
  * A denial longer than this (ms) lets one call through to Redis this often, while Redis answers:

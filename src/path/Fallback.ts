@@ -56,9 +56,10 @@ export class Fallback {
   /** `limit()`'s answer, for a call of `limit` (`Settings.limitOf`), at `now` (the caller's reading of the clock, if it has one). */
   one(key: string, cost: number, id: CallId, reason: DecisionReason, limit: number, now = this.now()): LimiterDecision {
     const mode = this.settings.fallbackMode(now);
-    if (mode !== 'local') return this.#fixed(mode, reason, now, limit, id);
+    if (mode !== 'local') return fixedDecision(mode === 'fail-open', mode, reason, now, limit, this.breaker.resetTimeoutMs, id);
     const share = this.settings.localShareOf(limit, now);
-    if (share === 0) return this.#fixed('fail-closed', reason, now, limit, id); // a lease ended, and a tenth of the share is none
+    // A lease ended, and a tenth of the share is none.
+    if (share === 0) return fixedDecision(false, 'fail-closed', reason, now, limit, this.breaker.resetTimeoutMs, id);
     if (mayBeLost(reason)) this.settings.lost(this.local);
     const journalled = this.#journals(reason);
     // A journalled call keeps its id in the local window even if it was never sent to Redis: once
@@ -136,13 +137,8 @@ export class Fallback {
   }
 
   /** The fixed answer of mode `'fail-open'` (admit) or `'fail-closed'` (refuse until the breaker's open period has passed). */
-  #fixed(mode: 'fail-open' | 'fail-closed', reason: DecisionReason, now: number, limit: number, id: CallId): LimiterDecision;
-  #fixed(mode: 'fail-open' | 'fail-closed', reason: DecisionReason, now: number, limit: number): LimitDecision;
-  #fixed(mode: 'fail-open' | 'fail-closed', reason: DecisionReason, now: number, limit: number, id?: CallId): LimitDecision {
-    const open = mode === 'fail-open';
-    return id === undefined
-      ? fixedDecision(open, mode, reason, now, limit, this.breaker.resetTimeoutMs)
-      : fixedDecision(open, mode, reason, now, limit, this.breaker.resetTimeoutMs, id);
+  #fixed(mode: 'fail-open' | 'fail-closed', reason: DecisionReason, now: number, limit: number): LimitDecision {
+    return fixedDecision(mode === 'fail-open', mode, reason, now, limit, this.breaker.resetTimeoutMs);
   }
 
   /**

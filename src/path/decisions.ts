@@ -117,27 +117,15 @@ export function localDecision(d: Decision, reason: DecisionReason, id?: CallId):
   };
 }
 
+/** The arguments of {@link fixedDecision} before the call's id. */
+type FixedArgs = [allowed: boolean, source: DecisionSource, reason: DecisionReason, now: number, limit: number, retryAfterMs: number];
+
 /**
  * A decision that consults no window: the kill switch (`'disabled'`), or the fixed answer of mode
  * `'fail-open'` / `'fail-closed'`. A refusal asks to retry after `retryAfterMs` (the breaker's open period).
  */
-export function fixedDecision(
-  allowed: boolean,
-  source: DecisionSource,
-  reason: DecisionReason,
-  now: number,
-  limit: number,
-  retryAfterMs: number,
-  id: CallId,
-): LimiterDecision;
-export function fixedDecision(
-  allowed: boolean,
-  source: DecisionSource,
-  reason: DecisionReason,
-  now: number,
-  limit: number,
-  retryAfterMs: number,
-): LimitDecision;
+export function fixedDecision(...args: [...FixedArgs, id: CallId]): LimiterDecision;
+export function fixedDecision(...args: FixedArgs): LimitDecision;
 export function fixedDecision(
   allowed: boolean,
   source: DecisionSource,

@@ -1,5 +1,6 @@
 import { LRUCache } from 'lru-cache';
 import type { CallId } from '../options/input.js';
+import type { LocalMs } from '../time.js';
 import { allKey } from '../path/limitAll.js';
 import type { LocalTier } from '../local/LocalTier.js';
 import type { ResolvedLimiterOptions } from '../options/options.js';
@@ -282,12 +283,14 @@ export class Recovery {
     const { prefix, clock } = this.#options;
     const windowMs = this.settings.windowMs;
     // Written at the latest time they can have on Redis's clock: they leave Redis's window no earlier than the local one.
-    const offset = clock === undefined ? this.tier.offset.high() : 0;
+    // (The journal keeps local times as plain numbers; with an injected clock both sides read it.)
+    const { offset } = this.tier;
+    const redisAt = clock === undefined ? (at: number): number => Math.ceil(offset.redisOf(at as LocalMs)) : Math.ceil;
     let result: ReconcileResult;
     let failed = false;
     const write: WriteBatch = (key, calls) => {
       const own = (calls[0] as PendingCall).windowMs;
-      const args = reconcileArgs(own ?? windowMs, clock === undefined ? '' : Math.floor(clock()), calls, (at) => Math.ceil(at + offset));
+      const args = reconcileArgs(own ?? windowMs, clock === undefined ? '' : Math.floor(clock()), calls, redisAt);
       return this.tier.writeBack(own === undefined ? redisKey(prefix, key) : allKey(prefix, key, own), args);
     };
     try {

@@ -309,7 +309,7 @@ export class RedisTier {
     if (!this.breaker.accepting || this.#redis.status !== 'ready') return Promise.reject(NOT_READY);
     const real = this.#clock === undefined;
     const notAfter = this.#notAfter(this.#now());
-    const sinceArg = real && since !== undefined ? Math.ceil(since + this.offset.high()) : '';
+    const sinceArg = real && since !== undefined ? Math.ceil(this.offset.redisOf(since as LocalMs)) : ''; // the counter's times are local
     const args = heartbeatArgs(member, times, op, sinceArg, notAfter === undefined ? '' : Math.ceil(notAfter));
     return this.breaker.fire(() =>
       runScript(this.#redis, heartbeatScript, [key], args).then(readBeat, (error: unknown) => Promise.reject(redisCallError(error))),

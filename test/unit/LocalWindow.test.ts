@@ -4,12 +4,7 @@ import { LocalWindow, ResilimitError } from '../../src/index.js';
 import { block, configure, decide } from '../../src/internal.js';
 import { ClockOffset } from '../../src/redis/ClockOffset.js';
 import { prng, ReferenceWindow } from '../support/model.js';
-import type { LocalMs, RedisMs } from '../../src/time.js';
-
-/** Samples `offset` with plain numbers: sent and received on the local clock, `redisMs` on Redis's. */
-function sample(offset: ClockOffset, sentMs: number, redisMs: number, receivedMs: number): void {
-  offset.sample(sentMs as LocalMs, redisMs as RedisMs, receivedMs as LocalMs);
-}
+import { sample } from '../support/clockOffset.js';
 
 function clock(start = 1_000_000) {
   const c = { t: start, now: () => c.t };

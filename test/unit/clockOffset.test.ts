@@ -1,12 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { ClockOffset } from '../../src/redis/ClockOffset.js';
 import { prng } from '../support/model.js';
-import type { LocalMs, RedisMs } from '../../src/time.js';
-
-/** Samples `offset` with plain numbers: sent and received on the local clock, `redisMs` on Redis's. */
-function sample(offset: ClockOffset, sentMs: number, redisMs: number, receivedMs: number): void {
-  offset.sample(sentMs as LocalMs, redisMs as RedisMs, receivedMs as LocalMs);
-}
+import { sample } from '../support/clockOffset.js';
 
 /** Two simulated clocks: Redis's runs `offset` ms ahead of the local one; both are read in whole ms. */
 function roundTrip(offset: ClockOffset, trueOffset: number, at: number, there: number, back: number): void {
