@@ -7,7 +7,8 @@
  *   node bench/probes/cpu-ab.ts /tmp/before . --rounds 9
  *
  * Cases: `redis` — a healthy Redis (a redis-server child per process), 64 concurrent callers, 10,000
- * keys, limit 100 per 60 s: Node CPU (process.cpuUsage) and Redis CPU (INFO cpu) per decision;
+ * keys, limit 100 per 60 s, each key filled to 50 first (steady state, not a fresh window): Node CPU
+ * (process.cpuUsage) and Redis CPU (INFO cpu) per decision;
  * `local` — the breaker forced open, one caller awaiting each call, 10,000 keys: Node CPU per decision.
  * CPU time, not wall time: it moves far less with the machine's other load than decisions/s do.
  */
@@ -49,7 +50,9 @@ async function probe(root: string): Promise<Sample> {
     };
     await Promise.all(Array.from({ length: 64 }, worker));
   };
-  await closedLoop(20_000); // warm-up: scripts loaded, JIT warm
+  // Warm-up, and keys in steady state: each key half full (50 of its 100) before the measured
+  // decisions add 6 more, as a service's keys are well into their windows (never a fresh window).
+  await closedLoop(KEYS * 50);
   const redisDecisions = 60_000;
   const [node0, server0] = [nodeCpuUs(), await serverCpuUs()];
   await closedLoop(redisDecisions);
