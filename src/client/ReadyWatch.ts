@@ -1,5 +1,4 @@
-import type { Cluster, Redis } from 'ioredis';
-import { listen, unlisten } from './clientEvents.js';
+import type { RedisPort } from './port.js';
 
 /** How long after the limiter is made a client never ready is reported, ms. */
 export const NOT_READY_AFTER_MS = 5_000;
@@ -39,10 +38,11 @@ export class ReadyWatch {
   #timer: unknown;
   /** The client's last error while it has not been ready (listened to only then). */
   #lastError: string | undefined;
+  #unlisten: () => void = () => {};
 
   constructor(
     readonly tier: { readonly everReady: boolean },
-    readonly options: { readonly redis: Redis | Cluster; readonly prefix: string; readonly perf: { now(): number } },
+    readonly options: { readonly redis: RedisPort; readonly prefix: string; readonly perf: { now(): number } },
     readonly report: (info: NotReady) => void,
     readonly timers: Timers = nodeTimers,
     readonly afterMs = NOT_READY_AFTER_MS,
@@ -51,7 +51,7 @@ export class ReadyWatch {
     this.#since = options.perf.now();
     if (!tier.everReady) {
       this.#timer = timers.set(this.#check, afterMs);
-      listen(options.redis, 'error', this.#onError);
+      this.#unlisten = options.redis.on('error', this.#onError);
     }
   }
 
@@ -64,7 +64,7 @@ export class ReadyWatch {
   stop(): void {
     if (this.#timer !== undefined) this.timers.clear(this.#timer);
     this.#timer = undefined;
-    unlisten(this.options.redis, 'error', this.#onError);
+    this.#unlisten();
   }
 
   readonly #onError = (error: unknown): void => {
@@ -75,7 +75,7 @@ export class ReadyWatch {
   readonly #check = (): void => {
     this.#timer = undefined;
     if (this.tier.everReady) {
-      unlisten(this.options.redis, 'error', this.#onError);
+      this.#unlisten();
       return;
     }
     const lastError = this.#lastError;
@@ -87,20 +87,11 @@ export class ReadyWatch {
     this.#timer = this.timers.set(this.#check, this.everyMs);
     process.emitWarning(
       `The Redis client of the limiter with prefix ${JSON.stringify(this.options.prefix)} has not been ready in the ` +
-        `${Math.round(info.forMs / 1000)} s since the limiter was made (status '${info.status}', ${target(this.options.redis)}` +
+        `${Math.round(info.forMs / 1000)} s since the limiter was made (status '${info.status}', ${this.options.redis.describe()}` +
         `${lastError === undefined ? '' : `; its last error: ${lastError}`}). ` +
         "Every call is answered by the fallback (reason 'not-ready'): check the Redis address and credentials.",
       { type: 'ResilimitWarning', code: 'RESILIMIT_REDIS_NOT_READY' },
     );
     this.report(info);
   };
-}
-
-/** Where the client connects, without its credentials. */
-function target(client: Redis | Cluster): string {
-  if ((client as { isCluster?: boolean }).isCluster === true) return 'a Cluster client';
-  const { host, port, path, sentinels, name } = (client as Redis).options;
-  if (sentinels && sentinels.length > 0)
-    return `master ${JSON.stringify(name)} via ${sentinels.length} listed Sentinel${sentinels.length === 1 ? '' : 's'}`;
-  return path ? `connecting to ${path}` : `connecting to ${host}:${port}`;
 }

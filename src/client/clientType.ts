@@ -1,4 +1,6 @@
 import type { Cluster, Redis } from 'ioredis';
+import type { GlideClientLike } from './adapters/glide.js';
+import type { NodeRedisClient, NodeRedisCluster } from './adapters/nodeRedis.js';
 
 /**
  * A client with ioredis's API that is not ioredis 6's own class: iovalkey's `Redis` and `Cluster`
@@ -25,5 +27,8 @@ export interface IoredisCompatible {
   disconnect(): void;
 }
 
-/** The client a limiter or a window takes: ioredis 6's `Redis` or `Cluster`, or iovalkey's. */
-export type RedisClient = Redis | Cluster | IoredisCompatible;
+/**
+ * The client a limiter or a window takes: ioredis 6's `Redis` or `Cluster`, iovalkey's, node-redis's
+ * (`createClient()`, `createCluster()`) or Valkey GLIDE's (`GlideClient`, `GlideClusterClient`).
+ */
+export type RedisClient = Redis | Cluster | IoredisCompatible | NodeRedisClient | NodeRedisCluster | GlideClientLike;

@@ -1,9 +1,7 @@
-import type { Cluster, Redis } from 'ioredis';
-import { withDeadline } from './clientEvents.js';
 import type { RedisClient } from './clientType.js';
 import { invalidOption } from '../options/errors.js';
-import { stopFollowing } from './followFailovers.js';
 import { integer } from '../options/options.js';
+import { portOf } from './portOf.js';
 
 /** Options of {@link closeRedisClient}. */
 export type CloseRedisClientOptions = {
@@ -43,46 +41,8 @@ export type CloseRedisClientOptions = {
  * });
  */
 export async function closeRedisClient(redis: RedisClient, options: CloseRedisClientOptions = {}): Promise<void> {
-  checkClient(redis);
-  const client = redis as Redis | Cluster; // iovalkey's clients have ioredis's API (see IoredisCompatible)
-  const timeoutMs = checkTimeout(options);
-  if (client.status === 'end') return;
-  if (client.status === 'ready' && timeoutMs > 0) {
-    const quit = await withDeadline(client.quit(), timeoutMs).then(
-      () => true,
-      () => false,
-    );
-    if (quit) return;
-  }
-  drop(client);
-}
-
-/**
- * Stops the client reconnecting and closes its sockets now: ioredis's `disconnect()` ends a socket
- * and waits up to `disconnectTimeout` for the server to close its side, which a frozen server never does.
- */
-function drop(client: Redis | Cluster): void {
-  const sockets = isCluster(client) ? client.nodes('all').map((node) => node.stream) : [client.stream];
-  client.disconnect();
-  if (!isCluster(client)) stopFollowing(client);
-  for (const socket of sockets) socket?.destroy();
-}
-
-function isCluster(client: Redis | Cluster): client is Cluster {
-  return (client as { isCluster?: boolean }).isCluster === true;
-}
-
-function checkClient(client: unknown): void {
-  const c = client as Partial<Record<'quit' | 'disconnect' | 'status', unknown>> | null;
-  if (
-    typeof c !== 'object' ||
-    c === null ||
-    typeof c.quit !== 'function' ||
-    typeof c.disconnect !== 'function' ||
-    typeof c.status !== 'string'
-  ) {
-    throw invalidOption('client', 'an ioredis Redis or Cluster client', client);
-  }
+  const port = portOf(redis, 'client');
+  await port.close(checkTimeout(options));
 }
 
 function checkTimeout(options: unknown): number {

@@ -1,4 +1,4 @@
-import { Redis } from 'ioredis';
+import type { Redis } from 'ioredis';
 
 /** Reconnects of the Sentinel connections: 50 ms doubling to 1 s, forever (as the client's own). */
 const retryStrategy = (times: number): number => Math.min(50 * 2 ** Math.min(times - 1, 6), 1000);
@@ -53,7 +53,8 @@ export function followFailovers(client: Redis): void {
     if (subscribers.length > 0) return;
     const { sentinelUsername, sentinelPassword, sentinelTLS, connectTimeout } = client.options;
     subscribers = sentinels.map((sentinel) => {
-      const sub = new Redis({
+      // The client's own class: resilimit does not load ioredis itself (see createRedisClient).
+      const sub = new (client.constructor as typeof Redis)({
         host: sentinel.host ?? 'localhost',
         port: sentinel.port ?? 26379,
         ...(sentinel.family === undefined ? {} : { family: sentinel.family }),

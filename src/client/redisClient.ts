@@ -1,4 +1,7 @@
-import { Cluster, Redis, type RedisOptions } from 'ioredis';
+import { createRequire } from 'node:module';
+import type { Redis, RedisOptions } from 'ioredis';
+import type { RedisPort } from './port.js';
+import { ErrorCode, ResilimitError } from '../options/errors.js';
 import { followFailovers } from './followFailovers.js';
 
 /**
@@ -37,6 +40,23 @@ export const SAFE_CLIENT_OPTIONS = Object.freeze({
   sentinelCommandTimeout: 500,
 }) satisfies RedisOptions;
 
+/**
+ * ioredis's module, loaded when first needed: resilimit runs without it for the users of another
+ * client (it is an optional peer dependency).
+ * @throws {ResilimitError} `ERR_RESILIMIT_INVALID_OPTION` when ioredis is not installed.
+ */
+function ioredis(): typeof import('ioredis') {
+  try {
+    return createRequire(import.meta.url)('ioredis') as typeof import('ioredis');
+  } catch (error) {
+    throw new ResilimitError(
+      ErrorCode.INVALID_OPTION,
+      'createRedisClient() makes an ioredis client: install ioredis (npm install ioredis)',
+      { cause: error },
+    );
+  }
+}
+
 /** ioredis options accepted by {@link createRedisClient} (RESP3 reply mapping is not supported). */
 export type ClientOptions = Omit<RedisOptions, 'replyMapping'>;
 
@@ -57,6 +77,7 @@ export type ClientOptions = Omit<RedisOptions, 'replyMapping'>;
  * const redis = createRedisClient({ sentinels: [{ host: '10.0.0.1', port: 26379 }], name: 'mymaster' });
  */
 export function createRedisClient(urlOrOptions: string | ClientOptions, options: ClientOptions = {}): Redis {
+  const { Redis } = ioredis();
   const client =
     typeof urlOrOptions === 'string'
       ? new Redis(urlOrOptions, { ...SAFE_CLIENT_OPTIONS, ...options })
@@ -74,23 +95,17 @@ const warned = new WeakSet<object>();
  * Emits one process warning (`RESILIMIT_UNSAFE_REDIS_CLIENT`) per client whose settings make calls
  * wait or replay while Redis is down: an offline queue, or retries per request.
  */
-export function warnIfUnsafe(client: Redis | Cluster): void {
-  if (warned.has(client)) return;
-  const problems: string[] = [];
-  if (client instanceof Cluster || (client as { isCluster?: boolean }).isCluster === true) {
-    const options = (client as Cluster).options;
-    if (options.enableOfflineQueue !== false) problems.push('enableOfflineQueue is not false (set it in ClusterOptions)');
-    if (options.redisOptions?.maxRetriesPerRequest !== 0) problems.push('redisOptions.maxRetriesPerRequest is not 0');
-  } else {
-    const options = (client as Redis).options;
-    if (options.enableOfflineQueue !== false) problems.push('enableOfflineQueue is not false');
-    if (options.maxRetriesPerRequest !== 0) problems.push('maxRetriesPerRequest is not 0');
-  }
+export function warnIfUnsafe(port: RedisPort): void {
+  if (warned.has(port)) return;
+  const problems = port.unsafeSettings();
   if (problems.length === 0) return;
-  warned.add(client);
+  warned.add(port);
+  const advice =
+    port.library === 'ioredis'
+      ? 'Use createRedisClient() from resilimit, or set enableOfflineQueue: false and maxRetriesPerRequest: 0.'
+      : 'Set disableOfflineQueue: true when you create it.';
   process.emitWarning(
-    `This ioredis client's settings let commands queue and replay while Redis is down (${problems.join('; ')}). ` +
-      'Use createRedisClient() from resilimit, or set enableOfflineQueue: false and maxRetriesPerRequest: 0.',
+    `This ${port.library} client's settings let commands queue and replay while Redis is down (${problems.join('; ')}). ${advice}`,
     { type: 'ResilimitWarning', code: 'RESILIMIT_UNSAFE_REDIS_CLIENT' },
   );
 }

@@ -1,7 +1,7 @@
 import type { RedisClient } from './clientType.js';
-import { knownOptions, optionalInteger, redisClient } from '../options/checks.js';
+import { knownOptions, optionalInteger } from '../options/checks.js';
 import { MAX_INT } from '../options/windowOptions.js';
-import { listen, unlisten } from './clientEvents.js';
+import { portOf } from './portOf.js';
 
 /** Options of {@link waitForRedis}. */
 export type WaitForRedisOptions = {
@@ -23,23 +23,21 @@ export type WaitForRedisOptions = {
  * await waitForRedis(redis); // at most 5 s; never throws
  */
 export function waitForRedis(client: RedisClient, options: WaitForRedisOptions = {}): Promise<boolean> {
-  const redis = redisClient(client);
+  const redis = portOf(client);
   const checked = knownOptions('waitForRedis', options, ['timeoutMs'], { optional: true });
   const timeoutMs = optionalInteger('timeoutMs', checked['timeoutMs'], 0, MAX_INT, 5_000);
-  if (redis.status === 'ready') return Promise.resolve(true);
-  if (redis.status === 'end') return Promise.resolve(false); // closed: it never will be
+  if (redis.ready) return Promise.resolve(true);
+  if (redis.ended) return Promise.resolve(false); // closed: it never will be
   const { promise, resolve } = Promise.withResolvers<boolean>();
   const done = (ready: boolean): void => {
     clearTimeout(timer);
-    unlisten(redis, 'ready', onReady);
-    unlisten(redis, 'error', ignore);
+    for (const unlisten of listening) unlisten();
     resolve(ready);
   };
   const onReady = (): void => done(true);
   // Errors are the client's to report (and the limiter's `notReady` names the last); waiting, they only mean "not yet".
   const ignore = (): void => {};
   const timer = setTimeout(() => done(false), timeoutMs);
-  listen(redis, 'ready', onReady);
-  listen(redis, 'error', ignore);
+  const listening = [redis.on('ready', onReady), redis.on('error', ignore)];
   return promise;
 }

@@ -1,7 +1,7 @@
-import type { Cluster, Redis } from 'ioredis';
+import type { RedisPort } from '../client/port.js';
 
 /** The prefixes of the open limiters of each client, with how many use each. */
-const inUse = new WeakMap<Redis | Cluster, Map<string, number>>();
+const inUse = new WeakMap<RedisPort, Map<string, number>>();
 
 /**
  * Notes that a limiter uses `prefix` on `client` until the returned release is called (`close()`),
@@ -10,7 +10,7 @@ const inUse = new WeakMap<Redis | Cluster, Map<string, number>>();
  * used the key once, and one's trimming deletes the other's calls) and count each other as instances
  * (each one's local share shrinks). Almost always a missing `prefix`, or one copied from another limiter.
  */
-export function claimPrefix(client: Redis | Cluster, prefix: string): () => void {
+export function claimPrefix(client: RedisPort, prefix: string): () => void {
   let prefixes = inUse.get(client);
   if (prefixes === undefined) inUse.set(client, (prefixes = new Map()));
   const users = (prefixes.get(prefix) ?? 0) + 1;

@@ -1,4 +1,3 @@
-import type { Cluster, Redis } from 'ioredis';
 import { performance } from 'node:perf_hooks';
 import { invalidOption } from './errors.js';
 
@@ -120,13 +119,4 @@ function editDistance(a: string, b: string): number {
     row = next;
   }
   return row[b.length] as number;
-}
-
-/** Checks that a value looks like an ioredis `Redis` or `Cluster`. */
-export function redisClient(value: unknown): Redis | Cluster {
-  const client = value as Partial<Record<'evalsha' | 'eval' | 'del' | 'on', unknown>> | undefined;
-  if (!isObject(value) || typeof client?.evalsha !== 'function' || typeof client.eval !== 'function' || typeof client.del !== 'function') {
-    throw invalidOption('redis', 'an ioredis Redis or Cluster client', value);
-  }
-  return value as unknown as Redis | Cluster;
 }

@@ -1,15 +1,7 @@
-import type { Cluster, Redis } from 'ioredis';
+import type { RedisPort } from '../client/port.js';
+import { portOf } from '../client/portOf.js';
 import type { RedisClient } from '../client/clientType.js';
-import {
-  integer,
-  integerOrAuto,
-  knownOptions,
-  optionalBoolean,
-  optionalFunction,
-  optionalInteger,
-  optionalPerf,
-  redisClient,
-} from './checks.js';
+import { integer, integerOrAuto, knownOptions, optionalBoolean, optionalFunction, optionalInteger, optionalPerf } from './checks.js';
 import { steadyClock } from './clock.js';
 import { localClock, type LocalMs } from '../time.js';
 import { ErrorCode, invalidOption, ResilimitError } from './errors.js';
@@ -195,7 +187,7 @@ export type ResilientLimiterOptions = Omit<WindowOptions, 'limit'> & {
 export type ResolvedBreakerOptions = Readonly<Required<BreakerOptions>>;
 
 export type ResolvedLimiterOptions = Readonly<{
-  redis: Redis | Cluster;
+  redis: RedisPort;
   prefix: string;
   /**
    * The limit when `limit` is a number; with a function, MAX_INT, a bound no call reaches (every call
@@ -280,7 +272,7 @@ export function resolveLimiterOptions(raw: unknown): ResolvedLimiterOptions {
   return Object.freeze({
     ...window,
     limitFn,
-    redis: redisClient(options['redis']),
+    redis: portOf(options['redis']),
     prefix: prefix(options['prefix']),
     mode: options['mode'] === undefined ? 'local' : mode('mode', options['mode']),
     blockMs: optionalInteger('blockMs', options['blockMs'], 0, MAX_INT, 0),

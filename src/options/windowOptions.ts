@@ -1,6 +1,7 @@
-import type { Cluster, Redis } from 'ioredis';
+import type { RedisPort } from '../client/port.js';
+import { portOf } from '../client/portOf.js';
 import type { RedisClient } from '../client/clientType.js';
-import { integer, knownOptions, optionalFunction, optionalInteger, redisClient } from './checks.js';
+import { integer, knownOptions, optionalFunction, optionalInteger } from './checks.js';
 import { steadyClock } from './clock.js';
 import { invalidOption } from './errors.js';
 
@@ -65,7 +66,7 @@ export type RedisWindowOptions = WindowOptions & {
 export type ResolvedWindowOptions = Readonly<{ limit: number; windowMs: number }>;
 export type ResolvedLocalWindowOptions = ResolvedWindowOptions & Readonly<{ maxKeys: number; now: () => number }>;
 export type ResolvedRedisWindowOptions = ResolvedWindowOptions &
-  Readonly<{ redis: Redis | Cluster; prefix: string; now: (() => number) | undefined; blockMs: number }>;
+  Readonly<{ redis: RedisPort; prefix: string; now: (() => number) | undefined; blockMs: number }>;
 
 /** Validates the options both tiers share. */
 export function resolveWindowOptions(options: Record<string, unknown>): ResolvedWindowOptions {
@@ -100,7 +101,7 @@ export function resolveRedisWindowOptions(raw: unknown): ResolvedRedisWindowOpti
   ] satisfies (keyof RedisWindowOptions)[]);
   return Object.freeze({
     ...resolveWindowOptions(options),
-    redis: redisClient(options['redis']),
+    redis: portOf(options['redis']),
     prefix: prefix(options['prefix']),
     now: optionalFunction('now', options['now']),
     blockMs: optionalInteger('blockMs', options['blockMs'], 0, MAX_INT, 0),

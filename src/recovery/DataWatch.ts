@@ -1,5 +1,5 @@
-import type { Cluster, Redis } from 'ioredis';
-import { listen, unlisten, withDeadline } from '../client/clientEvents.js';
+import { withDeadline } from '../client/clientEvents.js';
+import type { RedisPort } from '../client/port.js';
 
 /** How long an `INFO` read may take, ms: it is off the decision path, but must not pile up. */
 const INFO_MS = 1000;
@@ -39,24 +39,25 @@ export class DataWatch {
   #stopped = false;
   /** The read a beat after the last 'ready'. */
   #soon: NodeJS.Timeout | undefined;
+  readonly #unlisten: () => void;
 
   constructor(
-    readonly redis: Redis | Cluster,
+    readonly redis: RedisPort,
     readonly intervalMs: number,
     readonly lost: (loss: DataLoss) => void,
     readonly perf: { now(): number },
   ) {
-    listen(redis, 'ready', this.#onReady);
+    this.#unlisten = redis.on('ready', this.#onReady);
     this.#timer = setInterval(() => void this.#tick(false), intervalMs);
     this.#timer.unref();
-    if (redis.status === 'ready') this.#onReady();
+    if (redis.ready) this.#onReady();
   }
 
   stop(): void {
     this.#stopped = true;
     clearInterval(this.#timer);
     clearTimeout(this.#soon);
-    unlisten(this.redis, 'ready', this.#onReady);
+    this.#unlisten();
   }
 
   // A beat after ready, not at once: on a Cluster the first calls open the masters' connections, and
@@ -69,7 +70,7 @@ export class DataWatch {
   };
 
   async #tick(now: boolean): Promise<void> {
-    if (this.#reading || this.#stopped || this.redis.status !== 'ready') return;
+    if (this.#reading || this.#stopped || !this.redis.ready) return;
     if (!now && !this.#evicting && this.perf.now() - this.#readAt < POLICY_EVERY_MS) return;
     this.#reading = true;
     const servers = await this.#read();
@@ -78,8 +79,8 @@ export class DataWatch {
     this.#readAt = this.perf.now();
     const evicting = servers.filter((s) => s.maxmemory > 0 && s.policy !== 'noeviction');
     this.#evicting = evicting.length > 0;
-    if (this.#evicting && !policyWarned.has(this.redis)) {
-      policyWarned.add(this.redis);
+    if (this.#evicting && !policyWarned.has(this.redis.client)) {
+      policyWarned.add(this.redis.client);
       const policies = [...new Set(evicting.map((s) => s.policy))].join(', ');
       process.emitWarning(
         `Redis may evict the rate limiter's keys (maxmemory is set, maxmemory-policy ${policies}): a window whose calls are ` +
@@ -105,22 +106,15 @@ export class DataWatch {
 
   /** Every master's eviction settings and count, or undefined when one does not answer in time. */
   async #read(): Promise<Eviction[] | undefined> {
-    const cluster = (this.redis as { isCluster?: boolean }).isCluster === true;
-    const nodes: Redis[] = cluster ? (this.redis as Cluster).nodes('master') : [this.redis as Redis];
     try {
-      return await Promise.all(
-        nodes.map(async (node) => {
-          const text = await withDeadline(
-            node.info('memory').then(async (memory) => memory + (await node.info('stats'))),
-            INFO_MS,
-          );
-          return {
-            maxmemory: Number(/^maxmemory:(\d+)/m.exec(text)?.[1] ?? 0),
-            policy: /^maxmemory_policy:(\S+)/m.exec(text)?.[1] ?? 'noeviction',
-            evicted: Number(/^evicted_keys:(\d+)/m.exec(text)?.[1] ?? 0),
-          };
-        }),
-      );
+      const texts = await withDeadline(this.redis.info('memory', 'stats'), INFO_MS);
+      return texts.map((text) => {
+        return {
+          maxmemory: Number(/^maxmemory:(\d+)/m.exec(text)?.[1] ?? 0),
+          policy: /^maxmemory_policy:(\S+)/m.exec(text)?.[1] ?? 'noeviction',
+          evicted: Number(/^evicted_keys:(\d+)/m.exec(text)?.[1] ?? 0),
+        };
+      });
     } catch {
       return undefined;
     }

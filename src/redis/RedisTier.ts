@@ -1,6 +1,7 @@
-import type { Cluster, Redis } from 'ioredis';
+import type { RedisClient } from '../client/clientType.js';
+import type { RedisPort } from '../client/port.js';
 import { Breaker, isOpenRejection, isTimeout, type BreakerState } from './Breaker.js';
-import { listen, unlisten, withDeadline } from '../client/clientEvents.js';
+import { withDeadline } from '../client/clientEvents.js';
 import { ClockOffset } from './ClockOffset.js';
 import { ErrorCode, isResilimitError, ResilimitError } from '../options/errors.js';
 import { NOT_READY, redisCallError } from '../path/failures.js';
@@ -10,7 +11,7 @@ import type { ResolvedLimiterOptions } from '../options/options.js';
 import { PollWatch } from './PollWatch.js';
 import { RedisWindow, type BatchCall, type BatchOutcome } from './RedisWindow.js';
 import type { LocalMs, RedisKey, RedisMs } from '../time.js';
-import { evalScript, runScript, StaleReplyError } from './scripts/script.js';
+import { StaleReplyError } from './scripts/script.js';
 import { heartbeatArgs, heartbeatScript, readBeat } from './scripts/heartbeat.js';
 import { limitAllArgs, limitAllScript, readLimitAll, type GroupReply } from './scripts/limitAll.js';
 import { reconcileScript, type WriteBackReply } from './scripts/reconcile.js';
@@ -53,7 +54,9 @@ export class RedisTier {
   readonly polls: PollWatch;
   /** Bounds on Redis's clock minus the local one (unused with an injected `clock`: both sides use it). */
   readonly offset: ClockOffset;
-  readonly #redis: Redis | Cluster;
+  readonly #redis: RedisPort;
+  /** Removes the client listeners. */
+  readonly #unlisten: (() => void)[];
   /** The window in Redis that decides `limit()`; `Settings` changes its limit and length. */
   readonly window: RedisWindow;
   readonly #clock: (() => number) | undefined;
@@ -83,7 +86,7 @@ export class RedisTier {
   ) {
     this.#redis = options.redis;
     this.window = new RedisWindow({
-      redis: options.redis,
+      redis: options.redis.client as RedisClient, // its port is this one (one port per client)
       prefix: options.prefix,
       limit: options.limit,
       windowMs: options.windowMs,
@@ -102,16 +105,14 @@ export class RedisTier {
     this.polls = new PollWatch(options.perf);
     this.breaker = new Breaker(options.breaker, onState, this.polls);
     this.#onReconnect = onReconnect;
-    this.#everReady = options.redis.status === 'ready';
+    this.#everReady = options.redis.ready;
     if (this.#everReady) this.#runId = this.#probeRunId();
-    listen(options.redis, 'ready', this.#onReady);
-    // A Cluster client stays 'ready' while one master dies and comes back empty: ioredis drops the
-    // node ('-node') and adds it again ('+node') once it answers. Report such a node when it is ready.
-    if (this.isCluster) listen(options.redis, '+node', this.#onNode);
+    // A Cluster client stays ready while one master dies and comes back empty: report such a node.
+    this.#unlisten = [options.redis.on('ready', this.#onReady), options.redis.on('node', this.#onNode)];
   }
 
   get isCluster(): boolean {
-    return (this.#redis as { isCluster?: boolean }).isCluster === true;
+    return this.#redis.isCluster;
   }
 
   get state(): BreakerState {
@@ -120,7 +121,7 @@ export class RedisTier {
 
   /** The client is connected now. */
   get ready(): boolean {
-    return this.#redis.status === 'ready';
+    return this.#redis.ready;
   }
 
   /** The client has been ready at least once. */
@@ -154,7 +155,7 @@ export class RedisTier {
    */
   fire<T>(decisions: number, run: () => Promise<T>): Promise<T> {
     return this.breaker.fire(() => {
-      if (this.#redis.status !== 'ready') return Promise.reject(NOT_READY);
+      if (!this.#redis.ready) return Promise.reject(NOT_READY);
       const sequence = ++this.#sequence;
       const sentAt = this.#perf.now();
       if (this.#outstanding.size === 0) this.polls.mark();
@@ -220,12 +221,12 @@ export class RedisTier {
         notAfter === undefined ? '' : Math.ceil(notAfter),
         this.reserve,
       );
-      return runScript(
-        this.#redis,
-        limitAllScript,
-        group.map((item) => item.redisKey),
-        args,
-      )
+      return this.#redis
+        .run(
+          limitAllScript,
+          group.map((item) => item.redisKey),
+          args,
+        )
         .then(
           (reply) => {
             if (op === 'give') return reply;
@@ -271,7 +272,7 @@ export class RedisTier {
   writeBack(redisKey: RedisKey, args: readonly (string | number)[]): Promise<WriteBackReply> {
     return this.breaker.fire(async () => {
       try {
-        return (await evalScript(this.#redis, reconcileScript, [redisKey], args)) as WriteBackReply;
+        return (await this.#redis.eval(reconcileScript, [redisKey], args)) as WriteBackReply;
       } catch (error) {
         throw redisCallError(error);
       }
@@ -306,21 +307,20 @@ export class RedisTier {
    * reads Redis's clock). `times` says how long a beat counts (see `lua/heartbeat.lua`).
    */
   beat(key: string, member: string, times: BeatTimes, op: BeatOp, since: number | undefined): Promise<BeatReply> {
-    if (!this.breaker.accepting || this.#redis.status !== 'ready') return Promise.reject(NOT_READY);
+    if (!this.breaker.accepting || !this.#redis.ready) return Promise.reject(NOT_READY);
     const real = this.#clock === undefined;
     const notAfter = this.#notAfter(this.#now());
     const sinceArg = real && since !== undefined ? Math.ceil(this.offset.redisOf(since as LocalMs)) : ''; // the counter's times are local
     const args = heartbeatArgs(member, times, op, sinceArg, notAfter === undefined ? '' : Math.ceil(notAfter));
     return this.breaker.fire(() =>
-      runScript(this.#redis, heartbeatScript, [key], args).then(readBeat, (error: unknown) => Promise.reject(redisCallError(error))),
+      this.#redis.run(heartbeatScript, [key], args).then(readBeat, (error: unknown) => Promise.reject(redisCallError(error))),
     );
   }
 
   /** Removes the client listeners and the breaker's timers. */
   close(): void {
     this.breaker.shutdown();
-    unlisten(this.#redis, 'ready', this.#onReady);
-    if (this.isCluster) unlisten(this.#redis, '+node', this.#onNode);
+    for (const unlisten of this.#unlisten) unlisten();
   }
 
   readonly #onReady = (): void => {
@@ -352,15 +352,14 @@ export class RedisTier {
   #probeRunId(): Promise<string | undefined> {
     if (this.isCluster) return Promise.resolve(undefined);
     return withDeadline(this.#redis.info('server'), PROBE_MS).then(
-      (text) => /^run_id:(\w+)/m.exec(text)?.[1],
+      ([text]) => (text === undefined ? undefined : /^run_id:(\w+)/m.exec(text)?.[1]),
       () => undefined,
     );
   }
 
   /** A node joined a Cluster client's pool after start-up: it may be a master back without its data. */
-  readonly #onNode = (node: { once(event: 'ready', listener: () => void): unknown }): void => {
-    if (!this.#everReady) return;
-    node.once('ready', () => this.#onReconnect(Promise.resolve(true)));
+  readonly #onNode = (): void => {
+    if (this.#everReady) this.#onReconnect(Promise.resolve(true));
   };
 
   /**

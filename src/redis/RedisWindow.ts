@@ -10,7 +10,6 @@ import {
   type ResolvedRedisWindowOptions,
 } from '../options/options.js';
 import { redisKey } from './redisKey.js';
-import { runScript } from './scripts/script.js';
 import { blockArgs, blockScript, readBlock } from './scripts/block.js';
 import { readRefund, refundArgs, refundScript } from './scripts/refund.js';
 import {
@@ -83,7 +82,7 @@ export class RedisWindow implements RateWindow {
     integer('ms', ms, 0, MAX_INT);
     const { redis, now } = this.#options;
     try {
-      return readBlock(await runScript(redis, blockScript, [redisKeyOfKey], blockArgs(now === undefined ? '' : Math.floor(now()), ms)));
+      return readBlock(await redis.run(blockScript, [redisKeyOfKey], blockArgs(now === undefined ? '' : Math.floor(now()), ms)));
     } catch (error) {
       throw redisCallError(error);
     }
@@ -139,7 +138,7 @@ export class RedisWindow implements RateWindow {
     const args = slidingWindowArgs(windowMs, nowArg, notAfterMs === undefined ? '' : Math.ceil(notAfterMs), blockMs, calls, effective);
     let reply: unknown;
     try {
-      reply = await runScript(redis, slidingWindow, keys, args);
+      reply = await redis.run(slidingWindow, keys, args);
     } catch (error) {
       throw redisCallError(error);
     }
@@ -156,7 +155,7 @@ export class RedisWindow implements RateWindow {
     const args = refundArgs(windowMs, now === undefined ? '' : Math.floor(now()), calls);
     let reply: unknown;
     try {
-      reply = await runScript(redis, refundScript, [redisKey(prefix, key)], args);
+      reply = await redis.run(refundScript, [redisKey(prefix, key)], args);
     } catch (error) {
       throw redisCallError(error);
     }

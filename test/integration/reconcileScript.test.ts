@@ -3,7 +3,8 @@
  */
 import type { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { loadScript, runScript } from '../../src/redis/scripts/script.js';
+import { portOf } from '../../src/client/portOf.js';
+import { loadScript } from '../../src/redis/scripts/script.js';
 import { startRedisServer, waitReady, type RedisChild } from '../support/redis.js';
 
 const reconcile = loadScript('reconcile');
@@ -22,7 +23,7 @@ afterAll(async () => {
 
 /** Writes `[at, cost, id]` triples into a window of 1000 ms at `now` (the caller's clock). */
 function write(key: string, now: number, ...calls: [number, number, string][]): Promise<unknown> {
-  return runScript(redis, reconcile, [key], [1000, now, ...calls.flat()]);
+  return portOf(redis).run(reconcile, [key], [1000, now, ...calls.flat()]);
 }
 
 describe('lua/reconcile.lua', () => {

@@ -3,6 +3,7 @@
  * and when it stops. The real limiter, real timers and a real Redis: test/integration/notReady.test.ts.
  */
 import { Cluster } from 'ioredis';
+import { portOf } from '../../src/client/portOf.js';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { createRedisClient } from '../../src/index.js';
 import { NOT_READY_AFTER_MS, NOT_READY_EVERY_MS, ReadyWatch, type NotReady, type Timers } from '../../src/client/ReadyWatch.js';
@@ -64,7 +65,7 @@ describe('ReadyWatch', () => {
     const t = manualTimers();
     const tier = { everReady: false };
     const reports: NotReady[] = [];
-    const watch = new ReadyWatch(tier, { redis: client(), prefix: 'p:', perf: t.perf }, (info) => reports.push(info), t.timers);
+    const watch = new ReadyWatch(tier, { redis: portOf(client()), prefix: 'p:', perf: t.perf }, (info) => reports.push(info), t.timers);
     expect([NOT_READY_AFTER_MS, NOT_READY_EVERY_MS]).toEqual([5_000, 60_000]);
     t.advance(4_999);
     expect(reports).toEqual([]);
@@ -90,7 +91,7 @@ describe('ReadyWatch', () => {
     const t = manualTimers();
     const tier = { everReady: false };
     const reports: NotReady[] = [];
-    const watch = new ReadyWatch(tier, { redis: client(), prefix: 'p:', perf: t.perf }, (info) => reports.push(info), t.timers);
+    const watch = new ReadyWatch(tier, { redis: portOf(client()), prefix: 'p:', perf: t.perf }, (info) => reports.push(info), t.timers);
     t.advance(5_000);
     tier.everReady = true;
     expect(watch.notReadyForMs).toBe(0);
@@ -105,7 +106,7 @@ describe('ReadyWatch', () => {
     const t = manualTimers();
     const watch = new ReadyWatch(
       { everReady: true },
-      { redis: client(), prefix: 'p:', perf: t.perf },
+      { redis: portOf(client()), prefix: 'p:', perf: t.perf },
       () => expect.fail('reported'),
       t.timers,
     );
@@ -118,7 +119,7 @@ describe('ReadyWatch', () => {
     const reports: NotReady[] = [];
     const before = new ReadyWatch(
       { everReady: false },
-      { redis: client(), prefix: 'p:', perf: t.perf },
+      { redis: portOf(client()), prefix: 'p:', perf: t.perf },
       (info) => reports.push(info),
       t.timers,
     );
@@ -126,7 +127,7 @@ describe('ReadyWatch', () => {
     expect(t.pending()).toBe(0);
     const after = new ReadyWatch(
       { everReady: false },
-      { redis: client(), prefix: 'q:', perf: t.perf },
+      { redis: portOf(client()), prefix: 'q:', perf: t.perf },
       (info) => reports.push(info),
       t.timers,
     );
@@ -148,9 +149,9 @@ describe('ReadyWatch', () => {
       password: 'secret',
       lazyConnect: true,
     });
-    new ReadyWatch({ everReady: false }, { redis: sentinel, prefix: 's:', perf: t.perf }, () => undefined, t.timers);
+    new ReadyWatch({ everReady: false }, { redis: portOf(sentinel), prefix: 's:', perf: t.perf }, () => undefined, t.timers);
     const cluster = new Cluster([{ host: '127.0.0.1', port: 1 }], { lazyConnect: true, redisOptions: { password: 'secret' } });
-    new ReadyWatch({ everReady: false }, { redis: cluster, prefix: 'c:', perf: t.perf }, () => undefined, t.timers);
+    new ReadyWatch({ everReady: false }, { redis: portOf(cluster), prefix: 'c:', perf: t.perf }, () => undefined, t.timers);
     t.advance(5_000);
     await turn();
     expect(warnings.map((w) => /\(status '\w+', ([^)]*)\)/.exec(w.message)?.[1])).toEqual([

@@ -1,7 +1,6 @@
 import type { RedisMs } from '../../time.js';
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
-import type { Cluster, Redis } from 'ioredis';
 import { ErrorCode, ResilimitError } from '../../options/errors.js';
 
 /** A Lua script shipped in `lua/`, with its SHA1 computed once. */
@@ -11,38 +10,6 @@ export type Script = { readonly name: string; readonly source: string; readonly 
 export function loadScript(name: string): Script {
   const source = readFileSync(new URL(`../../../lua/${name}.lua`, import.meta.url), 'utf8');
   return Object.freeze({ name, source, sha: createHash('sha1').update(source).digest('hex') });
-}
-
-/**
- * Runs a script by SHA, and by its source when the server does not know it (`NOSCRIPT`: a fresh,
- * restarted or flushed server). Nothing is defined on the user's client.
- */
-export async function runScript(
-  redis: Redis | Cluster,
-  script: Script,
-  keys: readonly string[],
-  args: readonly (string | number)[],
-): Promise<unknown> {
-  try {
-    return await redis.evalsha(script.sha, keys.length, ...keys, ...args);
-  } catch (error) {
-    if (!(error instanceof Error) || !error.message.startsWith('NOSCRIPT')) throw error;
-    return redis.eval(script.source, keys.length, ...keys, ...args);
-  }
-}
-
-/**
- * Runs a script by its source (`EVAL`), never by SHA: for a write that must reach Redis before the
- * commands sent after it. By SHA, a server that does not know the script answers `NOSCRIPT` and the
- * retry by source would go out behind them.
- */
-export function evalScript(
-  redis: Redis | Cluster,
-  script: Script,
-  keys: readonly string[],
-  args: readonly (string | number)[],
-): Promise<unknown> {
-  return redis.eval(script.source, keys.length, ...keys, ...args);
 }
 
 /**

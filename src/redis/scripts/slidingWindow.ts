@@ -1,4 +1,4 @@
-import { ReplyError } from 'ioredis';
+import { ReplyError } from '../../client/port.js';
 import { ErrorCode, ResilimitError } from '../../options/errors.js';
 import { memberOf, type CallId } from '../../options/input.js';
 import type { RedisMs } from '../../time.js';

@@ -1,0 +1,161 @@
+import type { Script } from '../../redis/scripts/script.js';
+import { withDeadline } from '../clientEvents.js';
+import { listenOn, type PortEvent, ReplyError, type RedisPort, type ScriptArgs } from '../port.js';
+import { isA } from './errorClass.js';
+
+/**
+ * What resilimit calls on a node-redis (`redis` 5 and 6) client, `createClient()`'s; typed by shape,
+ * so that the package is not needed to build resilimit nor to use it with another client.
+ */
+export interface NodeRedisClient {
+  readonly isOpen: boolean;
+  readonly isReady: boolean;
+  sendCommand(args: string[]): Promise<unknown>;
+  close(): Promise<unknown>;
+  destroy(): void;
+  // biome-ignore lint/suspicious/noExplicitAny: node-redis types its listeners' arguments as any
+  on(event: string, listener: (...args: any[]) => void): unknown;
+  // biome-ignore lint/suspicious/noExplicitAny: as above
+  off(event: string, listener: (...args: any[]) => void): unknown;
+  getMaxListeners(): number;
+  setMaxListeners(n: number): unknown;
+}
+
+/** What resilimit calls on a node-redis Cluster client, `createCluster()`'s. */
+export interface NodeRedisCluster extends Omit<NodeRedisClient, 'sendCommand'> {
+  readonly masters: readonly object[];
+  sendCommand(firstKey: string | undefined, isReadonly: boolean | undefined, args: string[]): Promise<unknown>;
+  nodeClient(node: object): Promise<{ sendCommand(args: string[]): Promise<unknown> }> | { sendCommand(args: string[]): Promise<unknown> };
+}
+
+/** Whether `value` is a node-redis client or Cluster: `sendCommand` and the `isReady` / `isOpen` flags. */
+export function isNodeRedis(value: object): boolean {
+  const c = value as Partial<Record<'sendCommand' | 'isReady' | 'isOpen' | 'destroy', unknown>>;
+  return (
+    typeof c.sendCommand === 'function' &&
+    typeof c.isReady === 'boolean' &&
+    typeof c.isOpen === 'boolean' &&
+    typeof c.destroy === 'function'
+  );
+}
+
+/** A reply error of node-redis (`ErrorReply`, `SimpleError`, `BlobError`) as the port's; anything else as it is. */
+function mapped(error: unknown): unknown {
+  return isA(error, 'ErrorReply') ? new ReplyError((error as Error).message, { cause: error }) : error;
+}
+
+/**
+ * The port over a node-redis client or Cluster. Every command goes through `sendCommand` with string
+ * arguments; on a Cluster, by the call's first key (the keys of one call share a slot).
+ */
+export class NodeRedisPort implements RedisPort {
+  readonly library = 'node-redis';
+  readonly isCluster: boolean;
+  /** The addresses of a Cluster's nodes that have been ready: a node ready again may be one restarted empty. */
+  readonly #seen = new Set<string>();
+
+  constructor(readonly client: NodeRedisClient | NodeRedisCluster) {
+    this.isCluster = Array.isArray((client as { masters?: unknown }).masters);
+  }
+
+  get ready(): boolean {
+    return this.client.isReady;
+  }
+
+  get ended(): boolean {
+    return !this.client.isOpen;
+  }
+
+  get status(): string {
+    return this.client.isReady ? 'ready' : this.client.isOpen ? 'reconnecting' : 'closed';
+  }
+
+  async run(script: Script, keys: readonly string[], args: ScriptArgs): Promise<unknown> {
+    try {
+      return await this.#send(keys[0], ['EVALSHA', script.sha, String(keys.length), ...keys, ...args.map(String)]);
+    } catch (error) {
+      if (!(error instanceof ReplyError) || !error.message.startsWith('NOSCRIPT')) throw error;
+      return this.eval(script, keys, args);
+    }
+  }
+
+  eval(script: Script, keys: readonly string[], args: ScriptArgs): Promise<unknown> {
+    return this.#send(keys[0], ['EVAL', script.source, String(keys.length), ...keys, ...args.map(String)]);
+  }
+
+  del(key: string): Promise<unknown> {
+    return this.#send(key, ['DEL', key]);
+  }
+
+  time(): Promise<readonly [string, string]> {
+    return this.#send(undefined, ['TIME']) as Promise<readonly [string, string]>;
+  }
+
+  ping(): Promise<unknown> {
+    return this.#send(undefined, ['PING']);
+  }
+
+  async info(...sections: string[]): Promise<string[]> {
+    if (!this.isCluster) return [String(await this.#send(undefined, ['INFO', ...sections]))];
+    const cluster = this.client as NodeRedisCluster;
+    return Promise.all(
+      cluster.masters.map(async (master) =>
+        String(await (await cluster.nodeClient(master)).sendCommand(['INFO', ...sections]).catch(reject)),
+      ),
+    );
+  }
+
+  on(event: PortEvent, listener: (arg?: unknown) => void): () => void {
+    if (event === 'error') return listenOn(this.client, 'error', listener);
+    // A Cluster client is ready ('connect') once it knows the slots; each node's connection says 'node-ready'.
+    if (event === 'ready') return listenOn(this.client, this.isCluster ? 'connect' : 'ready', listener);
+    if (!this.isCluster) return () => {};
+    return listenOn(this.client, 'node-ready', (node) => {
+      const { host, port } = node as { host?: string; port?: number };
+      const address = `${host}:${port}`;
+      if (this.#seen.has(address)) listener();
+      else this.#seen.add(address);
+    });
+  }
+
+  describe(): string {
+    if (this.isCluster) return 'a node-redis Cluster client';
+    const options = (this.client as { options?: { url?: string; socket?: { host?: string; port?: number; path?: string } } }).options;
+    if (options?.socket?.path) return `connecting to ${options.socket.path}`;
+    if (options?.url) {
+      const url = new URL(options.url);
+      return `connecting to ${url.hostname}:${url.port || 6379}`;
+    }
+    return `connecting to ${options?.socket?.host ?? 'localhost'}:${options?.socket?.port ?? 6379}`;
+  }
+
+  unsafeSettings(): string[] {
+    const options = (this.client as { options?: { disableOfflineQueue?: boolean; defaults?: { disableOfflineQueue?: boolean } } }).options;
+    const off = this.isCluster ? options?.defaults?.disableOfflineQueue : options?.disableOfflineQueue;
+    return off === true ? [] : [`disableOfflineQueue is not true${this.isCluster ? " (set it in the Cluster options' defaults)" : ''}`];
+  }
+
+  /** `close()` (pending replies arrive first), waited at most `timeoutMs`; else, or when it fails or is late, `destroy()`. */
+  async close(timeoutMs: number): Promise<void> {
+    if (!this.client.isOpen) return;
+    if (this.client.isReady && timeoutMs > 0) {
+      const closed = await withDeadline(this.client.close(), timeoutMs).then(
+        () => true,
+        () => false,
+      );
+      if (closed) return;
+    }
+    if (this.client.isOpen) this.client.destroy();
+  }
+
+  #send(firstKey: string | undefined, args: string[]): Promise<unknown> {
+    const sent = this.isCluster
+      ? (this.client as NodeRedisCluster).sendCommand(firstKey, false, args)
+      : (this.client as NodeRedisClient).sendCommand(args);
+    return sent.catch(reject);
+  }
+}
+
+function reject(error: unknown): never {
+  throw mapped(error);
+}
