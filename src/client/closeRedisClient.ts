@@ -14,8 +14,9 @@ export type CloseRedisClientOptions = {
 };
 
 /**
- * Closes an ioredis `Redis` or `Cluster` client for good, whatever Redis does, so that a shutdown
- * always ends. When the client is ready it sends `QUIT` (pending replies arrive first) and waits
+ * Closes a client for good, whatever Redis does, so that a shutdown always ends. node-redis's:
+ * `close()`, then `destroy()` when it is not ready, fails or is late; Valkey GLIDE's: `close()`.
+ * ioredis's (and iovalkey's): when the client is ready it sends `QUIT` (pending replies arrive first) and waits
  * for the answer at most `timeoutMs`; when the client is not ready (Redis down: it is reconnecting),
  * when `QUIT` fails, or when no answer comes in time (a frozen Redis), it calls `disconnect()`, which
  * stops ioredis reconnecting, and closes the client's sockets at once. Never rejects for Redis's sake.
@@ -32,7 +33,7 @@ export type CloseRedisClientOptions = {
  * `disconnectTimeout` (3 s by default). The process can exit that much later.
  *
  * Close the limiters first: `close()` may still write to Redis.
- * @throws {ResilimitError} `ERR_RESILIMIT_INVALID_OPTION` when `client` is not an ioredis client or
+ * @throws {ResilimitError} `ERR_RESILIMIT_INVALID_OPTION` when `client` is none of those clients or
  *   `timeoutMs` is out of range (a rejection of the returned promise).
  * @example
  * process.once('SIGTERM', async () => {

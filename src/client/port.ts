@@ -12,8 +12,8 @@ export type PortEvent = 'ready' | 'error' | 'node';
  * recovery and the watches use nothing else of the user's client.
  *
  * Contract, checked for every adapter by `test/integration/adapters.test.ts` against a real server:
- * - a server's error reply rejects with a {@link ReplyError} whose message starts with Redis's code
- *   (`WRONGTYPE …`, `NOSCRIPT …`, `BUSY …`); anything else (connection lost, client offline, the client's
+ * - a server's error reply rejects with an error named `ReplyError` (ioredis's own, or {@link ReplyError})
+ *   whose message starts with Redis's code (`WRONGTYPE …`, `NOSCRIPT …`, `BUSY …`); anything else (connection lost, client offline, the client's
  *   own timeout) rejects with the client's error, which counts as "Redis cannot answer";
  * - `run` sends `EVALSHA` and, on `NOSCRIPT`, the source (`EVAL`); `eval` sends the source at once;
  *   on a Cluster both go to the master of the keys' slot (the keys of one call share a slot);

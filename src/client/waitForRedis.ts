@@ -15,9 +15,10 @@ export type WaitForRedisOptions = {
  * address or a wrong password, the service still starts, and the limiter answers locally (reason
  * `'not-ready'`) until the client connects; the limiter's `notReady` warning then names the cause.
  * (`events.once(redis, 'ready')` rejects on the client's first `'error'` and so stops the start-up,
- * and waits forever when no error comes.)
+ * and waits forever when no error comes.) A Valkey GLIDE client counts as ready until it is closed
+ * (docs/clients.md); a node-redis client not connected yet (`connect()` not called) answers `false` at once.
  *
- * @throws {ResilimitError} `ERR_RESILIMIT_INVALID_OPTION` when `redis` is not an ioredis client or `timeoutMs` not an integer ≥ 0.
+ * @throws {ResilimitError} `ERR_RESILIMIT_INVALID_OPTION` when `redis` is not a client resilimit takes or `timeoutMs` not an integer ≥ 0.
  * @example
  * const redis = createRedisClient(process.env.REDIS_URL);
  * await waitForRedis(redis); // at most 5 s; never throws

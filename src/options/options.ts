@@ -82,7 +82,7 @@ export type ResilientLimiterOptions = Omit<WindowOptions, 'limit'> & {
    * limit that changes at run time, e.g. {@link adaptiveLimit}). Required.
    */
   limit: number | LimitFunction;
-  /** An ioredis `Redis` or `Cluster` client (or iovalkey's), ideally from `createRedisClient()`. Never closed by resilimit. */
+  /** A client of ioredis (ideally from `createRedisClient()`), iovalkey, node-redis or Valkey GLIDE; single server or Cluster (docs/clients.md). Never closed by resilimit. */
   redis: RedisClient;
   /** Prefix of every Redis key; one prefix per limiter. @default 'resilimit:' */
   prefix?: string;

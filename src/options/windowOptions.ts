@@ -38,7 +38,7 @@ export type LocalWindowOptions = WindowOptions & {
 
 /** Options of {@link RedisWindow}. */
 export type RedisWindowOptions = WindowOptions & {
-  /** An ioredis `Redis` or `Cluster` client. resilimit never closes it and defines no command on it. Required. */
+  /** A client of ioredis, iovalkey, node-redis or Valkey GLIDE (docs/clients.md). resilimit never closes it and defines no command on it. Required. */
   redis: RedisClient;
   /**
    * Prefix of every Redis key written. At most 128 characters, without `{` or `}` (they would

@@ -416,7 +416,8 @@ describe('RedisWindow', () => {
     expect(() => new RedisWindow({ limit: 5, windowMs: 1000 } as never)).toThrow(
       expect.objectContaining({
         code: 'ERR_RESILIMIT_INVALID_OPTION',
-        message: 'Expected `redis` to be an ioredis, iovalkey, node-redis or Valkey GLIDE client (single server or Cluster), got `undefined` (undefined)',
+        message:
+          'Expected `redis` to be an ioredis, iovalkey, node-redis or Valkey GLIDE client (single server or Cluster), got `undefined` (undefined)',
       }),
     );
     expect(() => new RedisWindow({ redis, limit: 5, windowMs: 1000, prefix: 'a{' })).toThrow(

@@ -123,8 +123,16 @@ describe('ResilientLimiter options', () => {
       { slowCallMs: 201, breaker: { timeoutMs: 200 } },
       "Expected `slowCallMs` to be an integer from 1 to breaker.timeoutMs (200) or 'auto', got `201` (number)",
     ],
-    ['redis missing', { redis: undefined }, 'Expected `redis` to be an ioredis, iovalkey, node-redis or Valkey GLIDE client (single server or Cluster), got `undefined` (undefined)'],
-    ['redis not a client', { redis: { get: () => 1 } }, 'Expected `redis` to be an ioredis, iovalkey, node-redis or Valkey GLIDE client (single server or Cluster), got an object'],
+    [
+      'redis missing',
+      { redis: undefined },
+      'Expected `redis` to be an ioredis, iovalkey, node-redis or Valkey GLIDE client (single server or Cluster), got `undefined` (undefined)',
+    ],
+    [
+      'redis not a client',
+      { redis: { get: () => 1 } },
+      'Expected `redis` to be an ioredis, iovalkey, node-redis or Valkey GLIDE client (single server or Cluster), got an object',
+    ],
     ['clock', { clock: 5 }, 'Expected `clock` to be a function returning milliseconds, got `5` (number)'],
     ['perf', { perf: () => 5 }, 'Expected `perf` to be an object with a now() function returning milliseconds, got a function'],
     ['perf.now', { perf: { now: 5 } }, 'Expected `perf` to be an object with a now() function returning milliseconds, got an object'],

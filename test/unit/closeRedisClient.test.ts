@@ -10,7 +10,12 @@ import { freePort } from '../support/redis.js';
 // freePort(): a port nothing listens on.
 describe('closeRedisClient', () => {
   it.each([
-    ['no client', undefined, {}, 'Expected `client` to be an ioredis, iovalkey, node-redis or Valkey GLIDE client (single server or Cluster), got `undefined` (undefined)'],
+    [
+      'no client',
+      undefined,
+      {},
+      'Expected `client` to be an ioredis, iovalkey, node-redis or Valkey GLIDE client (single server or Cluster), got `undefined` (undefined)',
+    ],
     ['options not an object', 'client', 5, 'Expected `options` to be an object, got `5` (number)'],
     ['timeoutMs negative', 'client', { timeoutMs: -1 }, 'Expected `timeoutMs` to be an integer from 0 to 60000, got `-1` (number)'],
     [

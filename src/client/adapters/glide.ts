@@ -7,7 +7,8 @@ import { isA } from './errorClass.js';
  * shape, so that the package is not needed to build resilimit nor to use it with another client.
  */
 export interface GlideClientLike {
-  customCommand(args: string[], options?: { route?: 'allPrimaries' }): Promise<unknown>;
+  /** `options`: `{ route: 'allPrimaries' }` on a Cluster (typed `never`: the two clients type their options apart). */
+  customCommand(args: string[], options?: never): Promise<unknown>;
   invokeScript(script: object, options?: object): Promise<unknown>;
   close(errorMessage?: string): void;
 }
@@ -137,7 +138,7 @@ export class GlidePort implements RedisPort {
   async #send(args: string[], options?: { route: 'allPrimaries' }): Promise<unknown> {
     let reply: unknown;
     try {
-      reply = await this.client.customCommand(args, options);
+      reply = await this.client.customCommand(args, options as never);
     } catch (error) {
       const mappedError = glideError(error);
       if (!(mappedError instanceof ReplyError)) this.#away = true;
