@@ -15,12 +15,11 @@ export interface IoredisCompatible {
   del(...keys: string[]): Promise<number>;
   time(): Promise<unknown>;
   ping(): Promise<unknown>;
-  info(section: string): Promise<unknown>;
+  call(command: string, ...args: (string | number)[]): Promise<unknown>;
   // biome-ignore lint/suspicious/noExplicitAny: the clients type their listeners' arguments as any
   on(event: string, listener: (...args: any[]) => void): unknown;
   // biome-ignore lint/suspicious/noExplicitAny: as above
   off(event: string, listener: (...args: any[]) => void): unknown;
-  listeners(event: string): unknown[];
   getMaxListeners(): number;
   setMaxListeners(n: number): unknown;
   quit(): Promise<unknown>;

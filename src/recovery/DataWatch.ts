@@ -1,4 +1,4 @@
-import { withDeadline } from '../client/clientEvents.js';
+import { withDeadline } from '../client/withDeadline.js';
 import type { RedisPort } from '../client/port.js';
 
 /** How long an `INFO` read may take, ms: it is off the decision path, but must not pile up. */

@@ -1,7 +1,7 @@
 import type { RedisClient } from '../client/clientType.js';
 import type { RedisPort } from '../client/port.js';
 import { Breaker, isOpenRejection, isTimeout, type BreakerState } from './Breaker.js';
-import { withDeadline } from '../client/clientEvents.js';
+import { withDeadline } from '../client/withDeadline.js';
 import { ClockOffset } from './ClockOffset.js';
 import { ErrorCode, isResilimitError, ResilimitError } from '../options/errors.js';
 import { NOT_READY, redisCallError } from '../path/failures.js';

@@ -1,6 +1,6 @@
 import type { Cluster, Redis } from 'ioredis';
 import type { Script } from '../../redis/scripts/script.js';
-import { withDeadline } from '../clientEvents.js';
+import { withDeadline } from '../withDeadline.js';
 import { stopFollowing } from '../followFailovers.js';
 import { listenOn, type PortEvent, type RedisPort, type ScriptArgs } from '../port.js';
 

@@ -1,5 +1,5 @@
 import type { Script } from '../../redis/scripts/script.js';
-import { withDeadline } from '../clientEvents.js';
+import { withDeadline } from '../withDeadline.js';
 import { listenOn, type PortEvent, ReplyError, type RedisPort, type ScriptArgs } from '../port.js';
 import { isA } from './errorClass.js';
 
