@@ -1,6 +1,6 @@
 import type { Cluster, Redis } from 'ioredis';
 import type { GlideClientLike } from './adapters/glide.js';
-import type { NodeRedisClient, NodeRedisCluster } from './adapters/nodeRedis.js';
+import type { NodeRedisClient, NodeRedisCluster, NodeRedisSentinel } from './adapters/nodeRedis.js';
 
 /**
  * A client with ioredis's API that is not ioredis 6's own class: iovalkey's `Redis` and `Cluster`
@@ -30,4 +30,4 @@ export interface IoredisCompatible {
  * The client a limiter or a window takes: ioredis 6's `Redis` or `Cluster`, iovalkey's, node-redis's
  * (`createClient()`, `createCluster()`) or Valkey GLIDE's (`GlideClient`, `GlideClusterClient`).
  */
-export type RedisClient = Redis | Cluster | IoredisCompatible | NodeRedisClient | NodeRedisCluster | GlideClientLike;
+export type RedisClient = Redis | Cluster | IoredisCompatible | NodeRedisClient | NodeRedisCluster | NodeRedisSentinel | GlideClientLike;

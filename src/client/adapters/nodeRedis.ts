@@ -28,7 +28,14 @@ export interface NodeRedisCluster extends Omit<NodeRedisClient, 'sendCommand'> {
   nodeClient(node: object): Promise<{ sendCommand(args: string[]): Promise<unknown> }> | { sendCommand(args: string[]): Promise<unknown> };
 }
 
-/** Whether `value` is a node-redis client or Cluster: `sendCommand` and the `isReady` / `isOpen` flags. */
+/** What resilimit calls on a node-redis Sentinel client, `createSentinel()`'s (it sends to the master it follows). */
+export interface NodeRedisSentinel extends Omit<NodeRedisClient, 'sendCommand' | 'destroy'> {
+  getMasterNode(): unknown;
+  sendCommand(isReadonly: boolean | undefined, args: string[]): Promise<unknown>;
+  destroy(): unknown;
+}
+
+/** Whether `value` is a node-redis client, Cluster or Sentinel client: `sendCommand` and the `isReady` / `isOpen` flags. */
 export function isNodeRedis(value: object): boolean {
   const c = value as Partial<Record<'sendCommand' | 'isReady' | 'isOpen' | 'destroy', unknown>>;
   return (
@@ -51,11 +58,13 @@ function mapped(error: unknown): unknown {
 export class NodeRedisPort implements RedisPort {
   readonly library = 'node-redis';
   readonly isCluster: boolean;
+  readonly #sentinel: boolean;
   /** The addresses of a Cluster's nodes that have been ready: a node ready again may be one restarted empty. */
   readonly #seen = new Set<string>();
 
-  constructor(readonly client: NodeRedisClient | NodeRedisCluster) {
+  constructor(readonly client: NodeRedisClient | NodeRedisCluster | NodeRedisSentinel) {
     this.isCluster = Array.isArray((client as { masters?: unknown }).masters);
+    this.#sentinel = typeof (client as { getMasterNode?: unknown }).getMasterNode === 'function';
   }
 
   get ready(): boolean {
@@ -108,6 +117,18 @@ export class NodeRedisPort implements RedisPort {
   on(event: PortEvent, listener: (arg?: unknown) => void): () => void {
     if (event === 'error') return listenOn(this.client, 'error', listener);
     // A Cluster client is ready ('connect') once it knows the slots; each node's connection says 'node-ready'.
+    if (event === 'ready' && this.#sentinel) {
+      // A Sentinel client that follows a failover to another master is a client ready on another server.
+      const stops = [
+        listenOn(this.client, 'ready', listener),
+        listenOn(this.client, 'topology-change', (change) => {
+          if ((change as { type?: string }).type === 'MASTER_CHANGE') listener();
+        }),
+      ];
+      return () => {
+        for (const stop of stops) stop();
+      };
+    }
     if (event === 'ready') return listenOn(this.client, this.isCluster ? 'connect' : 'ready', listener);
     if (!this.isCluster) return () => {};
     return listenOn(this.client, 'node-ready', (node) => {
@@ -120,6 +141,7 @@ export class NodeRedisPort implements RedisPort {
 
   describe(): string {
     if (this.isCluster) return 'a node-redis Cluster client';
+    if (this.#sentinel) return 'a node-redis Sentinel client';
     const options = (this.client as { options?: { url?: string; socket?: { host?: string; port?: number; path?: string } } }).options;
     if (options?.socket?.path) return `connecting to ${options.socket.path}`;
     if (options?.url) {
@@ -131,6 +153,8 @@ export class NodeRedisPort implements RedisPort {
 
   unsafeSettings(): string[] {
     const options = (this.client as { options?: { disableOfflineQueue?: boolean; defaults?: { disableOfflineQueue?: boolean } } }).options;
+    // A Sentinel client keeps its options private: nothing to check (docs/clients.md says what to set).
+    if (this.#sentinel) return [];
     const off = this.isCluster ? options?.defaults?.disableOfflineQueue : options?.disableOfflineQueue;
     return off === true ? [] : [`disableOfflineQueue is not true${this.isCluster ? " (set it in the Cluster options' defaults)" : ''}`];
   }
@@ -145,13 +169,15 @@ export class NodeRedisPort implements RedisPort {
       );
       if (closed) return;
     }
-    if (this.client.isOpen) this.client.destroy();
+    if (this.client.isOpen) await this.client.destroy();
   }
 
   #send(firstKey: string | undefined, args: string[]): Promise<unknown> {
     const sent = this.isCluster
       ? (this.client as NodeRedisCluster).sendCommand(firstKey, false, args)
-      : (this.client as NodeRedisClient).sendCommand(args);
+      : this.#sentinel
+        ? (this.client as NodeRedisSentinel).sendCommand(false, args)
+        : (this.client as NodeRedisClient).sendCommand(args);
     return sent.catch(reject);
   }
 }
