@@ -7,7 +7,7 @@ import { execFile } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { once } from 'node:events';
 import { existsSync } from 'node:fs';
-import { request as httpRequest, type Server } from 'node:http';
+import { request as httpRequest, type IncomingMessage, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { setImmediate as tick, setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
@@ -96,6 +96,14 @@ function seen(decision: Decision | undefined, same = true): string {
 function errorBody(error: unknown): string {
   const e = error as { code?: string; message?: string };
   return JSON.stringify({ code: e.code ?? null, message: e.message ?? String(error) });
+}
+
+/**
+ * Until the client gives up. Not `once(request, 'close')`, which rejects on the `'error'` of an aborted
+ * request: the handler would fail, and a refund could not tell a cut connection from a 500.
+ */
+function closed(request: IncomingMessage): Promise<void> {
+  return new Promise((resolve) => request.once('close', () => resolve()));
 }
 
 /** `/status/<code>` that status, `/hang` no answer until the client gives up, anything else 200. */
@@ -197,7 +205,7 @@ function honoApp(stack: Stack, app: { handled: number }): Hono<{ Bindings: HttpB
   h.get('*', async (c) => {
     app.handled += 1;
     const outcome = outcomeOf(c.req.path);
-    if (outcome === 'hang') await once(c.env.incoming, 'close'); // until the client gives up
+    if (outcome === 'hang') await closed(c.env.incoming); // then a 200 that cannot be sent whole
     if (outcome === 500) throw new Error('handler failed');
     return c.text(seen(c.get('rateLimit'), c.var.rateLimit === c.get('rateLimit')), outcome === 'hang' ? 200 : (outcome as 200));
   });
@@ -234,7 +242,8 @@ const frameworks: Framework[] = [
         app.handled += 1;
         const outcome = outcomeOf(ctx.path);
         if (outcome === 'hang') {
-          await once(ctx.req, 'close'); // until the client gives up
+          await closed(ctx.req); // then a 200 that cannot be sent whole
+          ctx.body = 'late';
           return;
         }
         if (outcome === 500) throw new Error('handler failed');
@@ -576,7 +585,10 @@ describe('hono', () => {
     const app = new Hono<AppEnv>();
     app.use(
       honoEntry.rateLimit<AppEnv>(limiter(), {
-        key: (c) => `user:${c.get('user')}`,
+        key: (c) => {
+          expectTypeOf(c.get('user')).toEqualTypeOf<string>(); // the app's Env, not Hono's untyped context
+          return `user:${c.get('user')}`;
+        },
         onLimited: (c, decision) => c.json({ retryAfterMs: decision.retryAfterMs }),
       }),
     );
@@ -614,7 +626,10 @@ describe('koa', () => {
     const k = new Koa<State>();
     k.use(
       koaEntry.rateLimit<State>(limiter(), {
-        key: (ctx) => `user:${ctx.state.user}`,
+        key: (ctx) => {
+          expectTypeOf(ctx.state.user).toEqualTypeOf<string>(); // the app's state, not Koa's untyped one
+          return `user:${ctx.state.user}`;
+        },
         onLimited: (ctx, decision) => {
           ctx.body = { retryAfterMs: decision.retryAfterMs };
         },
