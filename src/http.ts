@@ -2,15 +2,16 @@
  * `resilimit/http`: rate limiting for HTTP servers. {@link rateLimit} is a `(req, res, next)`
  * middleware for Express, Connect and plain `node:http`; {@link rateLimitHook} is a Fastify
  * `onRequest` hook. No framework is imported: both work on Node's request and response and on the few
- * members of Fastify's request and reply they use.
+ * members of Fastify's request and reply they use. Hono and Koa have entries of their own,
+ * `resilimit/hono` and `resilimit/koa`, on the same flow (`http/guard.ts`).
  * @module
  */
 import { Buffer } from 'node:buffer';
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { describe, ErrorCode, ResilimitError } from './options/errors.js';
-import { joined, partitionKeyParameter, problemBody, PROBLEM_TYPE, RateLimitFields, retryAfterSeconds } from './http/fields.js';
+import { PROBLEM_TYPE } from './http/fields.js';
+import { guard } from './http/guard.js';
 import type { RequestLike } from './http/keys.js';
-import { checkLimiter, resolveHttpOptions, type ClosingResponse, type CommonHttpOptions, type HttpLimiter } from './http/options.js';
+import type { ClosingResponse, CommonHttpOptions, HttpLimiter } from './http/options.js';
 import type { Decision } from './types.js';
 
 export { byHeader, byIp, byRoute, combine, headerKey, type KeyFunction, type RequestLike } from './http/keys.js';
@@ -56,140 +57,9 @@ export type RateLimitMiddleware<Req, Res> = (req: Req, res: Res, next: (error?: 
 /** The hook {@link rateLimitHook} returns: Fastify's callback form of `onRequest`. */
 export type RateLimitHook<Req, Reply> = (request: Req, reply: Reply, done: (error?: Error) => void) => void;
 
-/** `skip` must answer with a boolean: a promise (an `async` skip) is truthy and would skip every request. */
-function skips(answer: unknown): boolean {
-  if (typeof answer === 'boolean') return answer;
-  throw new ResilimitError(ErrorCode.INVALID_OPTION, `Expected \`skip\` to return a boolean, got ${describe(answer)}`);
-}
-
-function isThenable(value: unknown): value is PromiseLike<unknown> {
-  return typeof (value as PromiseLike<unknown> | undefined)?.then === 'function';
-}
-
-/** What the shared flow does to a framework's response (Node's `res`, Fastify's `reply`); made once. */
-type Response<Res> = {
-  getHeader(res: Res, name: string): unknown;
-  setHeader(res: Res, name: string, value: string): void;
-  /** Sets the status to 429 (before `onLimited` runs). */
-  limited(res: Res): void;
-  /** Sends the default body of a 429, `application/problem+json` (ASCII). */
-  sendProblem(res: Res, body: string): void;
-  /** Node's response under the framework's (for the skip options). */
-  raw(res: Res): ClosingResponse | undefined;
-};
-
-/** A refund that failed: the request counts, and the application never hears of it. */
-function ignore(): void {}
-
-/**
- * The flow of both: `skip`, decide, write the fields, and either go on (`proceed()`) or answer 429
- * (`onLimited`, or the default problem details body). Every error goes to `proceed(error)`, and the
- * request does not go on. With the skip options, an admitted request is refunded as its response
- * closes, when `refundIf` says so.
- */
-function guard<Req, Res>(
-  who: string,
-  limiter: HttpLimiter,
-  options: (CommonHttpOptions<Req, Res> & { onLimited?: (req: Req, res: Res, decision: Decision) => void | Promise<void> }) | undefined,
-  r: Response<Res>,
-): (req: Req, res: Res, proceed: (error?: unknown) => void) => void {
-  const l = checkLimiter(who, limiter);
-  const { key, cost, skip, onLimited, headers, policyName, partitionKey, refundIf } = resolveHttpOptions<
-    Req,
-    (req: Req, res: Res, decision: Decision) => void | Promise<void>,
-    Res
-  >(who, options);
-  /** With the skip options: refunds the admitted request `id` of `k` as its response closes, if `refundIf` says so then. */
-  let refundOnClose: ((req: Req, res: Res, raw: ClosingResponse, k: string, id: string) => void) | undefined;
-  if (refundIf !== undefined) {
-    const refund = l.refund?.bind(l);
-    if (refund === undefined) {
-      throw new ResilimitError(
-        ErrorCode.INVALID_OPTION,
-        `Expected the limiter of ${who}() to have refund() (a ResilientLimiter) for skipFailedRequests or skipSuccessfulRequests, got ${describe(limiter)}`,
-      );
-    }
-    refundOnClose = (req, res, raw, k, id) => {
-      const closed = (): void => {
-        if (!refundIf(req, res, raw)) return;
-        try {
-          Promise.resolve(refund(k, id)).then(undefined, ignore);
-        } catch {
-          // A limiter of your own whose refund() throws: the request counts, as when it rejects.
-        }
-      };
-      if (raw.closed === true) closed();
-      else raw.once('close', closed);
-    };
-  }
-  const fields = headers ? new RateLimitFields(l, policyName) : undefined;
-  const body = problemBody(policyName);
-
-  /**
-   * Writes the answer; true when the request goes on. `pk`: the `pk` parameter, or `''`. A refusal
-   * admitted in shadow mode goes on, without 429 or `Retry-After`, but its RateLimit fields are the
-   * refusal's: what the limit says of the quota left.
-   */
-  const answer = (req: Req, res: Res, proceed: (error?: unknown) => void, decision: Decision, pk: string): boolean => {
-    (req as { rateLimit?: Decision }).rateLimit = decision; // as express-rate-limit's users read it
-    const refused = !decision.allowed || (decision as { shadowRejected?: true }).shadowRejected === true;
-    const retryAfterS = refused ? retryAfterSeconds(decision.retryAfterMs) : 0;
-    if (fields !== undefined) {
-      r.setHeader(res, 'RateLimit-Policy', joined(r.getHeader(res, 'RateLimit-Policy'), fields.policy(decision, Date.now())));
-      r.setHeader(res, 'RateLimit', joined(r.getHeader(res, 'RateLimit'), fields.state(decision, retryAfterS, pk)));
-    }
-    if (decision.allowed) return true;
-    r.limited(res);
-    r.setHeader(res, 'Retry-After', String(retryAfterS));
-    if (onLimited === undefined) {
-      r.sendProblem(res, body(decision, retryAfterS));
-    } else {
-      const written = onLimited(req, res, decision);
-      if (isThenable(written)) written.then(undefined, proceed);
-    }
-    return false;
-  };
-
-  return (req, res, proceed) => {
-    let decided: Promise<Decision & { readonly id?: string | undefined }> | undefined;
-    let pk = '';
-    let k = '';
-    let raw: ClosingResponse | undefined;
-    try {
-      if (skip === undefined || !skips(skip(req))) {
-        k = key(req);
-        // Before the limiter: a partition key that fails leaves the request uncounted.
-        if (partitionKey !== undefined) pk = partitionKeyParameter(partitionKey(req, k));
-        if (refundOnClose !== undefined && (raw = r.raw(res)) === undefined) {
-          throw new ResilimitError(
-            ErrorCode.INVALID_OPTION,
-            `${who}(): skipFailedRequests and skipSuccessfulRequests need the reply's \`raw\` response`,
-          );
-        }
-        decided = l.limit(k, cost === undefined ? undefined : { cost: cost(req) });
-      }
-    } catch (error) {
-      proceed(error);
-      return;
-    }
-    if (decided === undefined) {
-      proceed();
-      return;
-    }
-    decided.then((decision) => {
-      let goOn: boolean;
-      try {
-        goOn = answer(req, res, proceed, decision, pk);
-      } catch (error) {
-        proceed(error);
-        return;
-      }
-      if (goOn && refundOnClose !== undefined && raw !== undefined && decision.id !== undefined)
-        refundOnClose(req, res, raw, k, decision.id);
-      // Outside the try: an error thrown by what proceed() runs is not ours to report a second time.
-      if (goOn) proceed();
-    }, proceed);
-  };
+/** Puts the decision on the request as `rateLimit`, as express-rate-limit's users read it. */
+function exposeOnRequest<Req>(req: Req, decision: Decision): void {
+  (req as { rateLimit?: Decision }).rateLimit = decision;
 }
 
 /**
@@ -221,8 +91,8 @@ export function rateLimit<Req extends IncomingMessage = IncomingMessage, Res ext
   limiter: HttpLimiter,
   options?: RateLimitOptions<Req, Res>,
 ): RateLimitMiddleware<Req, Res> {
-  const flow = guard<Req, Res>('rateLimit', limiter, options, {
-    getHeader: (res, name) => res.getHeader(name),
+  const flow = guard('rateLimit', limiter, options, {
+    getHeader: (res: Res, name) => res.getHeader(name),
     setHeader: (res, name, value) => void res.setHeader(name, value),
     limited: (res) => void (res.statusCode = 429),
     sendProblem(res, body) {
@@ -231,6 +101,8 @@ export function rateLimit<Req extends IncomingMessage = IncomingMessage, Res ext
       res.end(body);
     },
     raw: (res) => res,
+    expose: exposeOnRequest<Req>,
+    onLimited: (onLimited: NonNullable<RateLimitOptions<Req, Res>['onLimited']>, req: Req, res, decision) => onLimited(req, res, decision),
   });
   return function rateLimitMiddleware(req, res, next): void {
     flow(req, res, next);
@@ -259,8 +131,8 @@ export function rateLimitHook<Req extends RequestLike = RequestLike, Reply exten
   limiter: HttpLimiter,
   options?: RateLimitHookOptions<Req, Reply>,
 ): RateLimitHook<NoInfer<Req>, NoInfer<Reply>> {
-  const flow = guard<Req, Reply>('rateLimitHook', limiter, options, {
-    getHeader: (reply, name) => reply.getHeader(name.toLowerCase()),
+  const flow = guard('rateLimitHook', limiter, options, {
+    getHeader: (reply: Reply, name) => reply.getHeader(name.toLowerCase()),
     setHeader: (reply, name, value) => void reply.header(name.toLowerCase(), value),
     limited: (reply) => void reply.code(429),
     sendProblem(reply, body) {
@@ -269,6 +141,9 @@ export function rateLimitHook<Req extends RequestLike = RequestLike, Reply exten
       reply.send(Buffer.from(body, 'latin1'));
     },
     raw: (reply) => reply.raw,
+    expose: exposeOnRequest<Req>,
+    onLimited: (onLimited: NonNullable<RateLimitHookOptions<Req, Reply>['onLimited']>, request: Req, reply, decision) =>
+      onLimited(request, reply, decision),
   });
   return function rateLimitHook(request, reply, done): void {
     flow(request, reply, (error?: unknown) => (error === undefined ? done() : done(error as Error)));

@@ -5,7 +5,8 @@ import { MAX_KEY_LENGTH } from '../options/options.js';
 
 /**
  * What the key helpers read from a request: Node's `IncomingMessage` (plain `node:http`, Express,
- * Connect) and Fastify's request both fit.
+ * Connect), Fastify's request and Koa's `ctx` all fit. (Hono's context does not: `resilimit/hono` has
+ * helpers of its own.)
  */
 export interface RequestLike {
   readonly headers: IncomingHttpHeaders;
@@ -74,7 +75,7 @@ function prefix64(address: string): string {
  * proxy you trust overwrites them, and a client that picks its own key picks a fresh limit for every
  * request. Behind a proxy, every request comes from the proxy's address: key by what your framework
  * derives from your explicit proxy configuration (`req.ip` with Express's `trust proxy`, `request.ip`
- * with Fastify's `trustProxy`), or by an authenticated identity.
+ * with Fastify's `trustProxy`, `ctx.ip` with Koa's `app.proxy`), or by an authenticated identity.
  * @throws {ResilimitError} `ERR_RESILIMIT_INVALID_KEY` when the socket has no address (a server on a
  *   Unix socket, or a connection already closed): such a server needs another key.
  */
@@ -86,6 +87,14 @@ export function byIp(request: RequestLike): string {
       'byIp: the request has no client address (`socket.remoteAddress` is undefined: a server listening on a Unix socket, or a closed connection); give the middleware another `key`',
     );
   }
+  return addressKey(address);
+}
+
+/**
+ * The key of a client's address, as {@link byIp} makes it: `ip:<IPv4>`, or `ip:<first 64 bits>::/64`
+ * for IPv6 (an IPv4-mapped IPv6 address counts as its IPv4 address). Shared by every framework's `byIp`.
+ */
+export function addressKey(address: string): string {
   if (!address.includes(':')) return `ip:${address}`;
   if (address.startsWith('::ffff:') && address.includes('.')) return `ip:${address.slice(7)}`;
   return `ip:${prefix64(address.toLowerCase())}::/64`;
@@ -108,13 +117,29 @@ const FIELD_NAME = /^[!#$%&'*+.^_`|~0-9a-z-]+$/;
  * rateLimit(limiter, { key: byHeader('x-user-id') })
  */
 export function byHeader<R extends RequestLike = RequestLike>(name: string, otherwise: KeyFunction<R> = byIp): KeyFunction<R> {
+  return headerKeyOf(name, otherwise, nodeHeader);
+}
+
+function nodeHeader(request: RequestLike, field: string): string | undefined {
+  const raw = request.headers[field];
+  return Array.isArray(raw) ? raw.join(', ') : raw;
+}
+
+/**
+ * {@link byHeader} for requests whose header `field` (lower-cased) `read` gives, `undefined` when
+ * absent: shared by every framework's `byHeader`.
+ */
+export function headerKeyOf<R>(
+  name: string,
+  otherwise: KeyFunction<R>,
+  read: (request: R, field: string) => string | undefined,
+): KeyFunction<R> {
   checkFieldName(name);
   if (typeof otherwise !== 'function') throw invalidOption('otherwise', 'a key function', otherwise);
   const field = name.toLowerCase();
   const tag = headerTag(field);
   return (request) => {
-    const raw = request.headers[field];
-    const value = Array.isArray(raw) ? raw.join(', ') : raw;
+    const value = read(request, field);
     return value === undefined || value === '' ? otherwise(request) : bounded(tag, value);
   };
 }
@@ -159,12 +184,16 @@ function checkFieldName(name: unknown): asserts name is string {
  */
 export function byRoute(request: RequestLike): string {
   const url = (request as { originalUrl?: unknown }).originalUrl;
-  const full = typeof url === 'string' ? url : (request.url ?? '/');
-  const query = full.indexOf('?');
-  let path = (query === -1 ? full : full.slice(0, query)).toLowerCase();
+  return routeKey(request.method ?? 'GET', typeof url === 'string' ? url : (request.url ?? '/'));
+}
+
+/** The key {@link byRoute} makes of a method and a URL (its path, or path and query): shared by every framework's `byRoute`. */
+export function routeKey(method: string, url: string): string {
+  const query = url.indexOf('?');
+  let path = (query === -1 ? url : url.slice(0, query)).toLowerCase();
   if (path.includes('//')) path = path.replace(/\/{2,}/g, '/');
   if (path.length > 1 && path.endsWith('/')) path = path.slice(0, -1);
-  return bounded(`route:${request.method ?? 'GET'} `, path);
+  return bounded(`route:${method} `, path);
 }
 
 /**
@@ -173,7 +202,7 @@ export function byRoute(request: RequestLike): string {
  * different parts never make one key); a key longer than 1024 characters is replaced by its SHA-256.
  * @throws {ResilimitError} `ERR_RESILIMIT_INVALID_OPTION` unless every part is a function (and there is one at least).
  */
-export function combine<R extends RequestLike = RequestLike>(...parts: KeyFunction<R>[]): KeyFunction<R> {
+export function combine<R = RequestLike>(...parts: KeyFunction<R>[]): KeyFunction<R> {
   if (parts.length === 0) throw invalidOption('parts', 'one key function or more', undefined);
   parts.forEach((part, i) => {
     if (typeof part !== 'function') throw invalidOption(`parts[${i}]`, 'a key function', part);

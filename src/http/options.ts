@@ -193,8 +193,15 @@ export function checkLimiter(caller: string, limiter: unknown): HttpLimiter {
   return limiter as HttpLimiter;
 }
 
-/** Validates the options of `caller` once, when the middleware is made, and returns a frozen copy. */
-export function resolveHttpOptions<R, L, S = unknown>(caller: string, raw: unknown): ResolvedHttpOptions<R, L, S> {
+/**
+ * Validates the options of `caller` once, when the middleware is made, and returns a frozen copy.
+ * `defaultKey`: the key without a `key` option, the framework's `byIp`.
+ */
+export function resolveHttpOptions<R, L, S = unknown>(
+  caller: string,
+  raw: unknown,
+  defaultKey: KeyFunction<R> = byIp as KeyFunction<R>,
+): ResolvedHttpOptions<R, L, S> {
   if (raw !== undefined && (typeof raw !== 'object' || raw === null || Array.isArray(raw))) {
     throw invalidOption('options', 'an object', raw);
   }
@@ -213,7 +220,7 @@ export function resolveHttpOptions<R, L, S = unknown>(caller: string, raw: unkno
     throw invalidOption('policyName', '1 to 64 printable ASCII characters without `"` or `\\`', policyName);
   }
   return Object.freeze({
-    key: optionalFunction<KeyFunction<R>>('key', options['key']) ?? (byIp as KeyFunction<R>),
+    key: optionalFunction<KeyFunction<R>>('key', options['key']) ?? defaultKey,
     cost: optionalFunction<(request: R) => number>('cost', options['cost']),
     skip: optionalFunction<(request: R) => boolean>('skip', options['skip']),
     onLimited: optionalFunction<L>('onLimited', options['onLimited']),

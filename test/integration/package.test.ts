@@ -25,7 +25,7 @@ describe('the package', () => {
   it('ships the license, the changelog, the README, the Lua scripts and every entry point', () => {
     for (const name of ['LICENSE', 'CHANGELOG.md', 'README.md', 'package.json']) expect(files).toContain(name);
     for (const script of ['sliding-window', 'limit-all', 'reconcile', 'heartbeat', 'refund']) expect(files).toContain(`lua/${script}.lua`);
-    for (const entry of ['index', 'http', 'metrics', 'express-rate-limit', 'nestjs']) {
+    for (const entry of ['index', 'http', 'metrics', 'hono', 'koa', 'express-rate-limit', 'nestjs']) {
       expect(files).toContain(`dist/${entry}.js`);
       expect(files).toContain(`dist/${entry}.d.ts`);
     }
@@ -35,7 +35,7 @@ describe('the package', () => {
 
   it('can be required from CommonJS, every entry point (require of an ES module)', () => {
     const script =
-      "for (const e of ['resilimit', 'resilimit/http', 'resilimit/metrics', 'resilimit/express-rate-limit', 'resilimit/nestjs']) if (typeof require(e) !== 'object') process.exit(1)";
+      "for (const e of ['resilimit', 'resilimit/http', 'resilimit/metrics', 'resilimit/hono', 'resilimit/koa', 'resilimit/express-rate-limit', 'resilimit/nestjs']) if (typeof require(e) !== 'object') process.exit(1)";
     const run = spawnSync(process.execPath, ['-e', script], { cwd: root, encoding: 'utf8' });
     expect(run.stderr).toBe('');
     expect(run.status).toBe(0);

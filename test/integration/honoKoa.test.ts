@@ -1,0 +1,688 @@
+/**
+ * resilimit/hono and resilimit/koa on real servers: Hono served by @hono/node-server and Koa, each
+ * listening on an OS-assigned loopback port, sent real requests (fetch; node:http where the source
+ * address matters), deciding on a real Redis; and Hono through `app.request()`, with no server.
+ */
+import { execFile } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
+import { once } from 'node:events';
+import { existsSync } from 'node:fs';
+import { request as httpRequest, type IncomingMessage, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { setImmediate as tick, setTimeout as sleep } from 'node:timers/promises';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
+import { type HttpBindings, serve } from '@hono/node-server';
+import { Hono, type Context as HonoContext } from 'hono';
+import type { Redis } from 'ioredis';
+import Koa, { type ParameterizedContext } from 'koa';
+import { afterAll, afterEach, beforeAll, describe, expect, expectTypeOf, it } from 'vitest';
+import * as honoEntry from '../../src/hono.js';
+import * as koaEntry from '../../src/koa.js';
+import { closeRedisClient, createRedisClient, ResilientLimiter, type Decision, type ResilientLimiterOptions } from '../../src/index.js';
+import { freePort, useRedis, waitReady, type RedisHandle } from '../support/redis.js';
+
+let redisServer: RedisHandle;
+let redis: Redis;
+const limiters: ResilientLimiter[] = [];
+const apps: App[] = [];
+
+beforeAll(async () => {
+  redisServer = await useRedis();
+  redis = createRedisClient(redisServer.url);
+  await waitReady(redis);
+});
+afterEach(async () => {
+  await Promise.all(apps.splice(0).map((a) => a.close()));
+  await Promise.all(limiters.splice(0).map((l) => l.close()));
+});
+afterAll(async () => {
+  await redis?.quit();
+  await redisServer?.close();
+});
+
+/** The limiter's clock: it replaces Redis's TIME too, so that waits are exact (no request moves it). */
+const NOW = Date.UTC(2026, 0, 1);
+
+function limiter(options: Partial<ResilientLimiterOptions> = {}): ResilientLimiter {
+  const l = new ResilientLimiter({
+    redis,
+    limit: 3,
+    windowMs: 60_000,
+    prefix: `hk:${randomUUID()}:`,
+    local: { instances: 1 },
+    clock: () => NOW,
+    // A generous deadline: these tests are about HTTP, so Redis must decide even on a loaded machine.
+    breaker: { timeoutMs: 2000 },
+    ...options,
+  });
+  limiters.push(l);
+  return l;
+}
+
+// ---------------------------------------------------------------------------------------------
+// One app per framework, built from a framework-neutral description: the limiter(s) in front of a
+// handler that counts its runs and answers with the decision it finds on the context, and an error
+// handler that answers 500 with the error's code and message.
+
+type Spec = {
+  key?: 'ip' | 'user' | 'ip+route' | 'throws' | 'empty';
+  /** 'custom': 429 in text with a header of its own; 'late': the same after a macrotask; 'rejects': onLimited rejects. */
+  limited?: 'custom' | 'late' | 'rejects';
+  /** Requests with `x-skip: 1` are skipped; 'promise': an async skip (a misuse). */
+  skip?: 'header' | 'promise';
+  policyName?: string;
+  skipFailedRequests?: true;
+  /** skipSuccessfulRequests, successful meaning `x-probe: 1`. */
+  probesSucceed?: true;
+};
+type Stack = [ResilientLimiter, Spec][];
+
+interface App {
+  readonly url: string;
+  /** Times the route handler ran. */
+  handled: number;
+  close(): Promise<void>;
+}
+
+const LIMITED_TEXT = 'slow down';
+
+/** What the handler answers: the decision it reads on the context (null if none) and whether both ways of reading agree. */
+function seen(decision: Decision | undefined, same = true): string {
+  const d = decision === undefined ? null : { allowed: decision.allowed, remaining: decision.remaining, source: decision.source };
+  return JSON.stringify({ decision: d, same });
+}
+
+function errorBody(error: unknown): string {
+  const e = error as { code?: string; message?: string };
+  return JSON.stringify({ code: e.code ?? null, message: e.message ?? String(error) });
+}
+
+/**
+ * Until the client gives up. Not `once(request, 'close')`, which rejects on the `'error'` of an aborted
+ * request: the handler would fail, and a refund could not tell a cut connection from a 500.
+ */
+function closed(request: IncomingMessage): Promise<void> {
+  return new Promise((resolve) => request.once('close', () => resolve()));
+}
+
+/** `/status/<code>` that status, `/hang` no answer until the client gives up, anything else 200. */
+function outcomeOf(path: string): number | 'hang' {
+  if (path.startsWith('/hang')) return 'hang';
+  const code = /^\/status\/(\d{3})/.exec(path)?.[1];
+  return code === undefined ? 200 : Number(code);
+}
+
+function honoOptions(spec: Spec): honoEntry.RateLimitOptions<{ Bindings: HttpBindings }> {
+  const { byHeader, byIp, byRoute, combine } = honoEntry;
+  type C = HonoContext<{ Bindings: HttpBindings }>;
+  const keys = {
+    ip: byIp,
+    user: byHeader('x-user'),
+    'ip+route': combine<C>(byIp, byRoute),
+    throws: (c: C) => {
+      if (c.req.header('x-bad') !== undefined) throw new Error('no key for this request');
+      return 'k';
+    },
+    empty: (c: C) => (c.req.header('x-empty') === '1' ? '' : 'k'),
+  };
+  return {
+    ...(spec.key === undefined ? {} : { key: keys[spec.key] }),
+    ...(spec.policyName === undefined ? {} : { policyName: spec.policyName }),
+    ...(spec.skip === 'header' ? { skip: (c: C) => c.req.header('x-skip') === '1' } : {}),
+    ...(spec.skip === 'promise' ? { skip: (async () => true) as unknown as () => boolean } : {}),
+    ...(spec.skipFailedRequests ? { skipFailedRequests: true } : {}),
+    ...(spec.probesSucceed ? { skipSuccessfulRequests: true, requestWasSuccessful: (c: C) => c.req.header('x-probe') === '1' } : {}),
+    ...(spec.limited === undefined
+      ? {}
+      : {
+          onLimited: async (c: C, decision: Decision) => {
+            if (spec.limited === 'rejects') throw new Error('onLimited failed');
+            if (spec.limited === 'late') await tick();
+            c.header('x-limited', String(decision.remaining));
+            c.header('x-seen', String(c.get('rateLimit')?.allowed));
+            return c.text(LIMITED_TEXT); // 429: the middleware called c.status(429)
+          },
+        }),
+  };
+}
+
+function koaOptions(spec: Spec): koaEntry.RateLimitOptions {
+  const { byHeader, byIp, byRoute, combine } = koaEntry;
+  type C = ParameterizedContext;
+  const keys = {
+    ip: byIp,
+    user: byHeader('x-user'),
+    'ip+route': combine(byIp, byRoute),
+    throws: (ctx: C) => {
+      if (ctx.get('x-bad') !== '') throw new Error('no key for this request');
+      return 'k';
+    },
+    empty: (ctx: C) => (ctx.get('x-empty') === '1' ? '' : 'k'),
+  };
+  return {
+    ...(spec.key === undefined ? {} : { key: keys[spec.key] }),
+    ...(spec.policyName === undefined ? {} : { policyName: spec.policyName }),
+    ...(spec.skip === 'header' ? { skip: (ctx: C) => ctx.get('x-skip') === '1' } : {}),
+    ...(spec.skip === 'promise' ? { skip: (async () => true) as unknown as () => boolean } : {}),
+    ...(spec.skipFailedRequests ? { skipFailedRequests: true } : {}),
+    ...(spec.probesSucceed ? { skipSuccessfulRequests: true, requestWasSuccessful: (ctx: C) => ctx.get('x-probe') === '1' } : {}),
+    ...(spec.limited === undefined
+      ? {}
+      : {
+          onLimited: async (ctx: C, decision: Decision) => {
+            if (spec.limited === 'rejects') throw new Error('onLimited failed');
+            if (spec.limited === 'late') await tick(); // Koa would have answered by now without waiting for us
+            ctx.set('x-limited', String(decision.remaining));
+            ctx.set('x-seen', String((ctx.state as koaEntry.RateLimitState).rateLimit?.allowed));
+            ctx.type = 'text/plain';
+            ctx.body = LIMITED_TEXT;
+          },
+        }),
+  };
+}
+
+async function listening(server: Server, app: { handled: number }): Promise<App> {
+  await once(server, 'listening');
+  const { port } = server.address() as AddressInfo;
+  return Object.assign(app, {
+    url: `http://127.0.0.1:${port}`,
+    close: async () => {
+      server.closeAllConnections();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    },
+  });
+}
+
+/** The Hono app of a stack (served by @hono/node-server below, or asked with `app.request()`). */
+function honoApp(stack: Stack, app: { handled: number }): Hono<{ Bindings: HttpBindings }> {
+  const h = new Hono<{ Bindings: HttpBindings }>();
+  for (const [l, spec] of stack) h.use(honoEntry.rateLimit(l, honoOptions(spec)));
+  h.get('/raw', (c) => {
+    app.handled += 1;
+    return new Response(seen(c.get('rateLimit'))); // built by hand, not through c: the fields must stay
+  });
+  h.get('*', async (c) => {
+    app.handled += 1;
+    const outcome = outcomeOf(c.req.path);
+    if (outcome === 'hang') await closed(c.env.incoming); // then a 200 that cannot be sent whole
+    if (outcome === 500) throw new Error('handler failed');
+    return c.text(seen(c.get('rateLimit'), c.var.rateLimit === c.get('rateLimit')), outcome === 'hang' ? 200 : (outcome as 200));
+  });
+  h.onError((error, c) => c.text(errorBody(error), 500));
+  return h;
+}
+
+type Framework = { name: string; start(stack: Stack): Promise<App> };
+
+const frameworks: Framework[] = [
+  {
+    name: 'hono',
+    async start(stack) {
+      const app = { handled: 0 };
+      const h = honoApp(stack, app);
+      return listening(serve({ fetch: h.fetch, port: 0, hostname: '127.0.0.1' }) as Server, app);
+    },
+  },
+  {
+    name: 'koa',
+    async start(stack) {
+      const app = { handled: 0 };
+      const k = new Koa();
+      k.use(async (ctx, next) => {
+        try {
+          await next();
+        } catch (error) {
+          ctx.status = 500;
+          ctx.body = errorBody(error);
+        }
+      });
+      for (const [l, spec] of stack) k.use(koaEntry.rateLimit(l, koaOptions(spec)));
+      k.use(async (ctx) => {
+        app.handled += 1;
+        const outcome = outcomeOf(ctx.path);
+        if (outcome === 'hang') {
+          await closed(ctx.req); // then a 200 that cannot be sent whole
+          ctx.body = 'late';
+          return;
+        }
+        if (outcome === 500) throw new Error('handler failed');
+        ctx.status = outcome;
+        ctx.body = seen((ctx.state as koaEntry.RateLimitState).rateLimit);
+      });
+      return listening(k.listen(0, '127.0.0.1'), app);
+    },
+  },
+];
+
+// ---------------------------------------------------------------------------------------------
+// Requests and fields
+
+type Reply = { status: number; headers: Headers; body: string };
+
+async function get(app: App, path = '/', headers: Record<string, string> = {}): Promise<Reply> {
+  const response = await fetch(`${app.url}${path}`, { headers });
+  return { status: response.status, headers: response.headers, body: await response.text() };
+}
+
+async function sequence(app: App, n: number, path = '/', headers: Record<string, string> = {}): Promise<Reply[]> {
+  const out: Reply[] = [];
+  for (let i = 0; i < n; i += 1) out.push(await get(app, path, headers));
+  return out;
+}
+
+/** A GET from a given loopback source address (fetch cannot choose it). */
+function getFrom(app: App, localAddress: string, headers: Record<string, string> = {}): Promise<Reply> {
+  return new Promise((resolve, reject) => {
+    const req = httpRequest(`${app.url}/`, { localAddress, agent: false, headers }, (res) => {
+      let body = '';
+      res.setEncoding('utf8');
+      res.on('data', (chunk: string) => (body += chunk));
+      res.on('end', () => {
+        const fields = new Headers();
+        for (const [name, value] of Object.entries(res.headers)) if (typeof value === 'string') fields.set(name, value);
+        resolve({ status: res.statusCode ?? 0, headers: fields, body });
+      });
+    });
+    req.on('error', reject);
+    req.end();
+  });
+}
+
+/** The items of a RateLimit or RateLimit-Policy field: `"name";k=v;k=v, "name";…`. */
+function items(field: string | null): { name: string; params: Record<string, number> }[] {
+  expect(field, 'the field is present').not.toBeNull();
+  return (field as string).split(/\s*,\s*/).map((part) => {
+    const match = /^"([^"]*)"((?:;[a-z]+=\d+)+)$/.exec(part);
+    expect(match, `a well-formed item: ${part}`).not.toBeNull();
+    const [, name, rest] = match as RegExpExecArray;
+    const params = Object.fromEntries(
+      (rest as string)
+        .slice(1)
+        .split(';')
+        .map((p) => [p.split('=')[0], Number(p.split('=')[1])]),
+    );
+    return { name: name as string, params };
+  });
+}
+
+/** The single item of a field, checked to be named `name`. */
+function item(field: string | null, name = 'default'): Record<string, number> {
+  const all = items(field);
+  expect(all.map((i) => i.name)).toEqual([name]);
+  return all[0]!.params;
+}
+
+/** The decision the handler found on the context. */
+function decisionOf(reply: Reply): { decision: { allowed: boolean; remaining: number; source: string } | null; same: boolean } {
+  return JSON.parse(reply.body);
+}
+
+const QUOTA_EXCEEDED = {
+  type: 'https://iana.org/assignments/http-problem-types#quota-exceeded',
+  title: 'Request cannot be satisfied as assigned quota has been exceeded',
+  status: 429,
+};
+
+/** Polls (bounded: 2 s) until `key`'s window has `remaining` permits: a refund runs as the response closes, after the client has it. */
+async function remainingBecomes(l: ResilientLimiter, remaining: number, key = 'k'): Promise<void> {
+  for (let i = 0; (await l.peek(key)).remaining !== remaining; i += 1) {
+    if (i > 200) throw new Error(`remaining ${(await l.peek(key)).remaining}, not ${remaining}`);
+    await sleep(10);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+
+describe.each(frameworks)('$name', (framework) => {
+  async function start(spec: Spec = {}, l = limiter()): Promise<App> {
+    const app = await framework.start([[l, spec]]);
+    apps.push(app);
+    return app;
+  }
+
+  it('admits requests under the limit with the RateLimit fields counting down, then answers 429 with Retry-After and a problem details body', async () => {
+    const app = await start();
+    const replies = await sequence(app, 4);
+    expect(replies.map((r) => r.status)).toEqual([200, 200, 200, 429]);
+    expect(app.handled).toBe(3);
+    for (const reply of replies) expect(item(reply.headers.get('ratelimit-policy'))).toEqual({ q: 3, w: 60 });
+    expect(replies.map((r) => item(r.headers.get('ratelimit')))).toEqual([
+      { r: 2, t: 60 },
+      { r: 1, t: 60 },
+      { r: 0, t: 60 },
+      { r: 0, t: 60 }, // t: Retry-After, a full window on this clock
+    ]);
+    for (const reply of replies.slice(0, 3)) expect(reply.headers.get('retry-after')).toBeNull();
+    const limited = replies[3]!;
+    expect(limited.headers.get('retry-after')).toBe('60');
+    expect(limited.headers.get('content-type')).toBe('application/problem+json');
+    expect(JSON.parse(limited.body)).toEqual({
+      ...QUOTA_EXCEEDED,
+      detail: 'Retry after 60 s',
+      'violated-policies': ['default'],
+      retryAfterMs: 60_000,
+    });
+  });
+
+  it('puts the decision on the context, where the handler reads it', async () => {
+    const app = await start();
+    const replies = await sequence(app, 2);
+    expect(replies.map(decisionOf)).toEqual([
+      { decision: { allowed: true, remaining: 2, source: 'redis' }, same: true },
+      { decision: { allowed: true, remaining: 1, source: 'redis' }, same: true },
+    ]);
+  });
+
+  it('answers a rejected request with onLimited, given the decision on the context, after the status, Retry-After and the fields are set', async () => {
+    const app = await start({ limited: 'custom' });
+    const limited = (await sequence(app, 4))[3]!;
+    expect(limited.status).toBe(429);
+    expect(limited.body).toBe(LIMITED_TEXT);
+    expect(limited.headers.get('content-type')).toMatch(/^text\/plain/);
+    expect(limited.headers.get('x-limited')).toBe('0');
+    expect(limited.headers.get('x-seen')).toBe('false');
+    expect(limited.headers.get('retry-after')).toBe('60');
+    expect(item(limited.headers.get('ratelimit'))).toEqual({ r: 0, t: 60 });
+    expect(app.handled).toBe(3);
+  });
+
+  it('waits for an onLimited that answers after a macrotask', async () => {
+    const app = await start({ limited: 'late' });
+    const limited = (await sequence(app, 4))[3]!;
+    expect([limited.status, limited.body, limited.headers.get('x-limited')]).toEqual([429, LIMITED_TEXT, '0']);
+    expect(app.handled).toBe(3);
+  });
+
+  it('passes an error of onLimited to the error handling', async () => {
+    const app = await start({ limited: 'rejects' });
+    const replies = await sequence(app, 4);
+    expect(replies.map((r) => r.status)).toEqual([200, 200, 200, 500]);
+    expect(JSON.parse(replies[3]!.body)).toMatchObject({ message: 'onLimited failed' });
+    expect(app.handled).toBe(3);
+  });
+
+  it('lets skipped requests through uncounted, without RateLimit fields or a decision', async () => {
+    const app = await start({ skip: 'header' });
+    const skipped = await sequence(app, 4, '/', { 'x-skip': '1' });
+    expect(skipped.map((r) => r.status)).toEqual([200, 200, 200, 200]);
+    for (const r of skipped) {
+      expect(r.headers.get('ratelimit')).toBeNull();
+      expect(decisionOf(r).decision).toBeNull();
+    }
+    expect(item((await get(app)).headers.get('ratelimit'))['r']).toBe(2);
+    expect(app.handled).toBe(5);
+  });
+
+  it('fails a request whose skip returns a promise instead of skipping it', async () => {
+    const app = await start({ skip: 'promise' });
+    const reply = await get(app);
+    expect(reply.status).toBe(500);
+    expect(JSON.parse(reply.body)).toMatchObject({ code: 'ERR_RESILIMIT_INVALID_OPTION' });
+    expect(app.handled).toBe(0);
+  });
+
+  it('keys by the TCP peer by default: another source address has its own limit, X-Forwarded-For is ignored', async () => {
+    const app = await start();
+    const claimed = [];
+    for (let i = 1; i <= 4; i += 1) claimed.push(await getFrom(app, '127.0.0.1', { 'x-forwarded-for': `198.51.100.${i}` }));
+    expect(claimed.map((r) => r.status)).toEqual([200, 200, 200, 429]);
+    const other = await getFrom(app, '127.0.0.2');
+    expect(other.status).toBe(200);
+    expect(item(other.headers.get('ratelimit'))['r']).toBe(2);
+  });
+
+  it("keys by a header with the entry's byHeader, a request without it by its address", async () => {
+    const app = await start({ key: 'user' });
+    expect((await sequence(app, 4, '/', { 'x-user': 'alice' })).map((r) => r.status)).toEqual([200, 200, 200, 429]);
+    expect(item((await get(app, '/', { 'x-user': 'bob' })).headers.get('ratelimit'))['r']).toBe(2);
+    expect(item((await get(app)).headers.get('ratelimit'))['r']).toBe(2);
+  });
+
+  it('keys by route with combine(byIp, byRoute): each path its own limit, whatever its query, case or trailing slash', async () => {
+    const app = await start({ key: 'ip+route' });
+    const orders = [
+      await get(app, '/orders?page=1'),
+      await get(app, '/Orders/?page=2'),
+      await get(app, '/orders'),
+      await get(app, '/orders'),
+    ];
+    expect(orders.map((r) => r.status)).toEqual([200, 200, 200, 429]);
+    expect(item((await get(app, '/users')).headers.get('ratelimit'))['r']).toBe(2);
+  });
+
+  it("passes an error of the key function and the limiter's misuse errors to the error handling, without counting the request", async () => {
+    const app = await start({ key: 'throws' });
+    const bad = await get(app, '/', { 'x-bad': '1' });
+    expect([bad.status, JSON.parse(bad.body)]).toEqual([500, { code: null, message: 'no key for this request' }]);
+    expect(item((await get(app)).headers.get('ratelimit'))['r']).toBe(2);
+
+    const l = limiter();
+    const other = await start({ key: 'empty' }, l);
+    expect(JSON.parse((await get(other, '/', { 'x-empty': '1' })).body)).toMatchObject({ code: 'ERR_RESILIMIT_INVALID_KEY' });
+    await l.close();
+    expect(JSON.parse((await get(other)).body)).toMatchObject({ code: 'ERR_RESILIMIT_CLOSED' });
+    expect(app.handled + other.handled).toBe(1);
+  });
+
+  it('lists the items of two limiters side by side, and stops at the first that rejects', async () => {
+    const app = await framework.start([
+      [limiter({ limit: 2 }), { policyName: 'burst' }],
+      [limiter({ limit: 5, windowMs: 3_600_000 }), { policyName: 'hourly' }],
+    ]);
+    apps.push(app);
+    const replies = await sequence(app, 3);
+    expect(items(replies[0]!.headers.get('ratelimit-policy'))).toEqual([
+      { name: 'burst', params: { q: 2, w: 60 } },
+      { name: 'hourly', params: { q: 5, w: 3600 } },
+    ]);
+    expect(items(replies[1]!.headers.get('ratelimit')).map((i) => [i.name, i.params['r']])).toEqual([
+      ['burst', 0],
+      ['hourly', 3],
+    ]);
+    expect(replies[2]!.status).toBe(429);
+    expect(items(replies[2]!.headers.get('ratelimit')).map((i) => i.name)).toEqual(['burst']); // hourly never asked
+    expect(JSON.parse(replies[2]!.body)).toMatchObject({ 'violated-policies': ['burst'] });
+  });
+
+  it('with skipFailedRequests, counts only the requests that succeed: an error status, a thrown error or a cut connection is refunded', async () => {
+    const l = limiter();
+    const app = await start({ key: 'empty', skipFailedRequests: true }, l);
+    for (const path of ['/status/503', '/status/404', '/status/500']) {
+      expect((await get(app, path)).status).toBe(Number(path.slice('/status/'.length)));
+      await remainingBecomes(l, 3);
+    }
+    const aborted = new AbortController();
+    const hung = fetch(`${app.url}/hang`, { signal: aborted.signal }).catch((error: unknown) => error);
+    while (app.handled < 4) await sleep(5);
+    expect((await l.peek('k')).remaining).toBe(2); // counted while it runs
+    aborted.abort();
+    await hung;
+    await remainingBecomes(l, 3);
+    expect((await sequence(app, 4, '/status/201')).map((r) => r.status)).toEqual([201, 201, 201, 429]);
+    expect((await l.peek('k')).remaining).toBe(0); // neither the successes nor the 429 came back
+  });
+
+  it('with skipSuccessfulRequests, asks requestWasSuccessful with the context: only the others count', async () => {
+    const l = limiter();
+    const app = await start({ key: 'empty', probesSucceed: true }, l);
+    for (let i = 0; i < 4; i += 1) {
+      expect((await get(app, '/status/404', { 'x-probe': '1' })).status).toBe(404);
+      await remainingBecomes(l, 3);
+    }
+    expect((await sequence(app, 4)).map((r) => r.status)).toEqual([200, 200, 200, 429]);
+  });
+
+  it('answers from the local window while Redis is down: the fields, the 429 and the decision say so', async () => {
+    const down = createRedisClient(`redis://127.0.0.1:${await freePort()}`); // nothing listens there
+    try {
+      const app = await start({}, limiter({ redis: down }));
+      const replies = await sequence(app, 4);
+      expect(replies.map((r) => r.status)).toEqual([200, 200, 200, 429]);
+      expect(decisionOf(replies[0]!).decision).toEqual({ allowed: true, remaining: 2, source: 'local' });
+      expect(replies.map((r) => item(r.headers.get('ratelimit'))['r'])).toEqual([2, 1, 0, 0]);
+      expect(replies[3]!.headers.get('retry-after')).toBe('60');
+      expect(JSON.parse(replies[3]!.body)).toMatchObject({ ...QUOTA_EXCEEDED, retryAfterMs: 60_000 });
+    } finally {
+      await Promise.all(limiters.splice(0).map((l) => l.close()));
+      await closeRedisClient(down);
+    }
+  });
+});
+
+describe('hono', () => {
+  it('keeps the fields on a response the handler builds itself', async () => {
+    const app = await frameworks[0]!.start([[limiter(), {}]]);
+    apps.push(app);
+    const reply = await get(app, '/raw');
+    expect([reply.status, item(reply.headers.get('ratelimit'))]).toEqual([200, { r: 2, t: 60 }]);
+    expect(decisionOf(reply).decision).toEqual({ allowed: true, remaining: 2, source: 'redis' });
+  });
+
+  it("answers app.request() with a key of the app's own; byIp there fails the request, naming byIpFrom", async () => {
+    const app = { handled: 0 };
+    const asked = honoApp([[limiter(), { key: 'user' }]], app);
+    const replies = [];
+    for (let i = 0; i < 4; i += 1) replies.push(await asked.request('/', { headers: { 'x-user': 'alice' } }));
+    expect(replies.map((r) => r.status)).toEqual([200, 200, 200, 429]);
+    expect(replies[3]!.headers.get('retry-after')).toBe('60');
+    const anonymous = await asked.request('/'); // byHeader's otherwise: byIp, which has no address here
+    expect(anonymous.status).toBe(500);
+    const error = JSON.parse(await anonymous.text()) as { code: string; message: string };
+    expect(error.code).toBe('ERR_RESILIMIT_INVALID_KEY');
+    expect(error.message).toContain('byIpFrom');
+    expect(app.handled).toBe(3);
+  });
+
+  it('keys by the address a runtime gives with byIpFrom: an IPv6 client by its /64', async () => {
+    const l = limiter({ limit: 2 });
+    const h = new Hono();
+    h.use(honoEntry.rateLimit(l, { key: honoEntry.byIpFrom((c) => c.req.header('x-test-address')) }));
+    h.get('/', (c) => c.text('ok'));
+    h.onError((error, c) => c.text(errorBody(error), 500));
+    const from = async (address: string) => (await h.request('/', { headers: { 'x-test-address': address } })).status;
+    expect([await from('2001:db8:0:1::1'), await from('2001:db8:0:1::2'), await from('2001:db8:0:1:ffff::3')]).toEqual([200, 200, 429]);
+    expect(await from('2001:db8:0:2::1')).toBe(200);
+    expect(await from('::ffff:203.0.113.7')).toBe(200);
+    expect((await l.peek('ip:203.0.113.7')).remaining).toBe(1);
+    expect(await (await h.request('/')).json()).toMatchObject({ code: 'ERR_RESILIMIT_INVALID_KEY' });
+  });
+
+  it('with skipFailedRequests under app.request(), refunds once the handlers have returned, by the status of c.res', async () => {
+    const l = limiter();
+    const app = { handled: 0 };
+    const asked = honoApp([[l, { key: 'empty', skipFailedRequests: true }]], app);
+    for (const path of ['/status/503', '/status/500', '/status/404']) await asked.request(path);
+    expect((await l.peek('k')).remaining).toBe(3); // refunded before app.request() resolved: no wait
+    const ok = [];
+    for (let i = 0; i < 4; i += 1) ok.push((await asked.request('/status/201')).status);
+    expect(ok).toEqual([201, 201, 201, 429]);
+    expect(app.handled).toBe(6);
+  });
+
+  it('types the decision as c.get("rateLimit") and c.var.rateLimit, and gives the options Hono\'s context', () => {
+    type AppEnv = { Variables: { user: string } };
+    const app = new Hono<AppEnv>();
+    app.use(
+      honoEntry.rateLimit<AppEnv>(limiter(), {
+        key: (c) => {
+          expectTypeOf(c.get('user')).toEqualTypeOf<string>(); // the app's Env, not Hono's untyped context
+          return `user:${c.get('user')}`;
+        },
+        onLimited: (c, decision) => c.json({ retryAfterMs: decision.retryAfterMs }),
+      }),
+    );
+    app.get('/', (c) => {
+      expectTypeOf(c.get('rateLimit')).toEqualTypeOf<Decision | undefined>();
+      expectTypeOf(c.var.rateLimit).toEqualTypeOf<Decision | undefined>();
+      // @ts-expect-error: a decision has no such field
+      void c.get('rateLimit')?.remainingMs;
+      return c.text('ok');
+    });
+    // On one route, and in an untyped app.
+    new Hono().get('/', honoEntry.rateLimit(limiter()), (c) => c.text(String(c.var.rateLimit?.remaining)));
+    // @ts-expect-error: onLimited must return the response
+    honoEntry.rateLimit(limiter(), { onLimited: () => undefined });
+    expect(app.routes.length).toBe(2);
+  });
+});
+
+describe('koa', () => {
+  it("gives the option functions Koa's ctx: keyed by ctx.ip, following app.proxy", async () => {
+    const l = limiter({ limit: 1 });
+    const k = new Koa({ proxy: true });
+    k.use(koaEntry.rateLimit(l, { key: (ctx) => `ip:${ctx.ip}` }));
+    k.use((ctx) => {
+      ctx.body = 'ok';
+    });
+    const app = await listening(k.listen(0, '127.0.0.1'), { handled: 0 });
+    apps.push(app);
+    const from = async (address: string) => (await get(app, '/', { 'x-forwarded-for': address })).status;
+    expect([await from('198.51.100.1'), await from('198.51.100.1'), await from('198.51.100.2')]).toEqual([200, 429, 200]);
+  });
+
+  it("types the decision on ctx.state and gives the options Koa's context", () => {
+    type State = { user: string };
+    const k = new Koa<State>();
+    k.use(
+      koaEntry.rateLimit<State>(limiter(), {
+        key: (ctx) => {
+          expectTypeOf(ctx.state.user).toEqualTypeOf<string>(); // the app's state, not Koa's untyped one
+          return `user:${ctx.state.user}`;
+        },
+        onLimited: (ctx, decision) => {
+          ctx.body = { retryAfterMs: decision.retryAfterMs };
+        },
+      }),
+    ).use((ctx) => {
+      expectTypeOf(ctx.state.rateLimit).toEqualTypeOf<Decision | undefined>();
+      expectTypeOf(ctx.state.user).toEqualTypeOf<string>();
+      ctx.body = 'ok';
+    });
+    // @ts-expect-error: onLimited is given the context and the decision, not Node's request and response
+    koaEntry.rateLimit(limiter(), { onLimited: (_req: unknown, res: { end(): void }) => res.end() });
+    expect(k.middleware.length).toBe(2);
+  });
+});
+
+describe('option validation', () => {
+  it.each([
+    ['hono', () => honoEntry.rateLimit(limiter(), { trustProxy: true } as never)],
+    ['koa', () => koaEntry.rateLimit(limiter(), { max: 5 } as never)],
+  ])('refuses an option %s does not have, naming it', (_, make) => {
+    expect(make).toThrow(
+      expect.objectContaining({ code: 'ERR_RESILIMIT_INVALID_OPTION', message: expect.stringMatching(/rateLimit\(\) has no such option/) }),
+    );
+  });
+
+  it('refuses a limiter that is not one, and a byIpFrom without a function', () => {
+    expect(() => koaEntry.rateLimit({} as never)).toThrow('Expected the limiter of rateLimit() to be a ResilientLimiter, got an object');
+    expect(() => honoEntry.byIpFrom('x-real-ip' as never)).toThrow(expect.objectContaining({ code: 'ERR_RESILIMIT_INVALID_OPTION' }));
+  });
+});
+
+describe('the package entry points', () => {
+  it('exports resilimit/hono and resilimit/koa from the build, loading neither a framework nor the limiter', async () => {
+    const root = fileURLToPath(new URL('../../', import.meta.url));
+    if (!existsSync(`${root}dist/hono.js`) || !existsSync(`${root}dist/koa.d.ts`))
+      throw new Error('Run `npm run build` first (`npm test` does).');
+    // Resolved by package name from inside the package (self-reference), as a user's import is; a
+    // resolve hook records every module the imports load.
+    const script = `
+      import { registerHooks } from 'node:module';
+      const loaded = [];
+      registerHooks({ resolve: (specifier, context, next) => { const r = next(specifier, context); loaded.push(r.url); return r; } });
+      const hono = await import('resilimit/hono');
+      const koa = await import('resilimit/koa');
+      console.log(JSON.stringify({ hono: Object.keys(hono).sort(), koa: Object.keys(koa).sort(), loaded }));
+    `;
+    const { stdout } = await promisify(execFile)(process.execPath, ['--input-type=module', '-e', script], { cwd: root });
+    const { hono, koa, loaded } = JSON.parse(stdout) as { hono: string[]; koa: string[]; loaded: string[] };
+    expect(hono).toEqual(['byHeader', 'byIp', 'byIpFrom', 'byRoute', 'combine', 'headerKey', 'rateLimit']);
+    expect(koa).toEqual(['byHeader', 'byIp', 'byRoute', 'combine', 'headerKey', 'rateLimit']);
+    const files = loaded.filter((url) => url.startsWith('file:')).map((url) => url.slice(url.indexOf('/dist/') + 1));
+    expect(files).toEqual(expect.arrayContaining(['dist/hono.js', 'dist/koa.js']));
+    expect(files.every((f) => f.startsWith('dist/'))).toBe(true); // no dependency, no framework
+    expect(files).not.toContain('dist/limiter/ResilientLimiter.js');
+  });
+});
