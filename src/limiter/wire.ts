@@ -111,6 +111,7 @@ export function wire(front: Front, resolved: ResolvedLimiterOptions, closed: () 
     tier.isCluster ? (call) => calculateSlot(redisKey(prefix, call.key)) : undefined,
     // Half-open lets one Redis call through: a call alone, so that only its caller waits on the trial.
     resolved.coalesce ? () => tier.state === 'closed' : () => false,
+    () => tier.callsInFlight,
   );
   const reserved = new Reservations();
   const gate = new Gate(tier, recovery, coalescer, { ...resolved, timeoutMs: resolved.breaker.timeoutMs }, perf);

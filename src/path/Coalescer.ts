@@ -7,6 +7,14 @@ import type { BatchCall, BatchOutcome } from '../redis/RedisWindow.js';
  */
 const MAX_BATCH = 16;
 
+/**
+ * Script calls the coalescer keeps in flight when it can: with one, this process and Redis take
+ * turns (one waits while the other works). Measured at 16 callers with one batch of 16 a turn:
+ * batches of 8 made 1.44x the decisions/s, of 4 1.59x; at 64 callers the same small batches lost
+ * 12–24 %. So a turn's calls are split only as far as needed to have two script calls out.
+ */
+const IN_FLIGHT = 2;
+
 /** A call to coalesce, told by {@link Coalescer.enqueue} where its decision will be in its batch's. */
 export type QueuedCall = BatchCall & { index: number };
 
@@ -15,7 +23,8 @@ type Batch = PromiseWithResolvers<BatchOutcome[]> & { readonly slot: number; rea
 
 /**
  * Coalescing (`coalesce: true`): the calls of `limit()` made in one event-loop turn leave together
- * on the next tick, as script calls of at most MAX_BATCH calls, one group per hash slot on a Cluster
+ * on the next tick, as script calls of at most MAX_BATCH calls (fewer when fewer than IN_FLIGHT
+ * script calls are out: see there), one group per hash slot on a Cluster
  * (a script's keys must share one). The calls of a batch share one promise, of the batch's
  * decisions: nothing is made per call. It owns this turn's batches; {@link size} counts their calls
  * for the saturation gate.
@@ -26,6 +35,10 @@ export class Coalescer {
   /** The batch that each hash slot's calls join now (slot 0 on a single Redis), until it is full. */
   readonly #filling = new Map<number, Batch>();
   #size = 0;
+  /** Script calls this turn's batches are to be spread over (see {@link IN_FLIGHT}). */
+  #toSend = 1;
+  /** Calls the last turn sent: the guess of how many this one will. */
+  #lastTurn = 0;
 
   constructor(
     /** Sends one batch. */
@@ -34,6 +47,8 @@ export class Coalescer {
     readonly slotOf: ((call: BatchCall) => number) | undefined,
     /** Whether calls are coalesced now (the `coalesce` option, and the breaker closed). */
     readonly coalescing: () => boolean = () => true,
+    /** Script calls sent and not yet settled. */
+    readonly inFlight: () => number = () => 0,
   ) {}
 
   /** Sends `call`: queued for this turn's batch while {@link coalescing}, else alone. As {@link enqueue} resolves. */
@@ -52,9 +67,13 @@ export class Coalescer {
    * (set here); rejects as the batch's script call does.
    */
   enqueue(call: QueuedCall): Promise<BatchOutcome[]> {
+    // As many calls a batch as spreads the turn's calls, guessed from the last turn's, over the script
+    // calls still to send to have IN_FLIGHT out; past the guess (a burst), batches are full again.
+    if (this.#size === 0) this.#toSend = Math.max(1, IN_FLIGHT - this.inFlight());
+    const cap = this.#size < this.#lastTurn ? Math.min(MAX_BATCH, Math.ceil(this.#lastTurn / this.#toSend)) : MAX_BATCH;
     const slot = this.slotOf === undefined ? 0 : this.slotOf(call);
     let batch = this.#filling.get(slot);
-    if (batch === undefined || batch.calls.length === MAX_BATCH) {
+    if (batch === undefined || batch.calls.length >= cap) {
       batch = Object.assign(Promise.withResolvers<BatchOutcome[]>(), { slot, calls: [] });
       this.#filling.set(slot, batch);
       this.#batches.push(batch);
@@ -70,6 +89,7 @@ export class Coalescer {
     const batches = this.#batches;
     this.#batches = [];
     this.#filling.clear();
+    this.#lastTurn = this.#size;
     this.#size = 0;
     // In slot order on a Cluster (a stable sort: a slot's batches keep theirs).
     if (this.slotOf !== undefined) batches.sort((a, b) => a.slot - b.slot);

@@ -139,6 +139,11 @@ export class RedisTier {
     return this.#lastReplyAt;
   }
 
+  /** Redis calls in the ledger not yet settled (timed-out ones still running included). */
+  get callsInFlight(): number {
+    return this.#outstanding.size;
+  }
+
   /** Decisions in calls not yet settled (timed-out ones still running included). */
   get outstandingDecisions(): number {
     return this.#outstandingDecisions;
