@@ -26,7 +26,7 @@ const retryStrategy = (times: number): number => Math.min(50 * 2 ** Math.min(tim
  * `disconnect()`) or `closeRedisClient` closes it; they use the Sentinel credentials and TLS
  * settings of the client's options.
  */
-export function followFailovers(client: Redis): void {
+export function followFailovers(client: Redis, RedisClass: typeof Redis): void {
   const { sentinels, name } = client.options;
   if (!sentinels || sentinels.length === 0 || !name) return;
   let subscribers: Redis[] = [];
@@ -53,8 +53,8 @@ export function followFailovers(client: Redis): void {
     if (subscribers.length > 0) return;
     const { sentinelUsername, sentinelPassword, sentinelTLS, connectTimeout } = client.options;
     subscribers = sentinels.map((sentinel) => {
-      // The client's own class: resilimit does not load ioredis itself (see createRedisClient).
-      const sub = new (client.constructor as typeof Redis)({
+      // ioredis's class as createRedisClient() loaded it (an ioredis client's `constructor` is EventEmitter's).
+      const sub = new RedisClass({
         host: sentinel.host ?? 'localhost',
         port: sentinel.port ?? 26379,
         ...(sentinel.family === undefined ? {} : { family: sentinel.family }),

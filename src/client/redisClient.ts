@@ -85,7 +85,7 @@ export function createRedisClient(urlOrOptions: string | ClientOptions, options:
   client.on('error', () => {
     // Connection errors are reported through the limiter's decisions and stats; reconnection is automatic.
   });
-  followFailovers(client);
+  followFailovers(client, Redis);
   return client;
 }
 
