@@ -1,6 +1,6 @@
 /**
  * `resilimit/hono`: rate limiting for Hono 4. {@link rateLimit} is a Hono middleware with the
- * options, fields and 429 of `resilimit/http`'s. Hono is not loaded: only its types are imported.
+ * options, fields and 429 (or 503) of `resilimit/http`'s. Hono is not loaded: only its types are imported.
  * @module
  */
 import type { Context, Env, MiddlewareHandler } from 'hono';
@@ -12,7 +12,7 @@ import type { Decision } from './types.js';
 
 export { byHeader, byIp, byIpFrom, byRoute } from './http/honoKeys.js';
 export { combine, headerKey, type KeyFunction } from './http/keys.js';
-export type { HttpLimiter } from './http/options.js';
+export type { HttpLimiter, ReducedCapacityAnswer } from './http/options.js';
 
 /**
  * The variable {@link rateLimit} sets, `c.get('rateLimit')` or `c.var.rateLimit`: the decision of
@@ -42,15 +42,17 @@ export type RateLimitOptions<E extends Env = any> = Omit<CommonHttpOptions<Conte
   requestWasSuccessful?: (c: Context<E>) => boolean;
   /**
    * Returns the response to a rejected request in place of the default problem details body. When it
-   * is called, `c.status(429)` has been called (so `c.json()` and `c.text()` answer 429 unless told
-   * otherwise), and `Retry-After` and the RateLimit fields are on `c.res`, which Hono copies into the
-   * response returned. If it throws or rejects, the error goes to Hono's error handling (`app.onError`).
-   * @default a 429 with an `application/problem+json` body (RFC 9457), as `resilimit/http`'s
+   * is called, `c.status(429)` has been called (`c.status(503)` for a refusal of reduced capacity
+   * with `reducedCapacity: 'temporary-reduced-capacity'`), so `c.json()` and `c.text()` answer with
+   * it unless told otherwise, and `Retry-After` and the RateLimit fields are on `c.res`, which Hono
+   * copies into the response returned. If it throws or rejects, the error goes to Hono's error
+   * handling (`app.onError`).
+   * @default a 429 (or 503) with an `application/problem+json` body (RFC 9457), as `resilimit/http`'s
    */
   onLimited?: (c: Context<E>, decision: Decision) => Response | Promise<Response>;
 };
 
-/** What the middleware's promise resolves to when the request goes on (anything else is the 429's response). */
+/** What the middleware's promise resolves to when the request goes on (anything else is the refusal's response). */
 const PROCEED: unique symbol = Symbol('proceed');
 
 /** Node's response where @hono/node-server serves the app (`c.env.outgoing`), for the skip options. */
@@ -87,7 +89,9 @@ class HandlersReturned implements ClosingResponse {
  * `resilimit/http`'s `rateLimit` does. Admitted: the RateLimit fields are set and the later handlers
  * run (`await next()`). Rejected: a 429 with `Retry-After` (whole seconds, at least 1), the RateLimit
  * fields and an RFC 9457 problem details body of the draft's `quota-exceeded` type (or `onLimited`'s
- * response), and nothing later runs. The decision is `c.get('rateLimit')` (`c.var.rateLimit`) from
+ * response), and nothing later runs; with `reducedCapacity: 'temporary-reduced-capacity'`, a refusal
+ * of this instance's reduced capacity (`decision.reducedCapacity`) is a 503 of the draft's
+ * `temporary-reduced-capacity` type instead. The decision is `c.get('rateLimit')` (`c.var.rateLimit`) from
  * then on. The fields go on `c.res` before the handler runs, so Hono keeps them on whatever response
  * the handler returns.
  *
@@ -117,9 +121,9 @@ export function rateLimit<E extends Env = any>(limiter: HttpLimiter, options?: R
     // On c.res itself, made now if need be: Hono copies its fields into the response a handler returns.
     getHeader: (c: Context<E>, name) => c.res.headers.get(name) ?? undefined,
     setHeader: (c, name, value) => c.res.headers.set(name, value),
-    limited: (c) => c.status(429),
-    sendProblem(c, body) {
-      c.res = new Response(body, { status: 429, headers: { 'content-type': PROBLEM_TYPE } });
+    limited: (c, status) => c.status(status),
+    sendProblem(c, body, status) {
+      c.res = new Response(body, { status, headers: { 'content-type': PROBLEM_TYPE } });
     },
     raw(c) {
       const node = nodeResponse(c);

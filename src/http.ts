@@ -15,17 +15,18 @@ import type { ClosingResponse, CommonHttpOptions, HttpLimiter } from './http/opt
 import type { Decision } from './types.js';
 
 export { byHeader, byIp, byRoute, combine, headerKey, type KeyFunction, type RequestLike } from './http/keys.js';
-export type { ClosingResponse, CommonHttpOptions, HttpLimiter } from './http/options.js';
+export type { ClosingResponse, CommonHttpOptions, HttpLimiter, ReducedCapacityAnswer } from './http/options.js';
 
 /** Options of {@link rateLimit}. */
 export type RateLimitOptions<Req = IncomingMessage, Res = ServerResponse> = CommonHttpOptions<Req, Res> & {
   /**
    * Writes the response to a rejected request in place of the default problem details body. When it
-   * is called, the status is 429 and `Retry-After` and the RateLimit fields are set; it must end the
-   * response. If it throws or rejects, the error goes to `next(error)`.
+   * is called, the status is 429 (503 for a refusal of reduced capacity with `reducedCapacity:
+   * 'temporary-reduced-capacity'`) and `Retry-After` and the RateLimit fields are set; it must end
+   * the response. If it throws or rejects, the error goes to `next(error)`.
    * @default a 429 with an `application/problem+json` body (RFC 9457) of the draft's
    *   `quota-exceeded` problem type: `type`, `title`, `status`, `detail`, `violated-policies`
-   *   (`[policyName]`) and `retryAfterMs`
+   *   (`[policyName]`) and `retryAfterMs` (a 503 of its `temporary-reduced-capacity` type, as above)
    */
   onLimited?: (req: Req, res: Res, decision: Decision) => void | Promise<void>;
 };
@@ -44,9 +45,10 @@ export interface FastifyReplyLike {
 export type RateLimitHookOptions<Req = RequestLike, Reply = FastifyReplyLike> = CommonHttpOptions<Req, Reply> & {
   /**
    * Sends the reply to a rejected request in place of the default problem details body. When it is
-   * called, the status is 429 and `Retry-After` and the RateLimit fields are set; it must call
-   * `reply.send()`. If it throws or rejects, the error goes to Fastify's error handling.
-   * @default a 429 with an `application/problem+json` body, as {@link rateLimit}'s
+   * called, the status is 429 (or 503, as {@link rateLimit}'s) and `Retry-After` and the RateLimit
+   * fields are set; it must call `reply.send()`. If it throws or rejects, the error goes to
+   * Fastify's error handling.
+   * @default a 429 (or 503) with an `application/problem+json` body, as {@link rateLimit}'s
    */
   onLimited?: (request: Req, reply: Reply, decision: Decision) => void | Promise<void>;
 };
@@ -67,8 +69,11 @@ function exposeOnRequest<Req>(req: Req, decision: Decision): void {
  * RateLimit fields are set and `next()` is called. Rejected: a 429 with `Retry-After` (whole
  * seconds, at least 1), the RateLimit fields and an RFC 9457 problem details body of the draft's
  * `quota-exceeded` type (or `onLimited`'s response), and `next` is not called. A decision made
- * without Redis (`source` `'local'`, `'fail-open'`, …) is a decision like any other. The decision is
- * on the request as `req.rateLimit` (the last middleware's, with several) before `next()` or the 429.
+ * without Redis (`source` `'local'`, `'fail-open'`, …) is a decision like any other; with
+ * `reducedCapacity: 'temporary-reduced-capacity'`, one refused for this instance's reduced capacity
+ * (`decision.reducedCapacity`) is a 503 of the draft's `temporary-reduced-capacity` type instead. The
+ * decision is on the request as `req.rateLimit` (the last middleware's, with several) before `next()`
+ * or the refusal.
  *
  * With `skipFailedRequests` (or `skipSuccessfulRequests`), an admitted request whose response fails
  * (or succeeds) is refunded with `limiter.refund()` as the response closes: only the others count.
@@ -94,7 +99,7 @@ export function rateLimit<Req extends IncomingMessage = IncomingMessage, Res ext
   const flow = guard('rateLimit', limiter, options, {
     getHeader: (res: Res, name) => res.getHeader(name),
     setHeader: (res, name, value) => void res.setHeader(name, value),
-    limited: (res) => void (res.statusCode = 429),
+    limited: (res, status) => void (res.statusCode = status),
     sendProblem(res, body) {
       res.setHeader('Content-Type', PROBLEM_TYPE);
       res.setHeader('Content-Length', body.length); // ASCII only
@@ -112,9 +117,9 @@ export function rateLimit<Req extends IncomingMessage = IncomingMessage, Res ext
 /**
  * A Fastify `onRequest` hook that decides every request with `limiter`, with the same behaviour as
  * {@link rateLimit}: admitted requests get the RateLimit fields and go on; rejected ones get a 429
- * with `Retry-After`, the fields and the problem details body (or `onLimited`'s reply), and neither the later hooks
- * nor the handler run. Errors (a throwing `key`, a misuse error of the limiter) go to Fastify's error
- * handling.
+ * (or 503, with `reducedCapacity`) with `Retry-After`, the fields and the problem details body (or
+ * `onLimited`'s reply), and neither the later hooks nor the handler run. Errors (a throwing `key`, a
+ * misuse error of the limiter) go to Fastify's error handling.
  *
  * It is the callback form of the hook: `done` is never called for a rejected request, so the chain
  * stops whatever the reply's `onSend` hooks do. (An async hook stops it only by resolving to `reply`,
@@ -134,7 +139,7 @@ export function rateLimitHook<Req extends RequestLike = RequestLike, Reply exten
   const flow = guard('rateLimitHook', limiter, options, {
     getHeader: (reply: Reply, name) => reply.getHeader(name.toLowerCase()),
     setHeader: (reply, name, value) => void reply.header(name.toLowerCase(), value),
-    limited: (reply) => void reply.code(429),
+    limited: (reply, status) => void reply.code(status),
     sendProblem(reply, body) {
       reply.header('content-type', PROBLEM_TYPE);
       // As bytes: Fastify adds `; charset=utf-8` to a JSON type sent as a string, and JSON has no charset.

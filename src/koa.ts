@@ -1,6 +1,6 @@
 /**
  * `resilimit/koa`: rate limiting for Koa 3. {@link rateLimit} is a Koa middleware with the options,
- * fields and 429 of `resilimit/http`'s. Koa is not loaded: only its types are imported.
+ * fields and 429 (or 503) of `resilimit/http`'s. Koa is not loaded: only its types are imported.
  * @module
  */
 import type { DefaultContext, DefaultState, Middleware, ParameterizedContext } from 'koa';
@@ -12,7 +12,7 @@ import type { Decision } from './types.js';
 // Koa's context is a RequestLike (it has `headers`, `method`, `url`, `originalUrl` and `socket`): the
 // Node helpers take it as it is.
 export { byHeader, byIp, byRoute, combine, headerKey, type KeyFunction, type RequestLike } from './http/keys.js';
-export type { HttpLimiter } from './http/options.js';
+export type { HttpLimiter, ReducedCapacityAnswer } from './http/options.js';
 
 /**
  * What {@link rateLimit} adds to `ctx.state`: `rateLimit`, the decision of the request (the last
@@ -37,10 +37,11 @@ export type RateLimitOptions<S = DefaultState, C = DefaultContext> = Omit<
   requestWasSuccessful?: (ctx: ParameterizedContext<S, C>) => boolean;
   /**
    * Writes the response to a rejected request in place of the default problem details body: set
-   * `ctx.body`. When it is called, `ctx.status` is 429 and `Retry-After` and the RateLimit fields are
+   * `ctx.body`. When it is called, `ctx.status` is 429 (503 for a refusal of reduced capacity with
+   * `reducedCapacity: 'temporary-reduced-capacity'`) and `Retry-After` and the RateLimit fields are
    * set. The middleware's promise waits for it; if it throws or rejects, the error goes to Koa's
    * error handling.
-   * @default a 429 with an `application/problem+json` body (RFC 9457), as `resilimit/http`'s
+   * @default a 429 (or 503) with an `application/problem+json` body (RFC 9457), as `resilimit/http`'s
    */
   onLimited?: (ctx: ParameterizedContext<S, C>, decision: Decision) => void | Promise<void>;
 };
@@ -50,8 +51,10 @@ export type RateLimitOptions<S = DefaultState, C = DefaultContext> = Omit<
  * `resilimit/http`'s `rateLimit` does. Admitted: the RateLimit fields are set and the later
  * middleware run (`await next()`). Rejected: `ctx.status` 429 with `Retry-After` (whole seconds, at
  * least 1), the RateLimit fields and an RFC 9457 problem details body of the draft's
- * `quota-exceeded` type (or `onLimited`'s body), and nothing later runs. The decision is
- * `ctx.state.rateLimit` from then on.
+ * `quota-exceeded` type (or `onLimited`'s body), and nothing later runs; with `reducedCapacity:
+ * 'temporary-reduced-capacity'`, a refusal of this instance's reduced capacity
+ * (`decision.reducedCapacity`) is a 503 of the draft's `temporary-reduced-capacity` type instead. The
+ * decision is `ctx.state.rateLimit` from then on.
  *
  * The default key is {@link byIp}: the TCP peer (`ctx.socket.remoteAddress`), not `ctx.ip`. To
  * follow Koa's explicit `app.proxy` setting, pass `key: (ctx) => \`ip:${ctx.ip}\``.
@@ -80,7 +83,7 @@ export function rateLimit<S = DefaultState, C = DefaultContext>(
     // Koa writes fields to Node's response as they are set: they stay on whatever body comes later.
     getHeader: (ctx: ParameterizedContext<S, C>, name) => ctx.res.getHeader(name),
     setHeader: (ctx, name, value) => ctx.set(name, value),
-    limited: (ctx) => void (ctx.status = 429),
+    limited: (ctx, status) => void (ctx.status = status),
     sendProblem(ctx, body) {
       ctx.set('Content-Type', PROBLEM_TYPE); // before the body: Koa keeps a type that is set
       ctx.body = body;

@@ -47,6 +47,18 @@ export type Decision = {
   source: DecisionSource;
   /** Why that tier decided; set by `ResilientLimiter`, absent on the tiers used alone. */
   reason?: DecisionReason;
+  /**
+   * True only on a refusal caused by this instance's reduced capacity while Redis did not decide: the
+   * local window refused on this instance's share of the limit a call that the whole limit had room
+   * for, as far as this instance knows (its own calls of the key, and the others' as Redis last told
+   * it), or the key is blocked for a refusal of that kind (`blockMs`); or mode `'fail-closed'` refused
+   * (no capacity at all). False on every other decision: Redis's, the deny cache's, a blocked key's,
+   * an admission. `resilimit/http` can answer such a refusal with the draft's 503
+   * `temporary-reduced-capacity` rather than 429 `quota-exceeded` (its `reducedCapacity` option).
+   * Set by `ResilientLimiter`; false on a `LocalWindow` used alone (it applies its whole limit),
+   * absent on a `RedisWindow`'s.
+   */
+  reducedCapacity?: boolean;
 };
 
 /** Per-call options of `limit()`. */

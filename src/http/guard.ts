@@ -1,8 +1,11 @@
 import { describe, ErrorCode, ResilimitError } from '../options/errors.js';
 import type { Decision } from '../types.js';
-import { joined, partitionKeyParameter, problemBody, RateLimitFields, retryAfterSeconds } from './fields.js';
+import { answersReduced, joined, partitionKeyParameter, problemBody, RateLimitFields, retryAfterSeconds } from './fields.js';
 import type { KeyFunction } from './keys.js';
 import { checkLimiter, resolveHttpOptions, type ClosingResponse, type HttpLimiter } from './options.js';
+
+/** The status of a refusal: 429 `quota-exceeded`, or 503 `temporary-reduced-capacity` (see `answersReduced`). */
+export type RefusalStatus = 429 | 503;
 
 /**
  * What the shared flow does to one framework's request and response (Node's `res`, Fastify's
@@ -14,10 +17,10 @@ export type Framework<Req, Res, L> = {
   /** A response field's value, `undefined` when it has none. */
   getHeader(res: Res, name: string): unknown;
   setHeader(res: Res, name: string, value: string): void;
-  /** Sets the status to 429 (before `onLimited` runs). */
-  limited(res: Res): void;
-  /** Sends the default body of a 429, `application/problem+json` (ASCII). */
-  sendProblem(res: Res, body: string): void;
+  /** Sets the status of a refusal, 429, or 503 for one of reduced capacity (before `onLimited` runs). */
+  limited(res: Res, status: RefusalStatus): void;
+  /** Sends the default body of a refusal, `application/problem+json` (ASCII), with the status {@link limited} set. */
+  sendProblem(res: Res, body: string, status: RefusalStatus): void;
   /** What closes with the response (Node's response under the framework's), for the skip options. */
   raw(res: Res): ClosingResponse | undefined;
   /** Puts the decision where the framework's users read it: `req.rateLimit`, `c.get('rateLimit')`, `ctx.state.rateLimit`. */
@@ -29,7 +32,7 @@ export type Framework<Req, Res, L> = {
 /**
  * One request through the flow. Exactly one of three things happens, once: `proceed()` (the request
  * goes on), `proceed(error)` (it fails, through the framework's error handling) or `answered(written)`
- * (a 429 was answered: `written` is undefined after the default body, else what `onLimited` returned,
+ * (a 429 or 503 was answered: `written` is undefined after the default body, else what `onLimited` returned,
  * once settled when it is a promise).
  */
 export type Flow<Req, Res> = (req: Req, res: Res, proceed: (error?: unknown) => void, answered?: (written: unknown) => void) => void;
@@ -47,19 +50,20 @@ function isThenable(value: unknown): value is PromiseLike<unknown> {
 /** A refund that failed: the request counts, and the application never hears of it. */
 function ignore(): void {}
 
-/** What {@link guard}'s `answer` returns for a request that goes on (anything else is the 429's `written`). */
+/** What {@link guard}'s `answer` returns for a request that goes on (anything else is the refusal's `written`). */
 const GO: unique symbol = Symbol('go on');
 
 /**
  * The flow of every integration: `skip`, decide, write the fields, and either go on (`proceed()`) or
- * answer 429 (`onLimited`, or the default problem details body). Every error goes to
+ * answer 429, or 503 for a refusal of reduced capacity when the `reducedCapacity` option asks for it
+ * (`onLimited`, or the default problem details body), the same in every framework. Every error goes to
  * `proceed(error)`, and the request does not go on. With the skip options, an admitted request is
  * refunded as its response closes, when `refundIf` says so. Checks the limiter and the options (raw,
  * as the user gave them) once, here.
  */
 export function guard<Req, Res, L>(who: string, limiter: HttpLimiter, options: unknown, f: Framework<Req, Res, L>): Flow<Req, Res> {
   const l = checkLimiter(who, limiter);
-  const { key, cost, skip, onLimited, headers, policyName, partitionKey, refundIf } = resolveHttpOptions<Req, L, Res>(
+  const { key, cost, skip, onLimited, headers, policyName, reducedCapacity, partitionKey, refundIf } = resolveHttpOptions<Req, L, Res>(
     who,
     options,
     f.defaultKey,
@@ -91,23 +95,26 @@ export function guard<Req, Res, L>(who: string, limiter: HttpLimiter, options: u
   const body = problemBody(policyName);
 
   /**
-   * Writes the answer: {@link GO} when the request goes on, else the 429's `written`. `pk`: the `pk`
-   * parameter, or `''`. A refusal admitted in shadow mode goes on, without 429 or `Retry-After`, but
-   * its RateLimit fields are the refusal's: what the limit says of the quota left.
+   * Writes the answer: {@link GO} when the request goes on, else the refusal's `written`. `pk`: the
+   * `pk` parameter, or `''`. A refusal admitted in shadow mode goes on, without 429 (or 503) or
+   * `Retry-After`, but its RateLimit fields are the refusal's: what the limit says of the quota left
+   * (the lowered quota too, for a refusal of reduced capacity answered as one).
    */
   const answer = (req: Req, res: Res, decision: Decision, pk: string): unknown => {
     f.expose(req, decision);
     const refused = !decision.allowed || (decision as { shadowRejected?: true }).shadowRejected === true;
     const retryAfterS = refused ? retryAfterSeconds(decision.retryAfterMs) : 0;
+    const reduced = answersReduced(decision, reducedCapacity);
     if (fields !== undefined) {
-      f.setHeader(res, 'RateLimit-Policy', joined(f.getHeader(res, 'RateLimit-Policy'), fields.policy(decision, Date.now())));
+      f.setHeader(res, 'RateLimit-Policy', joined(f.getHeader(res, 'RateLimit-Policy'), fields.policy(decision, Date.now(), reduced)));
       f.setHeader(res, 'RateLimit', joined(f.getHeader(res, 'RateLimit'), fields.state(decision, retryAfterS, pk)));
     }
     if (decision.allowed) return GO;
-    f.limited(res);
+    const status = reduced ? 503 : 429;
+    f.limited(res, status);
     f.setHeader(res, 'Retry-After', String(retryAfterS));
     if (onLimited !== undefined) return f.onLimited(onLimited, req, res, decision);
-    f.sendProblem(res, body(decision, retryAfterS));
+    f.sendProblem(res, body(decision, retryAfterS, reduced), status);
     return undefined;
   };
 

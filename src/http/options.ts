@@ -28,6 +28,12 @@ export interface ClosingResponse {
   once(event: 'close', listener: () => void): unknown;
 }
 
+/**
+ * How a refusal of reduced capacity is answered (see `Decision.reducedCapacity`): as any refusal, 429
+ * with the draft's `quota-exceeded` problem type, or 503 with its `temporary-reduced-capacity` type.
+ */
+export type ReducedCapacityAnswer = 'quota-exceeded' | 'temporary-reduced-capacity';
+
 /** The options both {@link rateLimit} and {@link rateLimitHook} take (`S`: the response, or Fastify's reply). */
 export type CommonHttpOptions<R, S = unknown> = {
   /**
@@ -62,6 +68,20 @@ export type CommonHttpOptions<R, S = unknown> = {
    * @default 'default'
    */
   policyName?: string;
+  /**
+   * How to answer a request refused for this instance's reduced capacity rather than for its quota
+   * (`decision.reducedCapacity`: while Redis does not decide, the local window's share refused a
+   * request that the whole limit had room for, or mode `'fail-closed'` refused).
+   * `'quota-exceeded'`: as any refusal, 429 with the draft's `quota-exceeded` problem type.
+   * `'temporary-reduced-capacity'`: 503 with the draft's `temporary-reduced-capacity` problem type,
+   * `Retry-After`, and the lowered quota in `RateLimit-Policy` (`q`: the local share, 0 in
+   * `'fail-closed'`). Refusals of the quota (Redis's, the deny cache's, a blocked key's, the local
+   * window's when the whole limit is used up as far as it knows) stay 429 `quota-exceeded`.
+   * @default 'quota-exceeded': a 5xx makes load balancers and meshes take the instance for a failing
+   *   one (outlier ejection) and retry at once, during an outage that every instance shares; see
+   *   docs/http.md.
+   */
+  reducedCapacity?: ReducedCapacityAnswer;
   /**
    * Adds the draft's partition key, `pk`, to the `RateLimit` field: the UTF-8 bytes of a string as a
    * Structured Fields Byte Sequence, `pk=:<base64>:` (the format of drafts 08 to 11). `true`: the
@@ -106,6 +126,7 @@ export type ResolvedHttpOptions<R, L, S = unknown> = Readonly<{
   onLimited: L | undefined;
   headers: boolean;
   policyName: string;
+  reducedCapacity: ReducedCapacityAnswer;
   /** The partition key of a request whose limiter key is `key`; undefined: no `pk`. */
   partitionKey: ((request: R, key: string) => string) | undefined;
   /** Whether an admitted request is refunded as its response closes; undefined: never. */
@@ -119,6 +140,7 @@ const KNOWN = [
   'onLimited',
   'headers',
   'policyName',
+  'reducedCapacity',
   'partitionKey',
   'skipFailedRequests',
   'skipSuccessfulRequests',
@@ -219,6 +241,10 @@ export function resolveHttpOptions<R, L, S = unknown>(
   if (policyName !== undefined && (typeof policyName !== 'string' || !POLICY_NAME.test(policyName))) {
     throw invalidOption('policyName', '1 to 64 printable ASCII characters without `"` or `\\`', policyName);
   }
+  const reducedCapacity = options['reducedCapacity'];
+  if (reducedCapacity !== undefined && reducedCapacity !== 'quota-exceeded' && reducedCapacity !== 'temporary-reduced-capacity') {
+    throw invalidOption('reducedCapacity', "'quota-exceeded' or 'temporary-reduced-capacity'", reducedCapacity);
+  }
   return Object.freeze({
     key: optionalFunction<KeyFunction<R>>('key', options['key']) ?? defaultKey,
     cost: optionalFunction<(request: R) => number>('cost', options['cost']),
@@ -226,6 +252,7 @@ export function resolveHttpOptions<R, L, S = unknown>(
     onLimited: optionalFunction<L>('onLimited', options['onLimited']),
     headers: headers !== false,
     policyName: policyName ?? 'default',
+    reducedCapacity: reducedCapacity ?? 'quota-exceeded',
     partitionKey: resolvePartitionKey<R>(options['partitionKey'], headers !== false),
     refundIf: resolveRefunds<R, S>(options),
   });

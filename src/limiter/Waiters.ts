@@ -234,6 +234,7 @@ function refusalAt(d: LimiterDecision, waitMs: number): LimiterDecision {
     resetAtMs: d.resetAtMs,
     source: d.source,
     reason: d.reason,
+    reducedCapacity: d.reducedCapacity,
     id: undefined,
   };
 }

@@ -138,12 +138,17 @@ export class LocalWindow implements RateWindow {
     }
     log.part = Math.min(share, Math.min(log.used, share) + Math.ceil(Math.max(0, limit - used) / instances));
     log.partUntil = now + this.#options.windowMs;
+    // What the others held: Redis's count less this instance's calls it has (a call of the outage not
+    // written back yet makes it lower; never below none).
+    log.others = Math.max(0, used - log.used + log.unsent);
     return true;
   }
 
   /** Refuses every call of `key` until `until` (0 lifts a block), as long as the key is kept. @internal */
   [block](key: string, until: number): void {
-    this.#logOf(key, this.#now()).blockedUntil = until;
+    const log = this.#logOf(key, this.#now());
+    log.blockedUntil = until;
+    log.blockedForShare = false; // `block()`, or a block Redis holds: the key's own
   }
 
   /** True while the caller's `id` is in `key`'s window (a call admitted with it has not left yet). @internal */
@@ -184,19 +189,35 @@ export class LocalWindow implements RateWindow {
    * {@link limit} with checked arguments. The caller's id (a string) is checked for a re-sent call;
    * a generated one is only kept. `reserved` permits count as used: calls of this key still waiting
    * on Redis, which may be admitted there. `limit` replaces the window's own for this call (which is
-   * less the part left to other instances, see {@link observe}). @internal
+   * less the part left to other instances, see {@link observe}). `whole`: the limit that share is
+   * of (a refusal the whole limit has room for is `reducedCapacity`, see {@link #fitsWhole}); by
+   * default the window's own, as for a window used alone, whose refusals are all of its limit. @internal
    */
-  [decide](key: string, cost: number, id: CallId | undefined, now = this.#now(), reserved = 0, given?: number, blockMs = 0): Decision {
+  [decide](
+    key: string,
+    cost: number,
+    id: CallId | undefined,
+    now = this.#now(),
+    reserved = 0,
+    given?: number,
+    blockMs = 0,
+    whole?: number,
+  ): Decision {
     const log = this.#logOf(key, now);
     let limit = given ?? this.#options.limit;
+    const of = whole ?? limit;
     if (now < log.partUntil && log.part < limit) limit = log.part;
     if (typeof id === 'string' && log.idSet?.has(id) === true) return this.#decide(log, now, true, 1, 0, limit);
     reserved += log.ghosts(now);
-    if (now < log.blockedUntil) return this.#decide(log, now, false, cost, reserved, limit);
+    if (now < log.blockedUntil) return this.#decide(log, now, false, cost, reserved, limit, log.blockedForShare);
     if (log.used + reserved + cost > limit) {
-      // A penalty: refused for want of permits, the key is blocked for blockMs.
-      if (blockMs > 0) log.blockedUntil = now + blockMs;
-      return this.#decide(log, now, false, cost, reserved, limit);
+      const reduced = this.#fitsWhole(log, now, reserved + cost, of);
+      if (blockMs > 0) {
+        // A penalty: refused for want of permits, the key is blocked for blockMs (for the same reason).
+        log.blockedUntil = now + blockMs;
+        log.blockedForShare = reduced;
+      }
+      return this.#decide(log, now, false, cost, reserved, limit, reduced);
     }
     // Times never go backwards within a log: a clock stepping back keeps calls in the window longer, never shorter.
     const newest = log.newest();
@@ -206,9 +227,9 @@ export class LocalWindow implements RateWindow {
 
   /**
    * What {@link decide} would answer, consuming nothing and creating nothing (`allowed` tells whether
-   * the call fits; a caller's id already in the window fits). @internal
+   * the call fits; a caller's id already in the window fits). `whole`: as {@link decide}'s. @internal
    */
-  [inspect](key: string, cost: number, id: CallId | undefined, now: number, reserved: number, limit: number): Decision {
+  [inspect](key: string, cost: number, id: CallId | undefined, now: number, reserved: number, limit: number, whole = limit): Decision {
     const log = this.#logs.peek(key);
     if (log === undefined) {
       const fits = reserved + cost <= limit;
@@ -219,12 +240,16 @@ export class LocalWindow implements RateWindow {
         limit,
         remaining: Math.max(limit - reserved, 0),
         retryAfterMs: fits ? 0 : this.#options.windowMs,
+        reducedCapacity: !fits && reserved + cost <= whole,
       };
     }
     this.#expire(log, now);
     if (typeof id === 'string' && log.idSet?.has(id) === true) return this.#decide(log, now, true, 1, 0, limit);
     reserved += log.ghosts(now);
-    return this.#decide(log, now, log.used + reserved + cost <= limit && now >= log.blockedUntil, cost, reserved, limit);
+    const blocked = now < log.blockedUntil;
+    if (!blocked && log.used + reserved + cost <= limit) return this.#decide(log, now, true, cost, reserved, limit);
+    const reduced = blocked ? log.blockedForShare : this.#fitsWhole(log, now, reserved + cost, whole);
+    return this.#decide(log, now, false, cost, reserved, limit, reduced);
   }
 
   /**
@@ -278,7 +303,17 @@ export class LocalWindow implements RateWindow {
     return log;
   }
 
-  #decide(log: Log, now: number, allowed: boolean, cost: number, reserved = 0, limit = this.#options.limit): Decision {
+  /**
+   * Whether `need` more permits (a refused call's cost and the permits reserved beside it) fit `whole`,
+   * the limit this window's share is of, beside what this instance knows to be in use: its own calls
+   * of the key, and the other instances' as Redis last told (for one window after, as the part): a
+   * refusal of reduced capacity, not of the limit (`Decision.reducedCapacity`).
+   */
+  #fitsWhole(log: Log, now: number, need: number, whole: number): boolean {
+    return log.used + need + (now < log.partUntil ? log.others : 0) <= whole;
+  }
+
+  #decide(log: Log, now: number, allowed: boolean, cost: number, reserved = 0, limit = this.#options.limit, reduced = false): Decision {
     const { windowMs } = this.#options;
     const newest = log.newest();
     return {
@@ -289,6 +324,7 @@ export class LocalWindow implements RateWindow {
       retryAfterMs: allowed ? 0 : Math.ceil(this.#retryAfter(log, now, cost + reserved, limit)),
       resetAtMs: Math.ceil(newest === undefined ? now : newest + windowMs),
       source: 'local',
+      reducedCapacity: reduced,
     };
   }
 
@@ -316,6 +352,6 @@ export class LocalWindow implements RateWindow {
 
   #empty(now: number): Decision {
     const { limit } = this.#options;
-    return { allowed: true, limit, remaining: limit, retryAfterMs: 0, resetAtMs: Math.ceil(now), source: 'local' };
+    return { allowed: true, limit, remaining: limit, retryAfterMs: 0, resetAtMs: Math.ceil(now), source: 'local', reducedCapacity: false };
   }
 }

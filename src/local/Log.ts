@@ -33,8 +33,12 @@ export class Log {
   /** This instance's part of the key's window as last learnt from Redis, until `partUntil` (see `LocalWindow.observe`). */
   part = Number.POSITIVE_INFINITY;
   partUntil = 0;
+  /** The other instances' permits of the key's window as last learnt from Redis, until `partUntil` too. */
+  others = 0;
   /** Every call is refused before this time (a block: `block()`, a penalty, or one Redis reported). */
   blockedUntil = 0;
+  /** The block is a penalty (`blockMs`) for a refusal of reduced capacity (see `Decision.reducedCapacity`): its refusals are too. */
+  blockedForShare = false;
   /**
    * Permits of calls that left the window while other instances could not yet know that this one
    * answers locally (see `LocalWindow.lost`): counted as used until `ghostUntil`, as those instances

@@ -22,7 +22,9 @@ function mayBeLost(reason: DecisionReason): boolean {
 /**
  * The answer when Redis does not decide, by mode: the one place for `'fail-open'` (admit),
  * `'fail-closed'` (refuse, retry after the breaker's open period) and `'local'` (the local tier, at
- * this instance's share of the limit), for `limit()`, `limitAll()` and `peek()`.
+ * this instance's share of the limit), for `limit()`, `limitAll()` and `peek()`. A refusal of
+ * `'fail-closed'`, and one of the local tier that the whole limit had room for, are
+ * `reducedCapacity` (the windows are given the whole limit to tell).
  *
  * In `'local'`, permits reserved by calls still waiting on Redis count as used, and an admitted call
  * is journalled to be written into Redis later, unless {@link journals} says otherwise. It owns no
@@ -67,7 +69,7 @@ export class Fallback {
     // once). A generated id of a call not journalled was never in Redis: kept negated, for refund()
     // alone, never re-seeded (see `CallId`).
     const kept = journalled || typeof id === 'string' ? id : -id;
-    const d = this.local.main[decide](key, cost, kept, now, this.reserved.of(key), share, this.blockMs);
+    const d = this.local.main[decide](key, cost, kept, now, this.reserved.of(key), share, this.blockMs, limit);
     if (d.allowed && journalled) {
       this.recovery.add(key, now, cost, id);
       // Its Redis call was sent and not answered: Redis may have run it.
@@ -103,7 +105,7 @@ export class Fallback {
       const earlier = before.get(item.group) ?? 0;
       before.set(item.group, earlier + item.cost);
       const reserved = this.reserved.of(item.group) + earlier;
-      return this.local.forWindow(item.windowMs)[inspect](item.key, item.cost, idFor(item), now, reserved, share(item));
+      return this.local.forWindow(item.windowMs)[inspect](item.key, item.cost, idFor(item), now, reserved, share(item), item.limit);
     });
     let decisions = views;
     if (views.every((d) => d.allowed)) {
@@ -111,7 +113,7 @@ export class Fallback {
         const itemCallId = idFor(item);
         const d = this.local
           .forWindow(item.windowMs)
-          [decide](item.key, item.cost, itemCallId, now, this.reserved.of(item.group), share(item));
+          [decide](item.key, item.cost, itemCallId, now, this.reserved.of(item.group), share(item), 0, item.limit);
         if (d.allowed && journalled && itemCallId !== undefined) {
           this.recovery.add(item.key, now, item.cost, itemCallId, item.windowMs);
         }
@@ -133,7 +135,7 @@ export class Fallback {
     const share = this.settings.fallbackShareOf(limit, now);
     if (share === 0) return this.#fixed('fail-closed', reason, now, limit);
     if (mayBeLost(reason)) this.settings.lost(this.local);
-    return localDecision(this.local.main[inspect](key, 1, undefined, now, this.reserved.of(key), share), reason);
+    return localDecision(this.local.main[inspect](key, 1, undefined, now, this.reserved.of(key), share, limit), reason);
   }
 
   /** The fixed answer of mode `'fail-open'` (admit) or `'fail-closed'` (refuse until the breaker's open period has passed). */

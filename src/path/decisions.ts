@@ -2,8 +2,11 @@ import { memberOf, type CallId } from '../options/input.js';
 import type { RedisDecision } from '../redis/RedisWindow.js';
 import type { Decision, DecisionReason, DecisionSource } from '../types.js';
 
-/** What every decision of `ResilientLimiter` holds besides `allowed`: it always says why it was made where it was. */
-type DecisionFields = Omit<Decision, 'allowed'> & { reason: DecisionReason };
+/**
+ * What every decision of `ResilientLimiter` holds besides `allowed`: it always says why it was made
+ * where it was, and whether a refusal was one of reduced capacity (see {@link Decision.reducedCapacity}).
+ */
+type DecisionFields = Omit<Decision, 'allowed' | 'reducedCapacity'> & { reason: DecisionReason; reducedCapacity: boolean };
 
 /** An admitted call of `limit()`: its cost was consumed, and `id` is what `refund()` takes (the caller's, or the one generated for it). */
 export type AdmittedDecision = DecisionFields & { allowed: true; id: string; shadowRejected?: never };
@@ -30,10 +33,10 @@ export type LimiterDecision = AdmittedDecision | ShadowedDecision | RefusedDecis
  * A decision that admits or refuses without taking a call's permits under an id: `peek()`'s, and
  * each limit's within a `limitAll()` answer. `shadowRejected`: as on {@link ShadowedDecision}.
  */
-export type LimitDecision = Decision & { reason: DecisionReason; shadowRejected?: true };
+export type LimitDecision = Decision & { reason: DecisionReason; reducedCapacity: boolean; shadowRejected?: true };
 
 /** What the builders below make, before its type says which of the above it is. */
-type Made = Decision & { reason: DecisionReason; id: string | undefined; shadowRejected?: true };
+type Made = Decision & { reason: DecisionReason; reducedCapacity: boolean; id: string | undefined; shadowRejected?: true };
 
 /** The answer of `limitAll()`: all admitted and consumed, or none. */
 export type LimitAllDecision = {
@@ -48,6 +51,12 @@ export type LimitAllDecision = {
   source: DecisionSource;
   /** Why there. */
   reason: DecisionReason;
+  /**
+   * True when it refused, and every limit that refused did so for this instance's reduced capacity
+   * (see {@link Decision.reducedCapacity}): none refused for want of permits under its whole limit.
+   * In shadow mode, the refusal's.
+   */
+  reducedCapacity: boolean;
   /**
    * One decision per limit, in the order given: `allowed` tells whether that limit alone had room,
    * `remaining` counts after this call when it was admitted, before it otherwise.
@@ -76,12 +85,25 @@ export const REASONS: readonly DecisionReason[] = [
   'disabled',
 ];
 
-// The builders below are every place a limiter decision is made. Each returns an object literal with
-// the same fields in the same order (one hidden class on the hot path), never a spread.
+// The builders below are every place a limiter decision is made (and `Waiters`' repeated refusal,
+// `refusalAt`, which keeps their order). Each returns an object literal with the same fields in the
+// same order (one hidden class on the hot path), never a spread: allowed, limit, remaining,
+// retryAfterMs, resetAtMs, source, reason, reducedCapacity, id (then shadowRejected, when shadowed). `reducedCapacity` is false but on refusals of the local tier and of
+// `'fail-closed'` (`localDecision`, `fixedDecision`).
 
 /** Redis's decision of one limit of `limitAll()`, as the limiter answers it. */
 export function decided(allowed: boolean, limit: number, remaining: number, retryAfterMs: number, resetAtMs: number): LimitDecision {
-  const d: Made = { allowed, limit, remaining, retryAfterMs, resetAtMs, source: 'redis', reason: 'decided', id: undefined };
+  const d: Made = {
+    allowed,
+    limit,
+    remaining,
+    retryAfterMs,
+    resetAtMs,
+    source: 'redis',
+    reason: 'decided',
+    reducedCapacity: false,
+    id: undefined,
+  };
   return d;
 }
 
@@ -97,6 +119,7 @@ export function redisDecision(d: RedisDecision, id?: string): Made {
     resetAtMs: d.resetAtMs,
     source: 'redis',
     reason: 'decided',
+    reducedCapacity: false,
     id: d.allowed ? id : undefined,
   };
 }
@@ -113,6 +136,7 @@ export function localDecision(d: Decision, reason: DecisionReason, id?: CallId):
     resetAtMs: d.resetAtMs,
     source: 'local',
     reason,
+    reducedCapacity: d.reducedCapacity === true,
     id: d.allowed && id !== undefined ? memberOf(id) : undefined,
   };
 }
@@ -122,7 +146,8 @@ type FixedArgs = [allowed: boolean, source: DecisionSource, reason: DecisionReas
 
 /**
  * A decision that consults no window: the kill switch (`'disabled'`), or the fixed answer of mode
- * `'fail-open'` / `'fail-closed'`. A refusal asks to retry after `retryAfterMs` (the breaker's open period).
+ * `'fail-open'` / `'fail-closed'`. A refusal asks to retry after `retryAfterMs` (the breaker's open
+ * period); only `'fail-closed'` refuses, for want of any capacity without Redis: `reducedCapacity`.
  */
 export function fixedDecision(...args: [...FixedArgs, id: CallId]): LimiterDecision;
 export function fixedDecision(...args: FixedArgs): LimitDecision;
@@ -145,6 +170,7 @@ export function fixedDecision(
     resetAtMs: Math.ceil(now + wait),
     source,
     reason,
+    reducedCapacity: !allowed,
     id: member,
   };
 }
@@ -163,6 +189,7 @@ export function denyCacheDecision(
     resetAtMs: denial.resetAtMs,
     source: 'local',
     reason: 'deny-cache',
+    reducedCapacity: false,
     id: undefined,
   };
 }
@@ -182,6 +209,7 @@ export function shadowed(refusal: LimitDecision): ShadowedDecision {
     resetAtMs: refusal.resetAtMs,
     source: refusal.source,
     reason: refusal.reason,
+    reducedCapacity: refusal.reducedCapacity,
     id: undefined,
     shadowRejected: true,
   };
@@ -194,6 +222,7 @@ export function shadowedAll(refusal: LimitAllDecision, decisions: LimitDecision[
     retryAfterMs: refusal.retryAfterMs,
     source: refusal.source,
     reason: refusal.reason,
+    reducedCapacity: refusal.reducedCapacity,
     decisions,
     shadowRejected: true,
   };
@@ -207,6 +236,7 @@ export function combine(decisions: LimitDecision[], source: DecisionSource, reas
     retryAfterMs: allowed ? 0 : Math.max(...decisions.map((d) => d.retryAfterMs)),
     source,
     reason,
+    reducedCapacity: !allowed && decisions.every((d) => d.allowed || d.reducedCapacity),
     decisions,
   };
 }

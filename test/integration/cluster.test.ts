@@ -163,6 +163,7 @@ describe('on a Redis Cluster of three masters: exactness across slots', () => {
               limit,
               source: 'redis',
               reason: 'decided',
+              reducedCapacity: false,
               id: want.allowed ? expect.any(String) : undefined,
             });
           } else {
@@ -333,6 +334,7 @@ describe('on a Redis Cluster of three masters: coalescing per hash slot', () => 
             limit,
             source: 'redis',
             reason: 'decided',
+            reducedCapacity: false,
             id: want.allowed ? expect.any(String) : undefined,
           });
         });

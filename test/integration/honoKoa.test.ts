@@ -72,6 +72,7 @@ type Spec = {
   /** Requests with `x-skip: 1` are skipped; 'promise': an async skip (a misuse). */
   skip?: 'header' | 'promise';
   policyName?: string;
+  reducedCapacity?: honoEntry.ReducedCapacityAnswer;
   skipFailedRequests?: true;
   /** skipSuccessfulRequests, successful meaning `x-probe: 1`. */
   probesSucceed?: true;
@@ -129,6 +130,7 @@ function honoOptions(spec: Spec): honoEntry.RateLimitOptions<{ Bindings: HttpBin
   return {
     ...(spec.key === undefined ? {} : { key: keys[spec.key] }),
     ...(spec.policyName === undefined ? {} : { policyName: spec.policyName }),
+    ...(spec.reducedCapacity === undefined ? {} : { reducedCapacity: spec.reducedCapacity }),
     ...(spec.skip === 'header' ? { skip: (c: C) => c.req.header('x-skip') === '1' } : {}),
     ...(spec.skip === 'promise' ? { skip: (async () => true) as unknown as () => boolean } : {}),
     ...(spec.skipFailedRequests ? { skipFailedRequests: true } : {}),
@@ -141,7 +143,7 @@ function honoOptions(spec: Spec): honoEntry.RateLimitOptions<{ Bindings: HttpBin
             if (spec.limited === 'late') await tick();
             c.header('x-limited', String(decision.remaining));
             c.header('x-seen', String(c.get('rateLimit')?.allowed));
-            return c.text(LIMITED_TEXT); // 429: the middleware called c.status(429)
+            return c.text(LIMITED_TEXT); // 429 (or 503): the middleware called c.status()
           },
         }),
   };
@@ -163,6 +165,7 @@ function koaOptions(spec: Spec): koaEntry.RateLimitOptions {
   return {
     ...(spec.key === undefined ? {} : { key: keys[spec.key] }),
     ...(spec.policyName === undefined ? {} : { policyName: spec.policyName }),
+    ...(spec.reducedCapacity === undefined ? {} : { reducedCapacity: spec.reducedCapacity }),
     ...(spec.skip === 'header' ? { skip: (ctx: C) => ctx.get('x-skip') === '1' } : {}),
     ...(spec.skip === 'promise' ? { skip: (async () => true) as unknown as () => boolean } : {}),
     ...(spec.skipFailedRequests ? { skipFailedRequests: true } : {}),
@@ -323,6 +326,23 @@ const QUOTA_EXCEEDED = {
   title: 'Request cannot be satisfied as assigned quota has been exceeded',
   status: 429,
 };
+
+/** The 503 body with `reducedCapacity: 'temporary-reduced-capacity'`: the draft's type of that name (section 5.2). */
+const TEMPORARY_REDUCED_CAPACITY = {
+  type: 'https://iana.org/assignments/http-problem-types#temporary-reduced-capacity',
+  title: 'Request cannot be satisfied due to temporary server capacity constraints',
+  status: 503,
+};
+
+/**
+ * A limiter of 4 shared by 2 instances (a local share of 2), in an outage (the breaker forced open),
+ * on the clock that never moves: a refusal's wait is exactly the window, Retry-After 60.
+ */
+function outage(options: Partial<ResilientLimiterOptions> = {}): ResilientLimiter {
+  const l = limiter({ limit: 4, local: { instances: 2 }, ...options });
+  l.forceOpen();
+  return l;
+}
 
 /** Polls (bounded: 2 s) until `key`'s window has `remaining` permits: a refund runs as the response closes, after the client has it. */
 async function remainingBecomes(l: ResilientLimiter, remaining: number, key = 'k'): Promise<void> {
@@ -528,6 +548,90 @@ describe.each(frameworks)('$name', (framework) => {
       await closeRedisClient(down);
     }
   });
+
+  // The same tests as http.test.ts's of the option, on Hono and Koa: the shared core answers alike.
+  describe('refusals of reduced capacity (the reducedCapacity option)', () => {
+    it('by default answers a refusal of the local share like any other, 429 quota-exceeded', async () => {
+      const app = await start({}, outage());
+      const replies = await sequence(app, 3);
+      expect(replies.map((r) => r.status)).toEqual([200, 200, 429]);
+      const refused = replies[2]!;
+      expect(item(refused.headers.get('ratelimit-policy'))).toEqual({ q: 2, w: 60 });
+      expect(refused.headers.get('retry-after')).toBe('60');
+      expect(JSON.parse(refused.body)).toEqual({
+        ...QUOTA_EXCEEDED,
+        detail: 'Retry after 60 s',
+        'violated-policies': ['default'],
+        retryAfterMs: 60_000,
+      });
+    });
+
+    it("with 'temporary-reduced-capacity' answers it 503 of that problem type, the share as the lowered quota, with Retry-After", async () => {
+      const app = await start({ reducedCapacity: 'temporary-reduced-capacity', policyName: 'per-ip' }, outage());
+      const replies = await sequence(app, 3);
+      expect(replies.map((r) => r.status)).toEqual([200, 200, 503]);
+      const refused = replies[2]!;
+      expect(item(refused.headers.get('ratelimit-policy'), 'per-ip')).toEqual({ q: 2, w: 60 }); // the limit is 4
+      expect(item(refused.headers.get('ratelimit'), 'per-ip')).toEqual({ r: 0, t: 60 });
+      expect(refused.headers.get('retry-after')).toBe('60');
+      expect(refused.headers.get('content-type')).toBe('application/problem+json');
+      expect(JSON.parse(refused.body)).toEqual({
+        ...TEMPORARY_REDUCED_CAPACITY,
+        detail: 'Retry after 60 s',
+        'violated-policies': ['per-ip'],
+        retryAfterMs: 60_000,
+      });
+      expect(app.handled).toBe(2);
+    });
+
+    it("with 'temporary-reduced-capacity' sets the 503 before onLimited runs", async () => {
+      const app = await start({ reducedCapacity: 'temporary-reduced-capacity', limited: 'custom' }, outage());
+      const replies = await sequence(app, 3);
+      expect(replies.map((r) => r.status)).toEqual([200, 200, 503]);
+      const refused = replies[2]!;
+      expect([refused.body, refused.headers.get('x-limited'), refused.headers.get('retry-after')]).toEqual([LIMITED_TEXT, '0', '60']);
+      expect(item(refused.headers.get('ratelimit-policy'))).toEqual({ q: 2, w: 60 });
+    });
+
+    it("keeps 429 quota-exceeded for refusals of the quota with 'temporary-reduced-capacity': Redis's, the deny cache's, the whole limit's", async () => {
+      // Redis decides: the limit of 4 is the quota; the fifth request is Redis's refusal, the sixth the deny cache's.
+      const redisDecides = await start({ reducedCapacity: 'temporary-reduced-capacity' }, limiter({ limit: 4, local: { instances: 2 } }));
+      const replies = await sequence(redisDecides, 6);
+      expect(replies.map((r) => r.status)).toEqual([200, 200, 200, 200, 429, 429]);
+      for (const refused of replies.slice(4)) {
+        expect(JSON.parse(refused.body)).toMatchObject(QUOTA_EXCEEDED);
+        expect(item(refused.headers.get('ratelimit-policy'))).toEqual({ q: 4, w: 60 });
+      }
+      // One instance: its share is the whole limit, so the local window refuses for the quota.
+      const alone = await start({ reducedCapacity: 'temporary-reduced-capacity' }, outage({ local: { instances: 1 } }));
+      const local = await sequence(alone, 5);
+      expect(local.map((r) => r.status)).toEqual([200, 200, 200, 200, 429]);
+      expect(JSON.parse(local[4]!.body)).toMatchObject(QUOTA_EXCEEDED);
+    });
+
+    it("answers mode 'fail-closed' 503 with a quota of 0 and the breaker's open period as Retry-After with 'temporary-reduced-capacity'", async () => {
+      const closed = outage({ mode: 'fail-closed', breaker: { timeoutMs: 2000, resetTimeoutMs: 2200 } });
+      const app = await start({ reducedCapacity: 'temporary-reduced-capacity' }, closed);
+      const reply = await get(app);
+      expect(reply.status).toBe(503);
+      expect(reply.headers.get('retry-after')).toBe('3');
+      expect(item(reply.headers.get('ratelimit-policy'))).toEqual({ q: 0, w: 60 });
+      expect(item(reply.headers.get('ratelimit'))).toEqual({ r: 0, t: 3 });
+      expect(JSON.parse(reply.body)).toEqual({
+        ...TEMPORARY_REDUCED_CAPACITY,
+        detail: 'Retry after 3 s',
+        'violated-policies': ['default'],
+        retryAfterMs: 2200,
+      });
+      // In shadow mode the request goes on, and the fields are what the refusal's would be.
+      const through = await start({ reducedCapacity: 'temporary-reduced-capacity' }, outage({ mode: 'fail-closed', shadow: true }));
+      const admitted = await get(through);
+      expect(admitted.status).toBe(200);
+      expect(item(admitted.headers.get('ratelimit-policy'))).toEqual({ q: 0, w: 60 });
+      expect(admitted.headers.get('retry-after')).toBeNull();
+      expect(through.handled).toBe(1);
+    });
+  });
 });
 
 describe('hono', () => {
@@ -552,6 +656,19 @@ describe('hono', () => {
     expect(error.code).toBe('ERR_RESILIMIT_INVALID_KEY');
     expect(error.message).toContain('byIpFrom');
     expect(app.handled).toBe(3);
+  });
+
+  it("answers app.request() 503 temporary-reduced-capacity with 'temporary-reduced-capacity', without a server", async () => {
+    const app = { handled: 0 };
+    const asked = honoApp([[outage(), { key: 'user', reducedCapacity: 'temporary-reduced-capacity' }]], app);
+    const replies = [];
+    for (let i = 0; i < 3; i += 1) replies.push(await asked.request('/', { headers: { 'x-user': 'alice' } }));
+    expect(replies.map((r) => r.status)).toEqual([200, 200, 503]);
+    const refused = replies[2]!;
+    expect([refused.headers.get('content-type'), refused.headers.get('retry-after')]).toEqual(['application/problem+json', '60']);
+    expect(item(refused.headers.get('ratelimit-policy'))).toEqual({ q: 2, w: 60 });
+    expect(await refused.json()).toMatchObject(TEMPORARY_REDUCED_CAPACITY);
+    expect(app.handled).toBe(2);
   });
 
   it('keys by the address a runtime gives with byIpFrom: an IPv6 client by its /64', async () => {
@@ -652,6 +769,18 @@ describe('option validation', () => {
   ])('refuses an option %s does not have, naming it', (_, make) => {
     expect(make).toThrow(
       expect.objectContaining({ code: 'ERR_RESILIMIT_INVALID_OPTION', message: expect.stringMatching(/rateLimit\(\) has no such option/) }),
+    );
+  });
+
+  it.each([
+    ['hono', () => honoEntry.rateLimit(limiter(), { reducedCapacity: 503 as never })],
+    ['koa', () => koaEntry.rateLimit(limiter(), { reducedCapacity: 'service-unavailable' as never })],
+  ])('%s: refuses a reducedCapacity that is neither problem type', (_, make) => {
+    expect(make).toThrow(
+      expect.objectContaining({
+        code: 'ERR_RESILIMIT_INVALID_OPTION',
+        message: expect.stringMatching(/^Expected `reducedCapacity` to be 'quota-exceeded' or 'temporary-reduced-capacity', got /),
+      }),
     );
   });
 

@@ -329,6 +329,13 @@ const QUOTA_EXCEEDED = {
   status: 429,
 };
 
+/** The 503 body with `reducedCapacity: 'temporary-reduced-capacity'`: the draft's type of that name (section 5.2). */
+const TEMPORARY_REDUCED_CAPACITY = {
+  type: 'https://iana.org/assignments/http-problem-types#temporary-reduced-capacity',
+  title: 'Request cannot be satisfied due to temporary server capacity constraints',
+  status: 503,
+};
+
 async function sequence(app: App, n: number, path = '/', headers: Record<string, string> = {}): Promise<Reply[]> {
   const out: Reply[] = [];
   for (let i = 0; i < n; i += 1) out.push(await get(app, path, headers));
@@ -724,6 +731,113 @@ describe('decisions made without Redis', () => {
   });
 });
 
+describe('refusals of reduced capacity (the reducedCapacity option)', () => {
+  const T0 = 1_800_000_000_000;
+
+  /**
+   * A limiter of 4 shared by 2 instances (a local share of 2), in an outage (the breaker forced
+   * open), on a clock that never moves: a refusal's wait is exactly the window, Retry-After 60.
+   */
+  function outage(options: Partial<ResilientLimiterOptions> = {}): ResilientLimiter {
+    const l = limiter({ limit: 4, local: { instances: 2 }, clock: () => T0, ...options });
+    l.forceOpen();
+    return l;
+  }
+
+  async function start(framework: Framework, l: ResilientLimiter, options: Options): Promise<App> {
+    const app = await framework.start([[l, options]]);
+    apps.push(app);
+    return app;
+  }
+
+  it.each(frameworks)('$name: by default answers a refusal of the local share like any other, 429 quota-exceeded', async (framework) => {
+    const app = await start(framework, outage(), {});
+    const replies = await sequence(app, 3);
+    expect(replies.map((r) => r.status)).toEqual([200, 200, 429]);
+    const refused = replies[2] as Reply;
+    expect(item(refused.headers.get('ratelimit-policy'))).toEqual({ q: 2, w: 60 });
+    expect(refused.headers.get('retry-after')).toBe('60');
+    expect(JSON.parse(refused.body)).toEqual({
+      ...QUOTA_EXCEEDED,
+      detail: 'Retry after 60 s',
+      'violated-policies': ['default'],
+      retryAfterMs: 60_000,
+    });
+  });
+
+  it.each(frameworks)(
+    "$name: with 'temporary-reduced-capacity' answers it 503 of that problem type, the share as the lowered quota, with Retry-After",
+    async (framework) => {
+      const app = await start(framework, outage(), { reducedCapacity: 'temporary-reduced-capacity', policyName: 'per-ip' });
+      const replies = await sequence(app, 3);
+      expect(replies.map((r) => r.status)).toEqual([200, 200, 503]);
+      const refused = replies[2] as Reply;
+      expect(item(refused.headers.get('ratelimit-policy'), 'per-ip')).toEqual({ q: 2, w: 60 }); // the limit is 4
+      expect(item(refused.headers.get('ratelimit'), 'per-ip')).toEqual({ r: 0, t: 60 });
+      expect(refused.headers.get('retry-after')).toBe('60');
+      expect(refused.headers.get('content-type')).toBe('application/problem+json');
+      expect(JSON.parse(refused.body)).toEqual({
+        ...TEMPORARY_REDUCED_CAPACITY,
+        detail: 'Retry after 60 s',
+        'violated-policies': ['per-ip'],
+        retryAfterMs: 60_000,
+      });
+      expect(app.handled).toBe(2);
+    },
+  );
+
+  it.each(frameworks)("$name: with 'temporary-reduced-capacity' sets the 503 before onLimited runs", async (framework) => {
+    const app = await start(framework, outage(), { reducedCapacity: 'temporary-reduced-capacity', limited: 'custom' });
+    const replies = await sequence(app, 3);
+    expect(replies.map((r) => [r.status, r.body])).toEqual([
+      [200, 'ok'],
+      [200, 'ok'],
+      [503, LIMITED_TEXT],
+    ]);
+    expect(replies[2]?.headers.get('retry-after')).toBe('60');
+  });
+
+  it("keeps 429 quota-exceeded for refusals of the quota with 'temporary-reduced-capacity': Redis's, the deny cache's, the whole limit's", async () => {
+    const options: Options = { reducedCapacity: 'temporary-reduced-capacity' };
+    // Redis decides: the limit of 4 is the quota; the fifth request is Redis's refusal, the sixth the deny cache's.
+    const redisDecides = await start(frameworks[0] as Framework, limiter({ limit: 4, local: { instances: 2 }, clock: () => T0 }), options);
+    const replies = await sequence(redisDecides, 6);
+    expect(replies.map((r) => r.status)).toEqual([200, 200, 200, 200, 429, 429]);
+    for (const refused of replies.slice(4)) {
+      expect(JSON.parse(refused.body)).toMatchObject(QUOTA_EXCEEDED);
+      expect(item(refused.headers.get('ratelimit-policy'))).toEqual({ q: 4, w: 60 });
+    }
+    // One instance: its share is the whole limit, so the local window refuses for the quota.
+    const alone = await start(frameworks[3] as Framework, outage({ local: { instances: 1 } }), options);
+    const local = await sequence(alone, 5);
+    expect(local.map((r) => r.status)).toEqual([200, 200, 200, 200, 429]);
+    expect(JSON.parse((local[4] as Reply).body)).toMatchObject(QUOTA_EXCEEDED);
+  });
+
+  it("answers mode 'fail-closed' 503 with a quota of 0 and the breaker's open period as Retry-After with 'temporary-reduced-capacity'", async () => {
+    const closed = outage({ mode: 'fail-closed', breaker: { timeoutMs: 2000, resetTimeoutMs: 2200 } });
+    const app = await start(frameworks[1] as Framework, closed, { reducedCapacity: 'temporary-reduced-capacity' });
+    const reply = await get(app);
+    expect(reply.status).toBe(503);
+    expect(reply.headers.get('retry-after')).toBe('3');
+    expect(item(reply.headers.get('ratelimit-policy'))).toEqual({ q: 0, w: 60 });
+    expect(item(reply.headers.get('ratelimit'))).toEqual({ r: 0, t: 3 });
+    expect(JSON.parse(reply.body)).toEqual({
+      ...TEMPORARY_REDUCED_CAPACITY,
+      detail: 'Retry after 3 s',
+      'violated-policies': ['default'],
+      retryAfterMs: 2200,
+    });
+    // In shadow mode the request goes on, and the fields are what the refusal's would be.
+    const shadowed = outage({ mode: 'fail-closed', shadow: true });
+    const through = await start(frameworks[2] as Framework, shadowed, { reducedCapacity: 'temporary-reduced-capacity' });
+    const admitted = await get(through);
+    expect(admitted.status).toBe(200);
+    expect(item(admitted.headers.get('ratelimit-policy'))).toEqual({ q: 0, w: 60 });
+    expect(admitted.headers.get('retry-after')).toBeNull();
+  });
+});
+
 describe('skipFailedRequests and skipSuccessfulRequests', () => {
   async function settles(l: ResilientLimiter, remaining: number): Promise<void> {
     for (let i = 0; (await l.peek('client')).remaining !== remaining; i += 1) {
@@ -881,7 +995,12 @@ describe('option validation', () => {
     [
       'an option of another library',
       () => rateLimit(limiter(), { trustProxy: true } as never),
-      'Expected `trustProxy` to be absent: rateLimit() has no such option (it has `key`, `cost`, `skip`, `onLimited`, `headers`, `policyName`, `partitionKey`, `skipFailedRequests`, `skipSuccessfulRequests`, `requestWasSuccessful`), got `true` (boolean)',
+      'Expected `trustProxy` to be absent: rateLimit() has no such option (it has `key`, `cost`, `skip`, `onLimited`, `headers`, `policyName`, `reducedCapacity`, `partitionKey`, `skipFailedRequests`, `skipSuccessfulRequests`, `requestWasSuccessful`), got `true` (boolean)',
+    ],
+    [
+      'a reducedCapacity that is neither problem type',
+      () => rateLimitHook(limiter(), { reducedCapacity: 503 as never }),
+      "Expected `reducedCapacity` to be 'quota-exceeded' or 'temporary-reduced-capacity', got `503` (number)",
     ],
     [
       'a partitionKey that is neither a boolean nor a function',

@@ -104,6 +104,7 @@ describe('shadow mode on a Redis', () => {
       resetAtMs: c.t + WINDOW_MS,
       source: 'redis',
       reason: 'decided',
+      reducedCapacity: false,
       id: undefined,
       shadowRejected: true,
     });
@@ -187,6 +188,7 @@ describe('shadow mode on a Redis', () => {
       resetAtMs: c.t + WINDOW_MS,
       source: 'redis',
       reason: 'decided',
+      reducedCapacity: false,
       id: undefined,
       shadowRejected: true,
     });
@@ -207,6 +209,7 @@ describe('shadow mode on a Redis', () => {
       retryAfterMs: WINDOW_MS,
       source: 'redis',
       reason: 'decided',
+      reducedCapacity: false,
       decisions: [
         {
           allowed: true,
@@ -216,6 +219,7 @@ describe('shadow mode on a Redis', () => {
           resetAtMs: c.t + WINDOW_MS,
           source: 'redis',
           reason: 'decided',
+          reducedCapacity: false,
           id: undefined,
           shadowRejected: true,
         },
@@ -227,6 +231,7 @@ describe('shadow mode on a Redis', () => {
           resetAtMs: c.t + WINDOW_MS,
           source: 'redis',
           reason: 'decided',
+          reducedCapacity: false,
           id: undefined,
         },
       ],

@@ -47,6 +47,7 @@ describe('LocalWindow', () => {
       retryAfterMs: 600,
       resetAtMs: 1_001_000,
       source: 'local',
+      reducedCapacity: false, // a window used alone applies its whole limit
     });
     c.t += 599;
     expect(w.limit('k').allowed).toBe(false);
@@ -158,7 +159,7 @@ describe('LocalWindow', () => {
         const id = random() < 0.1 ? `id${Math.floor(random() * 50)}` : undefined;
         const got = w.limit('k', id === undefined ? { cost } : { cost, id });
         const want = model.limitAt(c.t, cost, id);
-        expect({ seed, i, ...got }).toEqual({ seed, i, ...want, limit, source: 'local' });
+        expect({ seed, i, ...got }).toEqual({ seed, i, ...want, limit, source: 'local', reducedCapacity: false });
       }
       expect(model.maxInAnyWindow()).toBeLessThanOrEqual(limit);
     }

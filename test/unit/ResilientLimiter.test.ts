@@ -301,6 +301,7 @@ describe('ResilientLimiter without Redis', () => {
         source: 'local',
         id: expect.any(String),
         reason: 'not-ready',
+        reducedCapacity: false,
       });
     }
     c.t += 400;
@@ -312,6 +313,7 @@ describe('ResilientLimiter without Redis', () => {
       resetAtMs: 1_001_000,
       source: 'local',
       reason: 'not-ready',
+      reducedCapacity: false, // the share is the whole limit (one instance): a refusal of the limit
     });
     c.t += 599;
     expect((await l.limit('k')).allowed).toBe(false);
@@ -364,6 +366,7 @@ describe('ResilientLimiter without Redis', () => {
         source: 'fail-open',
         id: expect.any(String),
         reason: 'not-ready',
+        reducedCapacity: false,
       });
     }
     expect(l.stats().reconcile.pending).toBe(0);
@@ -380,6 +383,7 @@ describe('ResilientLimiter without Redis', () => {
       resetAtMs: 1_000_700,
       source: 'fail-closed',
       reason: 'not-ready',
+      reducedCapacity: true, // no capacity without Redis
     });
   });
 
@@ -450,6 +454,7 @@ describe('ResilientLimiter without Redis', () => {
         source: 'disabled',
         id: expect.any(String),
         reason: 'disabled',
+        reducedCapacity: false,
       });
     }
     l.setEnabled(true);

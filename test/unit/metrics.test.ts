@@ -44,6 +44,7 @@ function publish(limiter: ResilientLimiter, decision: Partial<LimiterDecision>, 
     resetAtMs: 0,
     source: 'redis',
     reason: 'decided',
+    reducedCapacity: false,
     id: undefined,
     ...decision,
   };

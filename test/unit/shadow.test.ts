@@ -105,6 +105,7 @@ describe('shadow mode while Redis cannot answer', () => {
         resetAtMs: T0 + 1000,
         source: 'local',
         reason: 'not-ready',
+        reducedCapacity: false,
         id: undefined,
         shadowRejected: true,
       });
@@ -143,6 +144,7 @@ describe('shadow mode while Redis cannot answer', () => {
         resetAtMs: T0 + 2500,
         source: 'fail-closed',
         reason: 'not-ready',
+        reducedCapacity: true,
         id: undefined,
         shadowRejected: true,
       });
@@ -182,6 +184,7 @@ describe('shadow mode while Redis cannot answer', () => {
       resetAtMs: T0 + 1000,
       source: 'local',
       reason: 'not-ready',
+      reducedCapacity: false,
       id: undefined,
       shadowRejected: true,
     });
@@ -208,6 +211,7 @@ describe('shadow mode while Redis cannot answer', () => {
       retryAfterMs: 1000,
       source: 'local',
       reason: 'not-ready',
+      reducedCapacity: false,
       decisions: [
         {
           allowed: true,
@@ -217,6 +221,7 @@ describe('shadow mode while Redis cannot answer', () => {
           resetAtMs: T0 + 1000,
           source: 'local',
           reason: 'not-ready',
+          reducedCapacity: false,
           id: undefined,
           shadowRejected: true,
         },
@@ -228,6 +233,7 @@ describe('shadow mode while Redis cannot answer', () => {
           resetAtMs: T0 + 1000,
           source: 'local',
           reason: 'not-ready',
+          reducedCapacity: false,
           id: undefined,
         },
       ],
