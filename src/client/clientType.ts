@@ -1,11 +1,11 @@
-import type { Cluster, Redis } from 'ioredis';
 import type { GlideClientLike } from './adapters/glide.js';
 import type { NodeRedisClient, NodeRedisCluster, NodeRedisSentinel } from './adapters/nodeRedis.js';
 
 /**
- * A client with ioredis's API that is not ioredis 6's own class: iovalkey's `Redis` and `Cluster`
- * (ioredis's fork for Valkey). Typed by what resilimit calls on a client, since the classes of two
- * packages never match by name (`Redis<"legacy">` refused iovalkey's before).
+ * A client with ioredis's API: ioredis 6's `Redis` and `Cluster`, and iovalkey's (ioredis's fork for
+ * Valkey). Typed by shape, without ioredis's types: ioredis is an optional peer, and a type imported
+ * from a package the user does not have would make this one `any`. What resilimit calls on a client: the classes of two packages never
+ * match by name (`Redis<"legacy">` refused iovalkey's before).
  */
 export interface IoredisCompatible {
   readonly status: string;
@@ -30,4 +30,4 @@ export interface IoredisCompatible {
  * The client a limiter or a window takes: ioredis 6's `Redis` or `Cluster`, iovalkey's, node-redis's
  * (`createClient()`, `createCluster()`) or Valkey GLIDE's (`GlideClient`, `GlideClusterClient`).
  */
-export type RedisClient = Redis | Cluster | IoredisCompatible | NodeRedisClient | NodeRedisCluster | NodeRedisSentinel | GlideClientLike;
+export type RedisClient = IoredisCompatible | NodeRedisClient | NodeRedisCluster | NodeRedisSentinel | GlideClientLike;

@@ -116,4 +116,23 @@ describe.each(Object.keys(CLIENTS))('the %s adapter on a Cluster', (library) => 
       await closeRedisClient(client);
     }
   });
+
+  it('reports a master restarted after start-up, the first time too', async () => {
+    if (library !== 'node-redis') return; // ioredis's '+node' has its own Cluster tests; GLIDE reports by its replies
+    const client = await CLIENTS[library]!();
+    const port = portOf(client);
+    let restarted = 0;
+    const stop = port.on('node', () => (restarted += 1));
+    try {
+      await cluster.restart(0);
+      await cluster.waitOk();
+      const started = performance.now();
+      // node-redis reconnects with its back-off (at most 500 ms here); 15 s is a loaded machine's slack.
+      while (restarted === 0 && performance.now() - started < 15_000) await sleep(50);
+      expect(restarted).toBeGreaterThan(0);
+    } finally {
+      stop();
+      await closeRedisClient(client);
+    }
+  });
 });

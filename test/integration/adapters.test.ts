@@ -17,7 +17,7 @@ import { closeRedisClient, createRedisClient, ResilientLimiter, type RedisClient
 import { redisCallError } from '../../src/path/failures.js';
 import { redisKey } from '../../src/redis/redisKey.js';
 import type { Script } from '../../src/redis/scripts/script.js';
-import { startRedisServer, type RedisChild, withProbe } from '../support/redis.js';
+import { freePort, startRedisServer, type RedisChild, withProbe } from '../support/redis.js';
 
 // GLIDE logs each failed request (a server's error reply included) as a warning on stderr.
 Logger.setLoggerConfig('off');
@@ -75,6 +75,28 @@ async function until(check: () => boolean | Promise<boolean>, ms: number, what: 
   }
 }
 
+describe('a Valkey GLIDE client that cannot connect', () => {
+  it('fails its calls as Redis unavailable, not as a reply about the request', async () => {
+    const dead = await freePort();
+    const client = await GlideClient.createClient({
+      addresses: [{ host: '127.0.0.1', port: dead }],
+      lazyConnect: true,
+      requestTimeout: 500,
+      advancedConfiguration: { connectionTimeout: 250 },
+    });
+    try {
+      const error = await portOf(client)
+        .ping()
+        .catch((e: unknown) => e);
+      // GLIDE gives its connect failure the class of a server's reply (RequestError): "Standalone connect failed - IoError: …".
+      expect((error as Error).name).not.toBe('ReplyError');
+      expect(redisCallError(error).code).toBe('ERR_RESILIMIT_REDIS_UNAVAILABLE');
+    } finally {
+      client.close();
+    }
+  });
+});
+
 describe.each(Object.keys(CLIENTS))('the %s adapter', (library) => {
   it('keeps the port contract: scripts and their reload, replies, errors, readiness after a restart, closing', async () => {
     const client = await CLIENTS[library]!();
@@ -131,6 +153,29 @@ describe.each(Object.keys(CLIENTS))('the %s adapter', (library) => {
       expect(port.ready).toBe(false);
       await closeRedisClient(client);
     } finally {
+      await closeRedisClient(client, { timeoutMs: 0 });
+    }
+  });
+
+  it('closes within its timeout against a frozen server, and the command waiting on it settles', async () => {
+    const client = await CLIENTS[library]!();
+    const port = portOf(client);
+    expect(await waitForRedis(client)).toBe(true);
+    server.freeze();
+    try {
+      const pending = port.ping().then(
+        () => 'answered',
+        () => 'rejected',
+      );
+      const started = performance.now();
+      await closeRedisClient(client, { timeoutMs: 100 });
+      // The timeout (100 ms) and a loaded machine's slack: the close never waits on the frozen server past it.
+      expect(performance.now() - started).toBeLessThan(100 + 900);
+      // Its connection is gone: the command sent before fails (1 s: the slack of a loaded machine).
+      expect(await Promise.race([pending, sleep(1_000).then(() => 'still waiting')])).toBe('rejected');
+      expect(port.ended).toBe(true);
+    } finally {
+      server.thaw();
       await closeRedisClient(client, { timeoutMs: 0 });
     }
   });

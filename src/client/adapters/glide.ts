@@ -35,24 +35,26 @@ const KINDS: Record<string, string> = {
   ReadOnly: 'READONLY',
   AuthenticationFailed: 'NOAUTH',
   NotBusy: 'NOTBUSY',
+  PermissionDenied: 'NOPERM',
   Moved: 'MOVED',
   Ask: 'ASK',
 };
 
-/** GLIDE's errors that are not a server's reply: the client's own timeout, a lost connection, a closed client. */
-const NOT_A_REPLY = ['TimeoutError', 'ConnectionError', 'ClosingError', 'ConfigurationError'];
+/** GLIDE's errors that are never a server's reply: its own timeout, a lost connection, a closed client, its own breaker. */
+const NOT_A_REPLY = ['TimeoutError', 'ConnectionError', 'ClosingError', 'ConfigurationError', 'CircuitBreakerError'];
 
 /**
- * A GLIDE error as the port gives it: a server's error reply (a `RequestError` of no other class) as a
- * {@link ReplyError} starting with Redis's code; the client's own errors as they are.
+ * A GLIDE error as the port gives it: a server's error reply as a {@link ReplyError} starting with
+ * Redis's code; anything else as it is. A reply is told by its message only ("An error was signalled
+ * by the server: - <Kind>: …", or "<CODE>: …"): GLIDE gives its own failures the same class
+ * (`RequestError`: "Standalone connect failed - IoError: …"), and those mean Redis cannot answer.
  */
 export function glideError(error: unknown): unknown {
-  if (!isA(error, 'RequestError') || NOT_A_REPLY.some((name) => isA(error, name))) return error;
-  const message = (error as Error).message;
-  const kind = /^An error was signalled by the server: - (\w+): ?(.*)$/s.exec(message);
+  if (!(error instanceof Error) || NOT_A_REPLY.some((name) => isA(error, name))) return error;
+  const kind = /^An error was signalled by the server: - (\w+): ?(.*)$/s.exec(error.message);
   if (kind !== null) return new ReplyError(`${KINDS[kind[1] as string] ?? kind[1]} ${kind[2]}`, { cause: error });
-  const code = /^([A-Z]+): (.*)$/s.exec(message);
-  return new ReplyError(code === null ? message : `${code[1]} ${code[2]}`, { cause: error });
+  const code = /^([A-Z][A-Z0-9_]*): (.*)$/s.exec(error.message);
+  return code === null ? error : new ReplyError(`${code[1]} ${code[2]}`, { cause: error });
 }
 
 /**

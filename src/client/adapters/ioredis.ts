@@ -72,9 +72,22 @@ export class IoredisPort implements RedisPort {
     // A Cluster client stays 'ready' while one master dies and comes back empty: ioredis drops the
     // node ('-node') and adds it again ('+node') once it answers.
     // Nodes added while the client connects are not reported: only those added once it was ready.
-    return listenOn(this.client, '+node', (node) => {
-      if (this.client.status === 'ready') (node as Redis).once('ready', () => listener());
+    const waiting = new Map<Redis, () => void>();
+    const stop = listenOn(this.client, '+node', (added) => {
+      const node = added as Redis;
+      if (this.client.status !== 'ready' || waiting.has(node)) return;
+      const onReady = (): void => {
+        waiting.delete(node);
+        listener();
+      };
+      waiting.set(node, onReady);
+      node.once('ready', onReady);
     });
+    return () => {
+      stop();
+      for (const [node, onReady] of waiting) node.off('ready', onReady);
+      waiting.clear();
+    };
   }
 
   describe(): string {

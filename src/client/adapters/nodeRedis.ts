@@ -35,6 +35,9 @@ export interface NodeRedisSentinel extends Omit<NodeRedisClient, 'sendCommand' |
   destroy(): unknown;
 }
 
+/** A node of a node-redis Cluster, as resilimit reads it. */
+type NodeOf = { host?: string; port?: number; client?: { isReady?: boolean } };
+
 /** Whether `value` is a node-redis client, Cluster or Sentinel client: `sendCommand` and the `isReady` / `isOpen` flags. */
 export function isNodeRedis(value: object): boolean {
   const c = value as Partial<Record<'sendCommand' | 'isReady' | 'isOpen' | 'destroy', unknown>>;
@@ -46,9 +49,14 @@ export function isNodeRedis(value: object): boolean {
   );
 }
 
-/** A reply error of node-redis (`ErrorReply`, `SimpleError`, `BlobError`) as the port's; anything else as it is. */
+/**
+ * A reply error of node-redis (`ErrorReply`, `SimpleError`, `BlobError`) as the port's; anything else
+ * as it is. Told by its class, or by its message's shape (Redis's code first, in capitals) when a
+ * bundler renamed the classes: node-redis's own errors start with a word in lower case ("The client is offline").
+ */
 function mapped(error: unknown): unknown {
-  return isA(error, 'ErrorReply') ? new ReplyError((error as Error).message, { cause: error }) : error;
+  if (!(error instanceof Error)) return error;
+  return isA(error, 'ErrorReply') || /^[A-Z][A-Z0-9_-]*( |$)/.test(error.message) ? new ReplyError(error.message, { cause: error }) : error;
 }
 
 /**
@@ -61,10 +69,24 @@ export class NodeRedisPort implements RedisPort {
   readonly #sentinel: boolean;
   /** The addresses of a Cluster's nodes that have been ready: a node ready again may be one restarted empty. */
   readonly #seen = new Set<string>();
+  /** The port's listeners of a Cluster's node ready again. */
+  readonly #nodeListeners = new Set<(arg?: unknown) => void>();
 
   constructor(readonly client: NodeRedisClient | NodeRedisCluster | NodeRedisSentinel) {
     this.isCluster = Array.isArray((client as { masters?: unknown }).masters);
     this.#sentinel = typeof (client as { getMasterNode?: unknown }).getMasterNode === 'function';
+    if (this.isCluster) {
+      // One listener for every limiter on the client, from the start: the nodes ready by now (the
+      // docs connect the Cluster before the limiter is made) are known, so their next ready is reported.
+      const c = client as { masters?: NodeOf[]; replicas?: NodeOf[] };
+      for (const node of [...(c.masters ?? []), ...(c.replicas ?? [])])
+        if (node.client?.isReady === true) this.#seen.add(`${node.host}:${node.port}`);
+      (client as NodeRedisCluster).on('node-ready', (node: { host?: string; port?: number }) => {
+        const address = `${node.host}:${node.port}`;
+        if (!this.#seen.has(address)) this.#seen.add(address);
+        else for (const listener of this.#nodeListeners) listener();
+      });
+    }
   }
 
   get ready(): boolean {
@@ -76,7 +98,7 @@ export class NodeRedisPort implements RedisPort {
   }
 
   get status(): string {
-    return this.client.isReady ? 'ready' : this.client.isOpen ? 'reconnecting' : 'closed';
+    return this.client.isReady ? 'ready' : this.client.isOpen ? 'reconnecting' : 'closed or not connected';
   }
 
   async run(script: Script, keys: readonly string[], args: ScriptArgs): Promise<unknown> {
@@ -131,12 +153,8 @@ export class NodeRedisPort implements RedisPort {
     }
     if (event === 'ready') return listenOn(this.client, this.isCluster ? 'connect' : 'ready', listener);
     if (!this.isCluster) return () => {};
-    return listenOn(this.client, 'node-ready', (node) => {
-      const { host, port } = node as { host?: string; port?: number };
-      const address = `${host}:${port}`;
-      if (this.#seen.has(address)) listener();
-      else this.#seen.add(address);
-    });
+    this.#nodeListeners.add(listener);
+    return () => this.#nodeListeners.delete(listener);
   }
 
   describe(): string {
@@ -159,9 +177,14 @@ export class NodeRedisPort implements RedisPort {
     return off === true ? [] : [`disableOfflineQueue is not true${this.isCluster ? " (set it in the Cluster options' defaults)" : ''}`];
   }
 
-  /** `close()` (pending replies arrive first), waited at most `timeoutMs`; else, or when it fails or is late, `destroy()`. */
+  /**
+   * `close()` (pending replies arrive first), waited at most `timeoutMs`; else, or when it fails or is
+   * late, `destroy()`. node-redis's `close()` says closed (`isOpen` false) at once, and a Cluster's
+   * forgets its nodes first: so the nodes' clients are taken before, and destroyed after a late close.
+   */
   async close(timeoutMs: number): Promise<void> {
     if (!this.client.isOpen) return;
+    const nodes = this.isCluster ? nodeClientsOf(this.client as NodeRedisCluster) : [];
     if (this.client.isReady && timeoutMs > 0) {
       const closed = await withDeadline(this.client.close(), timeoutMs).then(
         () => true,
@@ -169,7 +192,13 @@ export class NodeRedisPort implements RedisPort {
       );
       if (closed) return;
     }
-    if (this.client.isOpen) await this.client.destroy();
+    for (const client of [this.client, ...nodes]) {
+      try {
+        await client.destroy();
+      } catch {
+        // Already destroyed, or closed for good meanwhile: nothing is left of it.
+      }
+    }
   }
 
   #send(firstKey: string | undefined, args: string[]): Promise<unknown> {
@@ -180,6 +209,19 @@ export class NodeRedisPort implements RedisPort {
         : (this.client as NodeRedisClient).sendCommand(args);
     return sent.catch(reject);
   }
+}
+
+/** The clients of a node-redis Cluster's nodes that have one (masters, replicas, the pub/sub node). */
+function nodeClientsOf(cluster: NodeRedisCluster): { destroy(): unknown }[] {
+  const c = cluster as unknown as {
+    masters?: { client?: unknown }[];
+    replicas?: { client?: unknown }[];
+    pubSubNode?: { client?: unknown };
+  };
+  const nodes = [...(c.masters ?? []), ...(c.replicas ?? []), ...(c.pubSubNode ? [c.pubSubNode] : [])];
+  return nodes
+    .map((node) => node.client)
+    .filter((client): client is { destroy(): unknown } => typeof (client as { destroy?: unknown })?.destroy === 'function');
 }
 
 function reject(error: unknown): never {
