@@ -22,6 +22,12 @@ export type Contender = {
   decide(key: string): Promise<Outcome>;
   /** resilimit only: its own counters. */
   stats?(): LimiterStats;
+  /**
+   * rate-limiter-flexible only: `calls` calls of `key` in one, leaving the store as that many calls
+   * of `decide` would (one `consume(key, calls)`: the same counter, the TTL set at the key's first
+   * call). Absent: a fill makes the calls one by one (resilimit's log holds one member per call).
+   */
+  fill?(key: string, calls: number): Promise<void>;
   close(): Promise<void>;
 };
 
@@ -71,6 +77,7 @@ export const rateLimiterFlexible: ContenderFactory = {
     return {
       name: this.name,
       decide: (key) => limiter.consume(key).then(() => 'allowed', denied),
+      fill: (key, calls) => limiter.consume(key, calls).then(() => undefined),
       async close() {
         client.disconnect();
       },
