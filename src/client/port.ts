@@ -66,6 +66,16 @@ export class ReplyError extends Error {
   override readonly name = 'ReplyError';
 }
 
+/** Whether `error` is Redis's `NOSCRIPT` reply: the server does not know the script (fresh, restarted or flushed). */
+export function isNoScript(error: unknown): boolean {
+  return error instanceof Error && error.message.startsWith('NOSCRIPT');
+}
+
+/** The `EVALSHA` or `EVAL` command of `script` as text, for the clients that send a command as an array of strings. */
+export function scriptCommand(by: 'EVALSHA' | 'EVAL', script: Script, keys: readonly string[], args: ScriptArgs): string[] {
+  return [by, by === 'EVALSHA' ? script.sha : script.source, String(keys.length), ...keys, ...args.map(String)];
+}
+
 /** Listens to `event` on a Node `EventEmitter` client, raising its listener cap by one while it does (each limiter adds its own). */
 export function listenOn(
   // biome-ignore lint/suspicious/noExplicitAny: the clients type their listeners' arguments as any

@@ -1,5 +1,5 @@
 import type { Script } from '../../redis/scripts/script.js';
-import { ReplyError, type PortEvent, type RedisPort, type ScriptArgs } from '../port.js';
+import { isNoScript, ReplyError, type PortEvent, type RedisPort, type ScriptArgs, scriptCommand } from '../port.js';
 import { isA } from './errorClass.js';
 
 /**
@@ -89,15 +89,15 @@ export class GlidePort implements RedisPort {
 
   async run(script: Script, keys: readonly string[], args: ScriptArgs): Promise<unknown> {
     try {
-      return await this.#send(['EVALSHA', script.sha, String(keys.length), ...keys, ...args.map(String)]);
+      return await this.#send(scriptCommand('EVALSHA', script, keys, args));
     } catch (error) {
-      if (!(error instanceof ReplyError) || !error.message.startsWith('NOSCRIPT')) throw error;
+      if (!isNoScript(error)) throw error;
       return this.eval(script, keys, args);
     }
   }
 
   eval(script: Script, keys: readonly string[], args: ScriptArgs): Promise<unknown> {
-    return this.#send(['EVAL', script.source, String(keys.length), ...keys, ...args.map(String)]);
+    return this.#send(scriptCommand('EVAL', script, keys, args));
   }
 
   del(key: string): Promise<unknown> {

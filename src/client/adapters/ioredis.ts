@@ -2,7 +2,7 @@ import type { Cluster, Redis } from 'ioredis';
 import type { Script } from '../../redis/scripts/script.js';
 import { withDeadline } from '../withDeadline.js';
 import { stopFollowing } from '../followFailovers.js';
-import { listenOn, type PortEvent, type RedisPort, type ScriptArgs } from '../port.js';
+import { isNoScript, listenOn, type PortEvent, type RedisPort, type ScriptArgs } from '../port.js';
 
 /** An ioredis 6 `Redis` or `Cluster`, or iovalkey's (ioredis's fork for Valkey: the same API). */
 type Client = Redis | Cluster;
@@ -41,7 +41,7 @@ export class IoredisPort implements RedisPort {
     try {
       return await this.client.evalsha(script.sha, keys.length, ...keys, ...args);
     } catch (error) {
-      if (!(error instanceof Error) || !error.message.startsWith('NOSCRIPT')) throw error;
+      if (!isNoScript(error)) throw error;
       return this.client.eval(script.source, keys.length, ...keys, ...args);
     }
   }

@@ -1,6 +1,6 @@
 import type { Script } from '../../redis/scripts/script.js';
 import { withDeadline } from '../withDeadline.js';
-import { listenOn, type PortEvent, ReplyError, type RedisPort, type ScriptArgs } from '../port.js';
+import { isNoScript, listenOn, type PortEvent, ReplyError, type RedisPort, type ScriptArgs, scriptCommand } from '../port.js';
 import { isA } from './errorClass.js';
 
 /**
@@ -103,15 +103,15 @@ export class NodeRedisPort implements RedisPort {
 
   async run(script: Script, keys: readonly string[], args: ScriptArgs): Promise<unknown> {
     try {
-      return await this.#send(keys[0], ['EVALSHA', script.sha, String(keys.length), ...keys, ...args.map(String)]);
+      return await this.#send(keys[0], scriptCommand('EVALSHA', script, keys, args));
     } catch (error) {
-      if (!(error instanceof ReplyError) || !error.message.startsWith('NOSCRIPT')) throw error;
+      if (!isNoScript(error)) throw error;
       return this.eval(script, keys, args);
     }
   }
 
   eval(script: Script, keys: readonly string[], args: ScriptArgs): Promise<unknown> {
-    return this.#send(keys[0], ['EVAL', script.source, String(keys.length), ...keys, ...args.map(String)]);
+    return this.#send(keys[0], scriptCommand('EVAL', script, keys, args));
   }
 
   del(key: string): Promise<unknown> {
