@@ -20,6 +20,7 @@ import {
   type ResilimitError,
 } from '../../src/index.js';
 import { startRedisServer, waitReady, type RedisChild } from '../support/redis.js';
+import { until } from '../support/wait.js';
 
 /** Breaker timings small enough to keep the file fast. */
 const TIMEOUT_MS = 50;
@@ -106,14 +107,6 @@ function next(l: ResilientLimiter, state: BreakerState, timeoutMs = 5_000): Prom
     }, timeoutMs);
     l.on('stateChange', onChange);
   });
-}
-
-async function until(predicate: () => boolean, timeoutMs: number, what: string): Promise<void> {
-  const deadline = performance.now() + timeoutMs;
-  while (!predicate()) {
-    if (performance.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
-    await sleep(2);
-  }
 }
 
 /**
@@ -215,7 +208,7 @@ describe('ResilientLimiter while Redis is frozen (SIGSTOP)', () => {
     server.freeze();
     try {
       const load = drive(l, 500);
-      await until(() => l.state === 'open', 1_000, 'the breaker to open');
+      await until(() => l.state === 'open', 1_000, 'the breaker to open', 2);
       const samples = await load.stop();
 
       expect(samples.length).toBeGreaterThan(10);
@@ -271,7 +264,7 @@ describe('ResilientLimiter while Redis is frozen (SIGSTOP)', () => {
     server.freeze();
     try {
       const load = drive(l, 500);
-      await until(() => l.state === 'open', 1_000, 'the breaker to open');
+      await until(() => l.state === 'open', 1_000, 'the breaker to open', 2);
       await load.stop();
       const reopened = next(l, 'open', RESET_MS + TIMEOUT_MS + 2_000);
       const burst = await fired;

@@ -18,6 +18,7 @@ import { redisCallError } from '../../src/path/failures.js';
 import { redisKey } from '../../src/redis/redisKey.js';
 import type { Script } from '../../src/redis/scripts/script.js';
 import { freePort, startRedisServer, type RedisChild, withProbe } from '../support/redis.js';
+import { until, whileFrozen } from '../support/wait.js';
 
 // GLIDE logs each failed request (a server's error reply included) as a warning on stderr.
 Logger.setLoggerConfig('off');
@@ -65,15 +66,6 @@ function script(name: string, source: string): Script {
 const echo = script('echo', 'return ARGV[1]');
 const fail = script('fail', 'return redis.error_reply(ARGV[1])');
 const wrongType = script('wrong-type', "redis.call('SET', KEYS[1], 'x'); return redis.call('ZADD', KEYS[1], 1, 'a')");
-
-/** Polls `check` every 50 ms until it is true, for at most `ms`. */
-async function until(check: () => boolean | Promise<boolean>, ms: number, what: string): Promise<void> {
-  const started = performance.now();
-  while (!(await check())) {
-    if (performance.now() - started > ms) throw new Error(`${what}: not within ${ms} ms`);
-    await sleep(50);
-  }
-}
 
 describe('a Valkey GLIDE client that cannot connect', () => {
   it('fails its calls as Redis unavailable, not as a reply about the request', async () => {
@@ -203,18 +195,10 @@ describe.each(Object.keys(CLIENTS))('the %s adapter', (library) => {
         [false, 'redis'],
       ]);
 
-      server.freeze();
-      let waited: number;
-      try {
-        const started = performance.now();
-        const d = await limiter.limit('frozen');
-        waited = performance.now() - started;
-        expect(d.source).toBe('local');
-      } finally {
-        server.thaw();
-      }
+      const frozen = await whileFrozen(server, () => limiter.limit('frozen'));
+      expect(frozen.result.source).toBe('local');
       // The deadline (100 ms) plus a loaded machine's timer slack: the call never waits on Redis past it.
-      expect(waited).toBeLessThan(100 + 400);
+      expect(frozen.ms).toBeLessThan(100 + 400);
       await until(async () => (await limiter.limit('thawed')).source === 'redis', 10_000, 'Redis decides after the thaw');
 
       await server.kill();
