@@ -7,7 +7,7 @@ import { execFile } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { once } from 'node:events';
 import { existsSync } from 'node:fs';
-import { request as httpRequest, type IncomingMessage, type Server } from 'node:http';
+import type { IncomingMessage, Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { setImmediate as tick, setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
@@ -21,6 +21,7 @@ import * as honoEntry from '../../src/hono.js';
 import * as koaEntry from '../../src/koa.js';
 import { closeRedisClient, createRedisClient, ResilientLimiter, type Decision, type ResilientLimiterOptions } from '../../src/index.js';
 import { freePort, useRedis, waitReady, type RedisHandle } from '../support/redis.js';
+import { get, getFrom, item, items, type Reply, sequence } from '../support/httpReplies.js';
 
 let redisServer: RedisHandle;
 let redis: Redis;
@@ -260,61 +261,6 @@ const frameworks: Framework[] = [
 
 // ---------------------------------------------------------------------------------------------
 // Requests and fields
-
-type Reply = { status: number; headers: Headers; body: string };
-
-async function get(app: App, path = '/', headers: Record<string, string> = {}): Promise<Reply> {
-  const response = await fetch(`${app.url}${path}`, { headers });
-  return { status: response.status, headers: response.headers, body: await response.text() };
-}
-
-async function sequence(app: App, n: number, path = '/', headers: Record<string, string> = {}): Promise<Reply[]> {
-  const out: Reply[] = [];
-  for (let i = 0; i < n; i += 1) out.push(await get(app, path, headers));
-  return out;
-}
-
-/** A GET from a given loopback source address (fetch cannot choose it). */
-function getFrom(app: App, localAddress: string, headers: Record<string, string> = {}): Promise<Reply> {
-  return new Promise((resolve, reject) => {
-    const req = httpRequest(`${app.url}/`, { localAddress, agent: false, headers }, (res) => {
-      let body = '';
-      res.setEncoding('utf8');
-      res.on('data', (chunk: string) => (body += chunk));
-      res.on('end', () => {
-        const fields = new Headers();
-        for (const [name, value] of Object.entries(res.headers)) if (typeof value === 'string') fields.set(name, value);
-        resolve({ status: res.statusCode ?? 0, headers: fields, body });
-      });
-    });
-    req.on('error', reject);
-    req.end();
-  });
-}
-
-/** The items of a RateLimit or RateLimit-Policy field: `"name";k=v;k=v, "name";…`. */
-function items(field: string | null): { name: string; params: Record<string, number> }[] {
-  expect(field, 'the field is present').not.toBeNull();
-  return (field as string).split(/\s*,\s*/).map((part) => {
-    const match = /^"([^"]*)"((?:;[a-z]+=\d+)+)$/.exec(part);
-    expect(match, `a well-formed item: ${part}`).not.toBeNull();
-    const [, name, rest] = match as RegExpExecArray;
-    const params = Object.fromEntries(
-      (rest as string)
-        .slice(1)
-        .split(';')
-        .map((p) => [p.split('=')[0], Number(p.split('=')[1])]),
-    );
-    return { name: name as string, params };
-  });
-}
-
-/** The single item of a field, checked to be named `name`. */
-function item(field: string | null, name = 'default'): Record<string, number> {
-  const all = items(field);
-  expect(all.map((i) => i.name)).toEqual([name]);
-  return all[0]!.params;
-}
 
 /** The decision the handler found on the context. */
 function decisionOf(reply: Reply): { decision: { allowed: boolean; remaining: number; source: string } | null; same: boolean } {

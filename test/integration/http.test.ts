@@ -7,7 +7,7 @@ import { execFile } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { once } from 'node:events';
 import { existsSync } from 'node:fs';
-import { createServer, request as httpRequest, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { setImmediate as tick, setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
@@ -30,6 +30,7 @@ import {
   type RequestLike,
 } from '../../src/http.js';
 import { useRedis, waitReady, type RedisHandle } from '../support/redis.js';
+import { get, getFrom, item, items, type Reply, sequence } from '../support/httpReplies.js';
 
 let redisServer: RedisHandle;
 let redis: Redis;
@@ -258,59 +259,6 @@ const frameworks: Framework[] = [
 // ---------------------------------------------------------------------------------------------
 // Requests and fields
 
-type Reply = { status: number; headers: Headers; body: string };
-
-async function get(app: App, path = '/', headers: Record<string, string> = {}): Promise<Reply> {
-  const response = await fetch(`${app.url}${path}`, { headers });
-  return { status: response.status, headers: response.headers, body: await response.text() };
-}
-
-/** A GET from a given loopback source address (fetch cannot choose it). */
-function getFrom(app: App, localAddress: string): Promise<Reply> {
-  return new Promise((resolve, reject) => {
-    const req = httpRequest(`${app.url}/`, { localAddress, agent: false }, (res) => {
-      let body = '';
-      res.setEncoding('utf8');
-      res.on('data', (chunk: string) => (body += chunk));
-      res.on('end', () => {
-        const headers = new Headers();
-        for (const [name, value] of Object.entries(res.headers)) if (typeof value === 'string') headers.set(name, value);
-        resolve({ status: res.statusCode ?? 0, headers, body });
-      });
-    });
-    req.on('error', reject);
-    req.end();
-  });
-}
-
-/** The items of a RateLimit or RateLimit-Policy field without `pk`: `"name";k=v;k=v, "name";…`. */
-function items(field: string | null): { name: string; params: Record<string, number> }[] {
-  expect(field, 'the field is present').not.toBeNull();
-  return (field as string).split(/\s*,\s*/).map((item) => {
-    const match = /^"([^"]*)"((?:;[a-z]+=\d+)+)$/.exec(item);
-    expect(match, `a well-formed item: ${item}`).not.toBeNull();
-    const [, name, rest] = match as RegExpExecArray;
-    const params = Object.fromEntries(
-      (rest as string)
-        .slice(1)
-        .split(';')
-        .map((p) => {
-          const [k, v] = p.split('=');
-          return [k as string, Number(v)];
-        }),
-    );
-    return { name: name as string, params };
-  });
-}
-
-/** The single item of a RateLimit / RateLimit-Policy field, checked to be named `name`. */
-function item(field: string | null, name = 'default'): Record<string, number> {
-  const all = items(field);
-  expect(all).toHaveLength(1);
-  expect(all[0]?.name).toBe(name);
-  return all[0]?.params as Record<string, number>;
-}
-
 /**
  * The single item of a RateLimit field with a `pk` parameter (last, a Structured Fields Byte
  * Sequence): its other parameters and the key's bytes decoded as UTF-8.
@@ -335,12 +283,6 @@ const TEMPORARY_REDUCED_CAPACITY = {
   title: 'Request cannot be satisfied due to temporary server capacity constraints',
   status: 503,
 };
-
-async function sequence(app: App, n: number, path = '/', headers: Record<string, string> = {}): Promise<Reply[]> {
-  const out: Reply[] = [];
-  for (let i = 0; i < n; i += 1) out.push(await get(app, path, headers));
-  return out;
-}
 
 // ---------------------------------------------------------------------------------------------
 
