@@ -5,10 +5,8 @@
  */
 import { execFile } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { once } from 'node:events';
 import { existsSync } from 'node:fs';
 import type { IncomingMessage, Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { setImmediate as tick, setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
@@ -21,7 +19,7 @@ import * as honoEntry from '../../src/hono.js';
 import * as koaEntry from '../../src/koa.js';
 import { closeRedisClient, createRedisClient, ResilientLimiter, type Decision, type ResilientLimiterOptions } from '../../src/index.js';
 import { freePort, useRedis, waitReady, type RedisHandle } from '../support/redis.js';
-import { get, getFrom, item, items, type Reply, sequence } from '../support/httpReplies.js';
+import { type App, errorBody, get, getFrom, item, items, outcomeOf, type Reply, sequence, served } from '../support/httpReplies.js';
 
 let redisServer: RedisHandle;
 let redis: Redis;
@@ -80,24 +78,12 @@ type Spec = {
 };
 type Stack = [ResilientLimiter, Spec][];
 
-interface App {
-  readonly url: string;
-  /** Times the route handler ran. */
-  handled: number;
-  close(): Promise<void>;
-}
-
 const LIMITED_TEXT = 'slow down';
 
 /** What the handler answers: the decision it reads on the context (null if none) and whether both ways of reading agree. */
 function seen(decision: Decision | undefined, same = true): string {
   const d = decision === undefined ? null : { allowed: decision.allowed, remaining: decision.remaining, source: decision.source };
   return JSON.stringify({ decision: d, same });
-}
-
-function errorBody(error: unknown): string {
-  const e = error as { code?: string; message?: string };
-  return JSON.stringify({ code: e.code ?? null, message: e.message ?? String(error) });
 }
 
 /**
@@ -109,12 +95,6 @@ function closed(request: IncomingMessage): Promise<void> {
 }
 
 /** `/status/<code>` that status, `/hang` no answer until the client gives up, anything else 200. */
-function outcomeOf(path: string): number | 'hang' {
-  if (path.startsWith('/hang')) return 'hang';
-  const code = /^\/status\/(\d{3})/.exec(path)?.[1];
-  return code === undefined ? 200 : Number(code);
-}
-
 function honoOptions(spec: Spec): honoEntry.RateLimitOptions<{ Bindings: HttpBindings }> {
   const { byHeader, byIp, byRoute, combine } = honoEntry;
   type C = HonoContext<{ Bindings: HttpBindings }>;
@@ -186,18 +166,6 @@ function koaOptions(spec: Spec): koaEntry.RateLimitOptions {
   };
 }
 
-async function listening(server: Server, app: { handled: number }): Promise<App> {
-  await once(server, 'listening');
-  const { port } = server.address() as AddressInfo;
-  return Object.assign(app, {
-    url: `http://127.0.0.1:${port}`,
-    close: async () => {
-      server.closeAllConnections();
-      await new Promise<void>((resolve) => server.close(() => resolve()));
-    },
-  });
-}
-
 /** The Hono app of a stack (served by @hono/node-server below, or asked with `app.request()`). */
 function honoApp(stack: Stack, app: { handled: number }): Hono<{ Bindings: HttpBindings }> {
   const h = new Hono<{ Bindings: HttpBindings }>();
@@ -225,7 +193,7 @@ const frameworks: Framework[] = [
     async start(stack) {
       const app = { handled: 0 };
       const h = honoApp(stack, app);
-      return listening(serve({ fetch: h.fetch, port: 0, hostname: '127.0.0.1' }) as Server, app);
+      return served(serve({ fetch: h.fetch, port: 0, hostname: '127.0.0.1' }) as Server, app);
     },
   },
   {
@@ -254,7 +222,7 @@ const frameworks: Framework[] = [
         ctx.status = outcome;
         ctx.body = seen((ctx.state as koaEntry.RateLimitState).rateLimit);
       });
-      return listening(k.listen(0, '127.0.0.1'), app);
+      return served(k.listen(0, '127.0.0.1'), app);
     },
   },
 ];
@@ -678,7 +646,7 @@ describe('koa', () => {
     k.use((ctx) => {
       ctx.body = 'ok';
     });
-    const app = await listening(k.listen(0, '127.0.0.1'), { handled: 0 });
+    const app = await served(k.listen(0, '127.0.0.1'), { handled: 0 });
     apps.push(app);
     const from = async (address: string) => (await get(app, '/', { 'x-forwarded-for': address })).status;
     expect([await from('198.51.100.1'), await from('198.51.100.1'), await from('198.51.100.2')]).toEqual([200, 429, 200]);

@@ -7,7 +7,7 @@ import { execFile } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { once } from 'node:events';
 import { existsSync } from 'node:fs';
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { setImmediate as tick, setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
@@ -30,7 +30,7 @@ import {
   type RequestLike,
 } from '../../src/http.js';
 import { useRedis, waitReady, type RedisHandle } from '../support/redis.js';
-import { get, getFrom, item, items, type Reply, sequence } from '../support/httpReplies.js';
+import { type App, errorBody, get, getFrom, item, items, outcomeOf, type Reply, sequence, served } from '../support/httpReplies.js';
 
 let redisServer: RedisHandle;
 let redis: Redis;
@@ -78,13 +78,6 @@ type Options = CommonHttpOptions<RequestLike> & {
 };
 type Stack = [ResilientLimiter, Options][];
 
-interface App {
-  readonly url: string;
-  /** Times the route handler ran. */
-  handled: number;
-  close(): Promise<void>;
-}
-
 type Framework = { name: string; start(stack: Stack): Promise<App> };
 
 const LIMITED_TEXT = 'slow down';
@@ -93,31 +86,6 @@ const LIMITED_TEXT = 'slow down';
  * What the route handler of every app answers for a path: `/status/<code>` that status, `/hang`
  * nothing (the client gives up), anything else 200.
  */
-function outcomeOf(url: string | undefined): number | 'hang' {
-  if (url?.startsWith('/hang') === true) return 'hang';
-  const code = /^\/status\/(\d{3})/.exec(url ?? '')?.[1];
-  return code === undefined ? 200 : Number(code);
-}
-
-function errorBody(error: unknown): string {
-  const e = error as { code?: string; message?: string };
-  return JSON.stringify({ code: e.code ?? null, message: e.message ?? String(error) });
-}
-
-async function listen(server: Server, app: { handled: number }): Promise<App> {
-  server.listen(0, '127.0.0.1');
-  await once(server, 'listening');
-  const { port } = server.address() as AddressInfo;
-  const url = `http://127.0.0.1:${port}`;
-  return Object.assign(app, {
-    url,
-    close: async () => {
-      server.closeAllConnections();
-      await new Promise<void>((resolve) => server.close(() => resolve()));
-    },
-  });
-}
-
 /** The `onLimited` of the `(req, res, next)` frameworks, for `limited`. */
 function nodeOnLimited(limited: Options['limited']) {
   if (limited === undefined) return {};
@@ -156,7 +124,8 @@ const frameworks: Framework[] = [
         };
         run(0);
       });
-      return listen(server, app);
+      server.listen(0, '127.0.0.1');
+      return served(server, app);
     },
   },
   {
@@ -186,7 +155,7 @@ const frameworks: Framework[] = [
       e.use((error: unknown, _req: Request, res: Response, _next: NextFunction) => {
         res.status(500).send(errorBody(error));
       });
-      return listen(createServer(e), app);
+      return served(createServer(e).listen(0, '127.0.0.1'), app);
     },
   },
   {
@@ -206,7 +175,7 @@ const frameworks: Framework[] = [
         res.statusCode = 500;
         res.end(errorBody(error));
       });
-      return listen(createServer(c), app);
+      return served(createServer(c).listen(0, '127.0.0.1'), app);
     },
   },
   {

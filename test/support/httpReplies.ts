@@ -1,9 +1,48 @@
-/** Requests to a test server and the reading of the RateLimit fields, for the HTTP middleware tests of every framework. */
-import { request as httpRequest } from 'node:http';
+/**
+ * The HTTP middleware tests of every framework: a served test app, requests to it, and the reading
+ * of the RateLimit fields.
+ */
+import { once } from 'node:events';
+import { request as httpRequest, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { expect } from 'vitest';
 
 /** A served app: where to send requests. */
 export type Served = { readonly url: string };
+
+/** A test app, served: its handler counts its runs. */
+export interface App {
+  readonly url: string;
+  /** Times the route handler ran. */
+  handled: number;
+  close(): Promise<void>;
+}
+
+/** `app` served by `server` on loopback (once it listens; `listen` it on port 0 first), closed with every connection. */
+export async function served(server: Server, app: { handled: number }): Promise<App> {
+  if (!server.listening) await once(server, 'listening');
+  const { port } = server.address() as AddressInfo;
+  return Object.assign(app, {
+    url: `http://127.0.0.1:${port}`,
+    close: async () => {
+      server.closeAllConnections();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    },
+  });
+}
+
+/** The test apps' error handler's body: the error's code and message. */
+export function errorBody(error: unknown): string {
+  const e = error as { code?: string; message?: string };
+  return JSON.stringify({ code: e.code ?? null, message: e.message ?? String(error) });
+}
+
+/** What the test apps' route answers: `/status/<code>` that status, `/hang` nothing until the client gives up, anything else 200. */
+export function outcomeOf(path: string | undefined): number | 'hang' {
+  if (path?.startsWith('/hang') === true) return 'hang';
+  const code = /^\/status\/(\d{3})/.exec(path ?? '')?.[1];
+  return code === undefined ? 200 : Number(code);
+}
 
 export type Reply = { status: number; headers: Headers; body: string };
 
