@@ -1,0 +1,55 @@
+/**
+ * Probe: one caller awaiting each call, 10,000 keys filled to 50 (limit 100 / 60 s): commands Redis
+ * ran per decision (INFO commandstats) and CPU per decision on each side, resilimit then RLF.
+ *   node bench/probes/one-caller.ts [ms]
+ */
+import { RateLimiterRedis } from 'rate-limiter-flexible';
+import { waitReady } from '../../test/support/redis.ts';
+import { createRedisClient, ResilientLimiter } from '../support/resilimit.ts';
+import { startServer } from '../support/server.ts';
+
+const MS = Number(process.argv[2] ?? 2000);
+const server = await startServer();
+const keys = Array.from({ length: 10_000 }, (_, i) => `k:${i}`);
+const stats = async () => {
+  const c = server.redis.client();
+  await waitReady(c);
+  const text = (await c.info('commandstats')) + (await c.info('cpu'));
+  c.disconnect();
+  const out: Record<string, number> = {};
+  for (const m of text.matchAll(/cmdstat_(\w+):calls=(\d+)/g)) out[m[1]!] = Number(m[2]);
+  out.cpuUs = (Number(/used_cpu_user:([\d.]+)/.exec(text)![1]) + Number(/used_cpu_sys:([\d.]+)/.exec(text)![1])) * 1e6;
+  return out;
+};
+async function run(name: string, decide: (k: string) => Promise<unknown>) {
+  for (const k of keys) for (let i = 0; i < 50; i++) await decide(k);
+  const a = await stats();
+  const n0 = process.cpuUsage();
+  const t0 = performance.now();
+  let n = 0;
+  while (performance.now() - t0 < MS) await decide(keys[n++ % keys.length]!);
+  const cpu = process.cpuUsage(n0);
+  const el = performance.now() - t0;
+  const b = await stats();
+  const per: string[] = [];
+  for (const [k, v] of Object.entries(b)) if (k !== 'cpuUs' && v - (a[k] ?? 0) > 0) per.push(`${k} ${((v - (a[k] ?? 0)) / n).toFixed(3)}`);
+  console.log(
+    `${name}: ${((n / el) * 1000).toFixed(0)}/s; node ${((cpu.user + cpu.system) / n).toFixed(1)} µs; redis ${((b.cpuUs! - a.cpuUs!) / n).toFixed(1)} µs; per decision: ${per.join(', ')}`,
+  );
+}
+{
+  const redis = createRedisClient(server.redis.url);
+  await waitReady(redis);
+  const limiter = new ResilientLimiter({ redis, limit: 100, windowMs: 60_000, local: { instances: 1 } });
+  await run('resilimit', (k) => limiter.limit(k));
+  await limiter.close();
+  redis.disconnect();
+}
+{
+  const client = server.redis.client();
+  await waitReady(client);
+  const rlf = new RateLimiterRedis({ storeClient: client, points: 100, duration: 60, keyPrefix: 'rlf' });
+  await run('rlf', (k) => rlf.consume(k).catch(() => undefined));
+  client.disconnect();
+}
+await server.close?.();
