@@ -17,6 +17,7 @@ import {
 } from '../options/options.js';
 import type { Recovery } from '../recovery/Recovery.js';
 import type { RedisTier } from '../redis/RedisTier.js';
+import { noIdWithSlices } from '../redis/RedisWindow.js';
 import { refund, type RefundOptions, type RefundResult } from './refund.js';
 import type { Settings } from './Settings.js';
 import type { Stats, DecisionMessage as Message, LimiterStats } from './Stats.js';
@@ -123,6 +124,7 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
     checkCallOptions('limit()', options);
     const limit = this.#settings.limitOf(key);
     const cost = checkCost(options?.cost, limit);
+    if (options?.id !== undefined) noIdWithSlices(this.#options.resolutionMs, options.id);
     const d = this.#path.one(key, cost, callIdOf(options?.id), limit);
     return this.#stats.publish(key, cost, d instanceof Promise ? await d : d, started);
   }

@@ -4,7 +4,15 @@ import { invalidOption } from '../options/errors.js';
 import { configure } from '../internal.js';
 import type { LocalTier } from '../local/LocalTier.js';
 import { limitValue } from '../options/limitFunction.js';
-import { integer, MAX_INT, mode as checkMode, type LimitFunction, type Mode, type ResolvedLimiterOptions } from '../options/options.js';
+import {
+  integer,
+  MAX_INT,
+  mode as checkMode,
+  resolution,
+  type LimitFunction,
+  type Mode,
+  type ResolvedLimiterOptions,
+} from '../options/options.js';
 import type { RedisWindow } from '../redis/RedisWindow.js';
 
 /** Once its lease has ended, `afterLease: 'shrink'` answers locally at a share of this many times less. */
@@ -168,6 +176,8 @@ export class Settings {
     const limitFn = typeof changes.limit === 'function' ? changes.limit : undefined;
     const limit = changes.limit === undefined || limitFn !== undefined ? this.#limit : integer('limit', changes.limit, 1, MAX_INT);
     const windowMs = changes.windowMs === undefined ? this.#windowMs : integer('windowMs', changes.windowMs, 1, MAX_INT);
+    // A window counted by slices keeps its slices: the new window must still be cut into at most MAX_SLICES.
+    resolution(this.redis.options.resolutionMs, windowMs);
     if (changes.limit !== undefined) this.#limitFn = limitFn;
     this.#limit = limit;
     this.#windowMs = windowMs;

@@ -3,6 +3,7 @@ import { knownOptions } from '../options/checks.js';
 import { ErrorCode, isResilimitError } from '../options/errors.js';
 import { checkCost, checkGivenId, checkKey, sameCall } from '../options/input.js';
 import { MAX_INT } from '../options/options.js';
+import { splitSlicedId } from '../redis/scripts/slicedWindow.js';
 
 /**
  * Options of `refund()`. `cost`: the call's cost, when this instance may not know it (a call another
@@ -47,7 +48,7 @@ export type RefundResult = {
  *   `ERR_RESILIMIT_REDIS_REPLY` when Redis refused the script (the local side gave the call back all the same).
  */
 export async function refund(
-  parts: Pick<Parts, 'local' | 'deny' | 'recovery'>,
+  parts: Pick<Parts, 'local' | 'deny' | 'recovery' | 'tier'>,
   key: string,
   id: string,
   options?: RefundOptions,
@@ -56,7 +57,8 @@ export async function refund(
   checkGivenId(id);
   const given = options === undefined ? undefined : checkCost(knownOptions('refund()', options, ['cost'])['cost'], MAX_INT);
   const { local, deny, recovery } = parts;
-  const matches = sameCall(id);
+  // With slices, an id Redis admitted ends in its slice (see `slicedId`): the local side knows the call without it.
+  const matches = sameCall(parts.tier.window.options.resolutionMs === undefined ? id : splitSlicedId(id).id);
   const held = recovery.forgetCall(key, matches);
   const warm = local.main.forgetCall(key, matches);
   const known = held?.cost ?? warm?.cost ?? 0;

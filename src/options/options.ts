@@ -20,13 +20,23 @@ export {
   resolveLocalWindowOptions,
   resolveRedisWindowOptions,
   resolveWindowOptions,
+  resolution,
+  MAX_SLICES,
   type LimitFunction,
   type ResolvedLocalWindowOptions,
   type ResolvedRedisWindowOptions,
   type ResolvedWindowOptions,
   type WindowOptions,
 } from './windowOptions.js';
-import { MAX_INT, prefix, resolveWindowOptions, type LimitFunction, type WindowOptions } from './windowOptions.js';
+import {
+  MAX_INT,
+  prefix,
+  resolution,
+  resolveWindowOptions,
+  type LimitFunction,
+  type RedisWindowOptions,
+  type WindowOptions,
+} from './windowOptions.js';
 
 /** What answers when Redis cannot: the local window, an allow, or a deny. */
 export type Mode = 'local' | 'fail-open' | 'fail-closed';
@@ -96,6 +106,14 @@ export type ResilientLimiterOptions = Omit<WindowOptions, 'limit'> & {
    * @default 0 (range 0 … 2^31 - 1)
    */
   blockMs?: number;
+  /**
+   * Counts calls in Redis by time slices of this many ms instead of one by one: memory and Redis work
+   * per key bounded by the slices, whatever the limit. Never over the limit in any window; a call may
+   * be refused up to one slice early. Not with `refund()`, `limitAll()` or a caller's `id`. See
+   * {@link RedisWindowOptions.resolutionMs} and docs/resolution.md.
+   * @default undefined (the exact log)
+   */
+  resolutionMs?: RedisWindowOptions['resolutionMs'];
   /**
    * Shadow mode, to roll out a new limit safely (as Envoy's `shadow_mode`): every call is decided and
    * counted as usual, but never refused. A call the limit would refuse (Redis's refusal, the deny
@@ -198,6 +216,7 @@ export type ResolvedLimiterOptions = Readonly<{
   windowMs: number;
   mode: Mode;
   blockMs: number;
+  resolutionMs: number | undefined;
   shadow: boolean;
   localLimit: number | undefined;
   instances: number | 'auto';
@@ -239,7 +258,8 @@ export function mode(name: string, value: unknown): Mode {
 
 /** Every option's name, checked both ways against the types: a name added to one must be added to the other. */
 const LIMITER_OPTIONS = [
-  ...['redis', 'prefix', 'limit', 'windowMs', 'mode', 'blockMs', 'local', 'breaker', 'maxInFlight', 'slowCallMs', 'clock', 'perf'],
+  ...['redis', 'prefix', 'limit', 'windowMs', 'mode', 'blockMs', 'resolutionMs', 'local', 'breaker', 'maxInFlight', 'slowCallMs'],
+  ...['clock', 'perf'],
   ...['heartbeatMs', 'maxPending', 'maxPendingBytes', 'reconcile', 'coalesce', 'maxWaiters', 'shadow'],
 ] as const satisfies readonly (keyof ResilientLimiterOptions)[];
 const LOCAL_OPTIONS = ['limit', 'instances', 'maxKeys', 'leaseMs', 'afterLease'] as const satisfies readonly (keyof LocalTierOptions)[];
@@ -276,6 +296,7 @@ export function resolveLimiterOptions(raw: unknown): ResolvedLimiterOptions {
     prefix: prefix(options['prefix']),
     mode: options['mode'] === undefined ? 'local' : mode('mode', options['mode']),
     blockMs: optionalInteger('blockMs', options['blockMs'], 0, MAX_INT, 0),
+    resolutionMs: resolution(options['resolutionMs'], window.windowMs),
     shadow: optionalBoolean('shadow', options['shadow'], false),
     localLimit: local['limit'] === undefined ? undefined : integer('local.limit', local['limit'], 1, MAX_INT),
     instances: integerOrAuto('local.instances', local['instances'], 1_000_000),

@@ -61,12 +61,25 @@ export type RedisWindowOptions = WindowOptions & {
    * @default 0 (range 0 … 2^31 - 1)
    */
   blockMs?: number;
+  /**
+   * Counts calls by time slices of this many ms instead of one by one: Redis keeps a key in a few
+   * hundred bytes and decides in three commands, whatever the limit (the exact log keeps one member
+   * per call in the window: about 100 KB at a limit of 1,000). Never more than `limit` permits in
+   * any window, as the exact log; a call may be refused up to one slice earlier than it would refuse
+   * it (a call counts until the end of its slice plus the window). Integer, 1 … `windowMs`, with
+   * `windowMs / resolutionMs` at most 4096 (60 slices a window is a good start). Not with
+   * `refund()`, `limitAll()` or a caller's `id` (a slice counts calls, it does not name them):
+   * those throw `ERR_RESILIMIT_INVALID_OPTION`. Its keys are not the exact log's: changing it starts
+   * every key's window afresh, as changing `prefix` does. See docs/resolution.md.
+   * @default undefined (the exact log)
+   */
+  resolutionMs?: number;
 };
 
 export type ResolvedWindowOptions = Readonly<{ limit: number; windowMs: number }>;
 export type ResolvedLocalWindowOptions = ResolvedWindowOptions & Readonly<{ maxKeys: number; now: () => number }>;
 export type ResolvedRedisWindowOptions = ResolvedWindowOptions &
-  Readonly<{ redis: RedisPort; prefix: string; now: (() => number) | undefined; blockMs: number }>;
+  Readonly<{ redis: RedisPort; prefix: string; now: (() => number) | undefined; blockMs: number; resolutionMs: number | undefined }>;
 
 /** Validates the options both tiers share. */
 export function resolveWindowOptions(options: Record<string, unknown>): ResolvedWindowOptions {
@@ -98,14 +111,34 @@ export function resolveRedisWindowOptions(raw: unknown): ResolvedRedisWindowOpti
     'prefix',
     'now',
     'blockMs',
+    'resolutionMs',
   ] satisfies (keyof RedisWindowOptions)[]);
+  const window = resolveWindowOptions(options);
   return Object.freeze({
-    ...resolveWindowOptions(options),
+    ...window,
     redis: portOf(options['redis']),
     prefix: prefix(options['prefix']),
     now: optionalFunction('now', options['now']),
     blockMs: optionalInteger('blockMs', options['blockMs'], 0, MAX_INT, 0),
+    resolutionMs: resolution(options['resolutionMs'], window.windowMs),
   });
+}
+
+/** The most slices a window may have with `resolutionMs` (the script's bound: see lua/sliced-window.lua). */
+export const MAX_SLICES = 4096;
+
+/** Checks `resolutionMs` against the window it slices: undefined (the exact log) when absent. */
+export function resolution(value: unknown, windowMs: number): number | undefined {
+  if (value === undefined) return undefined;
+  const ms = integer('resolutionMs', value, 1, windowMs);
+  if (windowMs / ms > MAX_SLICES) {
+    throw invalidOption(
+      'resolutionMs',
+      `at least windowMs / ${MAX_SLICES} (${Math.ceil(windowMs / MAX_SLICES)} for a window of ${windowMs} ms: at most ${MAX_SLICES} slices a window)`,
+      value,
+    );
+  }
+  return ms;
 }
 
 /** Checks the `prefix` option: 'resilimit:' when absent. */

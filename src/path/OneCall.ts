@@ -3,6 +3,7 @@ import type { Parts, PathCall } from './parts.js';
 import { memberOf, type CallId } from '../options/input.js';
 import { block } from '../internal.js';
 import { decisionOf, type BatchOutcome } from '../redis/RedisWindow.js';
+import { slicedId } from '../redis/scripts/slicedWindow.js';
 import type { LocalMs } from '../time.js';
 import type { DecisionReason } from '../types.js';
 
@@ -73,7 +74,8 @@ export class OneCall implements PathCall<BatchOutcome[], LimiterDecision> {
       if (blocked) local[block](this.key, this.now + decision.retryAfterMs);
     }
     parts.recovery.schedule();
-    return redisDecision(decision, this.id);
+    const { resolutionMs } = parts.tier.window.options;
+    return redisDecision(decision, resolutionMs === undefined ? this.id : slicedId(this.id, decision.nowMs, resolutionMs));
   }
 
   fallback(reason: DecisionReason): LimiterDecision {

@@ -7,7 +7,8 @@ import type { ResolvedLimiterOptions } from '../options/options.js';
 import type { PendingRefunds } from './PendingRefunds.js';
 import { reconcileArgs } from '../redis/scripts/reconcile.js';
 import { groupOf, Journal, PartialWriteError, reseed, type PendingCall, type ReconcileResult, type WriteBatch } from './Journal.js';
-import { redisKey } from '../redis/redisKey.js';
+import { redisKey, slicedKey } from '../redis/redisKey.js';
+import { slicedWindow, slicedWriteBackArgs } from '../redis/scripts/slicedWindow.js';
 import type { RedisTier } from '../redis/RedisTier.js';
 
 /**
@@ -288,9 +289,16 @@ export class Recovery {
     const redisAt = clock === undefined ? (at: number): number => Math.ceil(offset.redisOf(at as LocalMs)) : Math.ceil;
     let result: ReconcileResult;
     let failed = false;
+    const { resolutionMs } = this.tier.window.options;
     const write: WriteBatch = (key, calls) => {
       const own = (calls[0] as PendingCall).windowMs;
-      const args = reconcileArgs(own ?? windowMs, clock === undefined ? '' : Math.floor(clock()), calls, redisAt);
+      const nowArg = clock === undefined ? '' : Math.floor(clock());
+      // limit()'s window counted by slices (limitAll()'s windows, `own`, are exact logs always).
+      if (own === undefined && resolutionMs !== undefined) {
+        const args = slicedWriteBackArgs(windowMs, resolutionMs, nowArg, calls, redisAt);
+        return this.tier.writeBack(slicedKey(prefix, key, resolutionMs), args, slicedWindow);
+      }
+      const args = reconcileArgs(own ?? windowMs, nowArg, calls, redisAt);
       return this.tier.writeBack(own === undefined ? redisKey(prefix, key) : allKey(prefix, key, own), args);
     };
     try {

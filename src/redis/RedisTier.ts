@@ -11,7 +11,7 @@ import type { ResolvedLimiterOptions } from '../options/options.js';
 import { PollWatch } from './PollWatch.js';
 import { RedisWindow, type BatchCall, type BatchOutcome } from './RedisWindow.js';
 import type { LocalMs, RedisKey, RedisMs } from '../time.js';
-import { StaleReplyError } from './scripts/script.js';
+import { StaleReplyError, type Script } from './scripts/script.js';
 import { heartbeatArgs, heartbeatScript, readBeat } from './scripts/heartbeat.js';
 import { limitAllArgs, limitAllScript, readLimitAll, type GroupReply } from './scripts/limitAll.js';
 import { reconcileScript, type WriteBackReply } from './scripts/reconcile.js';
@@ -28,7 +28,7 @@ function repliedWith(error: unknown): boolean {
 /** What the Redis tier needs of the limiter's options. */
 type TierOptions = Pick<
   ResolvedLimiterOptions,
-  'redis' | 'prefix' | 'limit' | 'windowMs' | 'blockMs' | 'breaker' | 'clock' | 'now' | 'perf'
+  'redis' | 'prefix' | 'limit' | 'windowMs' | 'blockMs' | 'resolutionMs' | 'breaker' | 'clock' | 'now' | 'perf'
 >;
 
 /**
@@ -91,6 +91,7 @@ export class RedisTier {
       limit: options.limit,
       windowMs: options.windowMs,
       blockMs: options.blockMs,
+      ...(options.resolutionMs === undefined ? {} : { resolutionMs: options.resolutionMs }),
       ...(options.clock === undefined ? {} : { now: options.clock }),
     });
     this.#clock = options.clock;
@@ -268,16 +269,15 @@ export class RedisTier {
   }
 
   /**
-   * Writes a batch of journalled calls into `redisKey` with `lua/reconcile.lua`, by source (`EVAL`:
-   * a decision sent right behind it must run after it, and a `NOSCRIPT` retry would go out behind).
-   * Inside the breaker, outside the ledger: a batch of up to 200 calls is slower than a decision and
-   * would make a healthy Redis look slow to the gate, and write-backs are bounded by the journal,
-   * not by `maxInFlight`.
+   * Writes a batch of journalled calls into `redisKey` with `script` (slices: lua/sliced-window.lua), by
+   * source (`EVAL`: a decision sent right behind it must run after it, and a `NOSCRIPT` retry would go
+   * out behind). Inside the breaker, outside the ledger: a batch of up to 200 calls is slower than a
+   * decision and would make a healthy Redis look slow to the gate; the journal bounds write-backs.
    */
-  writeBack(redisKey: RedisKey, args: readonly (string | number)[]): Promise<WriteBackReply> {
+  writeBack(redisKey: RedisKey, args: readonly (string | number)[], script: Script = reconcileScript): Promise<WriteBackReply> {
     return this.breaker.fire(async () => {
       try {
-        return (await this.#redis.eval(reconcileScript, [redisKey], args)) as WriteBackReply;
+        return (await this.#redis.eval(script, [redisKey], args)) as WriteBackReply;
       } catch (error) {
         throw redisCallError(error);
       }

@@ -1,15 +1,18 @@
 import { redisCallError } from '../path/failures.js';
+import { invalidOption } from '../options/errors.js';
 import { configure, decide, decideBatch, refundCalls } from '../internal.js';
 import { checkCallOptions, checkCost, checkId, checkKey } from '../options/input.js';
 import {
   integer,
   MAX_INT,
+  resolution,
   resolveRedisWindowOptions,
   resolveWindowOptions,
   type RedisWindowOptions,
   type ResolvedRedisWindowOptions,
 } from '../options/options.js';
-import { redisKey } from './redisKey.js';
+import { redisKey, slicedKey } from './redisKey.js';
+import { slicedArgs, slicedBlockArgs, slicedRefundArgs, slicedWindow, splitSlicedId } from './scripts/slicedWindow.js';
 import { blockArgs, blockScript, readBlock } from './scripts/block.js';
 import { readRefund, refundArgs, refundScript } from './scripts/refund.js';
 import {
@@ -54,7 +57,12 @@ export class RedisWindow implements RateWindow {
   /** The Redis key that holds the window of `key`. @throws {ResilimitError} `ERR_RESILIMIT_INVALID_KEY`. */
   keyOf(key: string): string {
     checkKey(key);
-    return redisKey(this.#options.prefix, key);
+    return this.#keyOf(key);
+  }
+
+  #keyOf(key: string): string {
+    const { prefix, resolutionMs } = this.#options;
+    return resolutionMs === undefined ? redisKey(prefix, key) : slicedKey(prefix, key, resolutionMs);
   }
 
   /**
@@ -67,6 +75,7 @@ export class RedisWindow implements RateWindow {
     checkKey(key);
     checkCallOptions('RedisWindow.limit()', options);
     const cost = checkCost(options?.cost, this.#options.limit);
+    if (options?.id !== undefined) noIdWithSlices(this.#options.resolutionMs, options.id);
     return this[decide](key, cost, checkId(options?.id));
   }
 
@@ -80,9 +89,14 @@ export class RedisWindow implements RateWindow {
   async block(key: string, ms: number): Promise<number> {
     const redisKeyOfKey = this.keyOf(key);
     integer('ms', ms, 0, MAX_INT);
-    const { redis, now } = this.#options;
+    const { redis, now, windowMs, resolutionMs } = this.#options;
+    const nowArg = now === undefined ? '' : Math.floor(now());
     try {
-      return readBlock(await redis.run(blockScript, [redisKeyOfKey], blockArgs(now === undefined ? '' : Math.floor(now()), ms)));
+      return readBlock(
+        resolutionMs === undefined
+          ? await redis.run(blockScript, [redisKeyOfKey], blockArgs(nowArg, ms))
+          : await redis.run(slicedWindow, [redisKeyOfKey], slicedBlockArgs(windowMs, resolutionMs, nowArg, ms)),
+      );
     } catch (error) {
       throw redisCallError(error);
     }
@@ -123,7 +137,7 @@ export class RedisWindow implements RateWindow {
    * @internal
    */
   async [decideBatch](calls: readonly BatchCall[], notAfterMs?: number, reserveOf?: (limit: number) => number): Promise<BatchOutcome[]> {
-    const { redis, prefix, windowMs, now, blockMs } = this.#options;
+    const { redis, windowMs, now, blockMs, resolutionMs } = this.#options;
     const keys: string[] = [];
     const effective: number[] = [];
     // The permits left free are asked once per run of calls of one limit (a batch usually has one).
@@ -132,17 +146,22 @@ export class RedisWindow implements RateWindow {
     for (const call of calls) {
       if (call.limit !== of) reserve = reserveOf === undefined ? 0 : reserveOf((of = call.limit));
       effective.push(reserve > 0 ? Math.max(call.limit - reserve, call.cost, 1) : call.limit);
-      keys.push(redisKey(prefix, call.key));
+      keys.push(this.#keyOf(call.key));
     }
     const nowArg = now === undefined ? '' : Math.floor(now());
-    const args = slidingWindowArgs(windowMs, nowArg, notAfterMs === undefined ? '' : Math.ceil(notAfterMs), blockMs, calls, effective);
+    const notAfterArg = notAfterMs === undefined ? '' : Math.ceil(notAfterMs);
+    const script = resolutionMs === undefined ? slidingWindow : slicedWindow;
+    const args =
+      resolutionMs === undefined
+        ? slidingWindowArgs(windowMs, nowArg, notAfterArg, blockMs, calls, effective)
+        : slicedArgs(windowMs, resolutionMs, nowArg, notAfterArg, blockMs, calls, effective);
     let reply: unknown;
     try {
-      reply = await redis.run(slidingWindow, keys, args);
+      reply = await redis.run(script, keys, args);
     } catch (error) {
       throw redisCallError(error);
     }
-    return readDecisions(reply, calls, effective);
+    return readDecisions(reply, calls, effective, script);
   }
 
   /**
@@ -151,7 +170,8 @@ export class RedisWindow implements RateWindow {
    * (else the script scans for it). Options are read as it is sent. @internal
    */
   async [refundCalls](key: string, calls: readonly { readonly id: string; readonly cost: number | undefined }[]): Promise<number[]> {
-    const { redis, prefix, windowMs, now } = this.#options;
+    const { redis, prefix, windowMs, now, resolutionMs } = this.#options;
+    if (resolutionMs !== undefined) return this.#refundSliced(key, calls, resolutionMs);
     const args = refundArgs(windowMs, now === undefined ? '' : Math.floor(now()), calls);
     let reply: unknown;
     try {
@@ -162,8 +182,46 @@ export class RedisWindow implements RateWindow {
     return readRefund(reply, calls.length);
   }
 
+  /** {@link refundCalls} in a window counted by slices: a call without a slice in its id gives nothing back. */
+  async #refundSliced(
+    key: string,
+    calls: readonly { readonly id: string; readonly cost: number | undefined }[],
+    resolutionMs: number,
+  ): Promise<number[]> {
+    const { redis, prefix, windowMs, now } = this.#options;
+    const found = calls.map((call) => ({ ...splitSlicedId(call.id), cost: call.cost, whole: call.id }));
+    const sent = found.flatMap((call) => (call.slice === undefined ? [] : [{ slice: call.slice, cost: call.cost, id: call.whole }]));
+    if (sent.length === 0) return calls.map(() => 0);
+    const hash = slicedKey(prefix, key, resolutionMs);
+    let reply: unknown;
+    try {
+      reply = await redis.run(
+        slicedWindow,
+        [hash, `${hash}:f`],
+        slicedRefundArgs(windowMs, resolutionMs, now === undefined ? '' : Math.floor(now()), sent),
+      );
+    } catch (error) {
+      throw redisCallError(error);
+    }
+    const permits = readRefund(reply, sent.length);
+    let next = 0;
+    return found.map((call) => (call.slice === undefined ? 0 : (permits[next++] as number)));
+  }
+
   /** Changes the limit and window for the calls that follow. @internal */
   [configure](changes: { limit?: number; windowMs?: number }): void {
-    this.#options = Object.freeze({ ...this.#options, ...resolveWindowOptions({ ...this.#options, ...changes }) });
+    const window = resolveWindowOptions({ ...this.#options, ...changes });
+    resolution(this.#options.resolutionMs, window.windowMs);
+    this.#options = Object.freeze({ ...this.#options, ...window });
   }
+}
+
+/** A caller's `id` with `resolutionMs`: a slice counts calls and cannot tell a call re-sent. @throws {ResilimitError} always */
+export function noIdWithSlices(resolutionMs: number | undefined, id: unknown): void {
+  if (resolutionMs === undefined) return;
+  throw invalidOption(
+    'id',
+    `absent with resolutionMs (${resolutionMs} ms): a window counted by slices does not name calls, so a call re-sent under its id would count twice`,
+    id,
+  );
 }

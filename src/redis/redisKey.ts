@@ -14,6 +14,14 @@ export function redisKey(prefix: string, key: string): RedisKey {
   return `${prefix}{${escapeBraces(key)}}` as RedisKey;
 }
 
+/**
+ * The Redis key of a user key's window counted by slices of `resolutionMs` (a hash, not the exact
+ * log's sorted set): `<prefix>{<escaped key>}:s<resolutionMs>`, in the same slot.
+ */
+export function slicedKey(prefix: string, key: string, resolutionMs: number): RedisKey {
+  return `${redisKey(prefix, key)}:s${resolutionMs}` as RedisKey;
+}
+
 const special = /[%{}]/g;
 const codes: Record<string, string> = { '%': '%25', '{': '%7B', '}': '%7D' };
 

@@ -3,7 +3,7 @@ import { ErrorCode, ResilimitError } from '../../options/errors.js';
 import { memberOf, type CallId } from '../../options/input.js';
 import type { RedisMs } from '../../time.js';
 import type { Decision } from '../../types.js';
-import { loadScript, replyIntegers } from './script.js';
+import { loadScript, replyIntegers, type Script } from './script.js';
 
 /** `lua/sliding-window.lua`: decides a batch of calls, each against its limit (KEYS, ARGV and the reply in its header). */
 export const slidingWindow = loadScript('sliding-window');
@@ -70,8 +70,13 @@ export type BatchCall = { readonly key: string; readonly cost: number; readonly 
  * Reads the script's reply: "nowMs,stale" then "allowed,used,retryAfterMs,resetAtMs,flags" per call
  * (flags 4: the call's key holds a value of another type, and the call was not decided).
  */
-export function readDecisions(reply: unknown, calls: readonly BatchCall[], effective: readonly number[]): BatchOutcome[] {
-  const values = replyIntegers(slidingWindow, reply, 2 + 5 * calls.length);
+export function readDecisions(
+  reply: unknown,
+  calls: readonly BatchCall[],
+  effective: readonly number[],
+  script: Script = slidingWindow,
+): BatchOutcome[] {
+  const values = replyIntegers(script, reply, 2 + 5 * calls.length);
   const nowMs = values[0] as RedisMs;
   const decisions: BatchOutcome[] = [];
   for (let c = 0, i = 2; c < calls.length; c += 1, i += 5) {

@@ -1,0 +1,329 @@
+--[[
+resilimit: a sliding window counted by time slices (`resolutionMs`), decided atomically: Redis memory
+and work per key bounded by the number of slices, not by the limit.
+
+Time is cut into slices of resolutionMs, aligned on the epoch: slice s holds the instants
+[s * resolutionMs, (s + 1) * resolutionMs). The calls admitted in one slice are counted together,
+and are held until the end of their slice plus the window: at instant t, slice s counts while
+t < (s + 1) * resolutionMs + windowMs. So every call counts at least windowMs after its own time
+(never more than `limit` permits in any window of windowMs, as the exact log), and at most one
+slice longer: a call may be refused up to resolutionMs earlier than the exact log would refuse it.
+
+KEYS[1..n]  one hash per call (op "d") or one key (ops "w", "b", "f"): `<prefix>{<escaped key>}:s<resolutionMs>`
+ARGV[1]  op            "d" decide a batch of calls; "w" write calls back; "b" block or unblock the key;
+                       "f" give permits back (a refund)
+ARGV[2]  windowMs      window length in milliseconds, integer >= 1
+ARGV[3]  resolutionMs  slice length in milliseconds, integer, 1 .. windowMs, windowMs / resolutionMs <= 4096
+ARGV[4]  nowMs         the caller's clock, ms since the epoch (below 9e13), or "" to use Redis's TIME
+
+op "d" (as sliding-window.lua, without ids: calls are counted, not named):
+  ARGV[5]  notAfterMs  a batch that runs after it changes nothing and replies stale, or ""
+  ARGV[6]  blockMs     integer >= 0: a call refused for want of permits blocks its key for that long
+  ARGV[7]  limit       the limit of every call of the batch, each of cost 1, or "" when the calls
+                       give their own: then ARGV[8 + 2(i-1)] is call i's limit (integer >= 1) and
+                       ARGV[9 + 2(i-1)] its cost (0 .. limit; 0 peeks: read only)
+  Reply: the string sliding-window.lua replies ("nowMs,stale", then "allowed,used,retryAfterMs,
+  resetAtMs,flags" per call; flags 2 blocked, 4 a key of another type; never 1: no id is kept).
+op "w": ARGV[5], ARGV[6], ...  pairs atMs (ms on the clock of nowMs), cost (integer >= 1): calls
+  admitted elsewhere (a local window during an outage), added to their slices without a limit
+  check. Not idempotent: sent twice, they count twice (the safe side: refusals, never admissions).
+  Reply: {written, expired (their slice has left the window), 0}.
+op "f": KEYS[2] the key's refunds (`<KEYS[1]>:f`, a sorted set); ARGV[5], ARGV[6], ...  triples slice
+  (the call's: floor(its decision's nowMs / resolutionMs)), cost, id: each live slice gives back at
+  most what it holds, and each id once (kept until its slice leaves the window: a refund re-sent
+  after a lost reply gives nothing).
+  Reply: a string of integers separated by commas, one per triple: the permits given back (0: none).
+op "b": ARGV[5] ms, integer >= 0: the key refuses every call until ms from now (0 lifts a block).
+  Reply: when the block ends (0 when lifted), on the clock of nowMs.
+
+Data model, one hash per user key, its fields:
+  "n"  the permits counted in the slices from "o" on (every live slice, and dead ones not yet dropped)
+  "o"  the oldest slice that may still be stored; "h" the newest slice with calls
+  "b"  the time the key's block ends (absent: none)
+  "<s mod 65536>"  the permits counted in slice s: at most windowMs / resolutionMs + 2 slices are
+       stored, so their numbers modulo 65536 never collide, and stay short (listpack integers).
+Dead slices (ended more than windowMs ago) are dropped by the first write that finds them. The key's
+TTL is set, in milliseconds, to the moment its newest slice leaves the window, or its block ends if later.
+]]
+
+local fmt = string.format
+local call = redis.call
+local op = ARGV[1]
+local window = tonumber(ARGV[2])
+local res = tonumber(ARGV[3])
+local now = tonumber(ARGV[4])
+
+if not window or window < 1 or window % 1 ~= 0 then
+  return redis.error_reply('ERR resilimit: windowMs must be a positive integer')
+end
+if not res or res < 1 or res % 1 ~= 0 or res > window or window / res > 4096 then
+  return redis.error_reply('ERR resilimit: resolutionMs must be an integer from 1 to windowMs, windowMs / resolutionMs at most 4096')
+end
+if not now then
+  local t = redis.call('TIME')
+  now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+elseif now < 1 or now % 1 ~= 0 or now >= 9e13 then
+  return redis.error_reply('ERR resilimit: nowMs must be a positive integer below 9e13 (ms since the epoch)')
+end
+local nowText = fmt('%d', now)
+
+-- The oldest live slice: slice s counts while now < (s + 1) * res + window.
+local first = math.floor((now - window) / res)
+local cur = math.floor(now / res)
+local SLOTS = 65536
+
+-- The state of `key` as of now: permits in live slices, the newest slice with calls (nil: none), the
+-- block's end (0: none), and the fields of dead slices to drop (nil: none; true: every slice). Reads
+-- `extra` fields too, appended to the reply (the current slice's count, say). Returns the error of a
+-- key of another type instead (WRONGTYPE), having read nothing else.
+local function state(key, extra)
+  local v
+  if extra then v = redis.pcall('HMGET', key, 'n', 'o', 'h', 'b', extra) else v = redis.pcall('HMGET', key, 'n', 'o', 'h', 'b') end
+  if v.err then return v end
+  local n, o, h, b = tonumber(v[1]) or 0, tonumber(v[2]), tonumber(v[3]), tonumber(v[4]) or 0
+  local dead
+  if h and h < first then
+    -- The newest slice has left the window: so has every other.
+    n, h, dead = 0, nil, true
+  elseif o and o < first then
+    -- At most windowMs / res + 2 slices from o to h were stored at the last write, so this is short.
+    dead = {}
+    for s = o, first - 1 do dead[#dead + 1] = fmt('%d', s % SLOTS) end
+    local counts = call('HMGET', key, unpack(dead))
+    for i = 1, #counts do
+      if counts[i] then n = n - tonumber(counts[i]) end
+    end
+  end
+  return n, h, b, dead, v[5]
+end
+
+-- Drops dead slices (see state) before a write; the caller then writes "n" and "o" (unless every slice was dropped).
+local function drop(key, dead, b)
+  if dead == true then
+    call('DEL', key)
+    if b > now then call('HSET', key, 'b', fmt('%d', b)) end
+  elseif dead then
+    call('HDEL', key, unpack(dead))
+  end
+end
+
+-- Sets the key's TTL to when its newest slice leaves the window, or its block ends if later.
+local function keep(key, h, b)
+  local untilMs = math.max(h and (h + 1) * res + window or 0, b)
+  if untilMs > now then
+    call('PEXPIRE', key, fmt('%d', untilMs - now))
+  else
+    call('DEL', key)
+  end
+end
+
+if op == 'b' then
+  local ms = tonumber(ARGV[5])
+  if not ms or ms < 0 or ms % 1 ~= 0 then
+    return redis.error_reply('ERR resilimit: ms must be an integer >= 0')
+  end
+  local n, h, b, dead = state(KEYS[1])
+  if type(n) == 'table' then return n end
+  drop(KEYS[1], dead, 0)
+  local untilMs = ms == 0 and 0 or now + ms
+  if ms == 0 then call('HDEL', KEYS[1], 'b') else call('HSET', KEYS[1], 'b', fmt('%d', untilMs)) end
+  if h then call('HSET', KEYS[1], 'n', fmt('%d', n), 'o', fmt('%d', first)) end
+  keep(KEYS[1], h, untilMs)
+  return untilMs
+end
+
+if op == 'w' then
+  if (#ARGV - 4) % 2 ~= 0 then
+    return redis.error_reply('ERR resilimit: expected pairs of atMs, cost')
+  end
+  local key = KEYS[1]
+  local n, h, b, dead = state(key)
+  if type(n) == 'table' then return n end
+  local add, written, expired = {}, 0, 0
+  for i = 5, #ARGV, 2 do
+    local at, cost = tonumber(ARGV[i]), tonumber(ARGV[i + 1])
+    if not at or at % 1 ~= 0 or not cost or cost < 1 or cost % 1 ~= 0 then
+      return redis.error_reply('ERR resilimit: atMs and cost must be integers, cost >= 1')
+    end
+    local s = math.floor(at / res)
+    -- A call from the future (a clock ahead) counts in the current slice: never later than now.
+    if s > cur then s = cur end
+    if s < first then
+      expired = expired + 1
+    else
+      add[s] = (add[s] or 0) + cost
+      n = n + cost
+      if not h or s > h then h = s end
+      written = written + 1
+    end
+  end
+  if written > 0 then
+    drop(key, dead, b)
+    local fields = { 'n', fmt('%d', n), 'o', fmt('%d', first), 'h', fmt('%d', h) }
+    for s, cost in pairs(add) do
+      local slot = fmt('%d', s % SLOTS)
+      fields[#fields + 1] = slot
+      fields[#fields + 1] = fmt('%d', (tonumber(call('HGET', key, slot)) or 0) + cost)
+    end
+    call('HSET', key, unpack(fields))
+    keep(key, h, b)
+  end
+  return { written, expired, 0 }
+end
+
+if op == 'f' then
+  if (#ARGV - 4) % 3 ~= 0 then
+    return redis.error_reply('ERR resilimit: expected triples of slice, cost, id')
+  end
+  local key, given = KEYS[1], KEYS[2]
+  local n, h, b, dead = state(key)
+  if type(n) == 'table' then return n end
+  local reply, fields, changed = {}, {}, false
+  for i = 5, #ARGV, 3 do
+    local s, cost, id = tonumber(ARGV[i]), tonumber(ARGV[i + 1]), ARGV[i + 2]
+    if not s or s % 1 ~= 0 or not cost or cost < 1 or cost % 1 ~= 0 or id == '' then
+      return redis.error_reply('ERR resilimit: slice and cost must be integers, cost >= 1, id not empty')
+    end
+    local permits = 0
+    -- Only a live slice gives back, never more than it holds, and a call once: its id is kept
+    -- (KEYS[2], scored with when its slice leaves the window) so that a refund sent again gives nothing.
+    if h and s >= first and s <= h then
+      local slot = fmt('%d', s % SLOTS)
+      local count = fields[slot] or tonumber(call('HGET', key, slot)) or 0
+      if count >= cost and call('ZADD', given, 'NX', fmt('%d', (s + 1) * res + window), id) == 1 then
+        permits = cost
+        fields[slot] = count - cost
+        n = n - cost
+        changed = true
+      end
+    end
+    reply[#reply + 1] = fmt('%d', permits)
+  end
+  if changed then
+    call('ZREMRANGEBYSCORE', given, '-inf', nowText)
+    local last = call('ZRANGE', given, '-1', '-1', 'WITHSCORES')[2]
+    if last then call('PEXPIRE', given, fmt('%d', tonumber(last) - now)) end
+    drop(key, dead, b)
+    if n > 0 then
+      local args = { 'n', fmt('%d', n), 'o', fmt('%d', first) }
+      for slot, count in pairs(fields) do
+        args[#args + 1] = slot
+        args[#args + 1] = fmt('%d', count)
+      end
+      call('HSET', key, unpack(args))
+    else
+      -- No permit left: the block alone is kept, if any.
+      call('DEL', key)
+      if b > now then
+        call('HSET', key, 'b', fmt('%d', b))
+        keep(key, nil, b)
+      end
+    end
+  end
+  return table.concat(reply, ',')
+end
+
+if op ~= 'd' then
+  return redis.error_reply('ERR resilimit: op must be d, w, b or f')
+end
+
+local notAfter = tonumber(ARGV[5])
+local blockMs = tonumber(ARGV[6])
+if not blockMs or blockMs < 0 or blockMs % 1 ~= 0 then
+  return redis.error_reply('ERR resilimit: blockMs must be an integer >= 0')
+end
+if notAfter and now > notAfter then
+  return nowText .. ',1'
+end
+local shared = false
+if ARGV[7] ~= '' then
+  shared = tonumber(ARGV[7])
+  if not shared or shared < 1 or shared % 1 ~= 0 then
+    return redis.error_reply('ERR resilimit: limit must be a positive integer')
+  end
+  if #ARGV ~= 7 then return redis.error_reply('ERR resilimit: expected no per-call values with a shared limit') end
+else
+  if #ARGV ~= 7 + 2 * #KEYS then
+    return redis.error_reply('ERR resilimit: expected a limit and a cost per key')
+  end
+  for i = 1, #KEYS do
+    local limit, cost = tonumber(ARGV[6 + 2 * i]), tonumber(ARGV[7 + 2 * i])
+    if not limit or limit < 1 or limit % 1 ~= 0 then
+      return redis.error_reply('ERR resilimit: limit must be a positive integer')
+    end
+    if not cost or cost < 0 or cost > limit or cost % 1 ~= 0 then
+      return redis.error_reply('ERR resilimit: cost must be an integer between 0 and limit')
+    end
+  end
+end
+
+local curSlot = fmt('%d', cur % SLOTS)
+local firstText = fmt('%d', first)
+local curText = fmt('%d', cur)
+local resetText = fmt('%d', (cur + 1) * res + window)
+local ttlText = fmt('%d', (cur + 1) * res + window - now)
+local reply = { nowText, '0' }
+
+for i = 1, #KEYS do
+  local key, limit, cost = KEYS[i], shared, 1
+  if not shared then limit, cost = tonumber(ARGV[6 + 2 * i]), tonumber(ARGV[7 + 2 * i]) end
+  local n, h, b, dead, inCur = state(key, curSlot)
+  local m = #reply
+  if type(n) == 'table' then
+    -- A key of another type fails its own call only (flag 4), as in sliding-window.lua.
+    if string.sub(n.err, 1, 9) ~= 'WRONGTYPE' then return n end
+    reply[m + 1], reply[m + 2], reply[m + 3], reply[m + 4], reply[m + 5] = '0', '0', '0', '0', '4'
+  else
+    local blocked = b > now
+    if b > 0 and not blocked and cost > 0 then
+      -- The block is over: removed by the first call after it (not by a peek).
+      call('HDEL', key, 'b')
+      b = 0
+    end
+    if cost > 0 and not blocked and n + cost <= limit then
+      -- Admitted: counted in the current slice, the newest.
+      drop(key, dead, b)
+      if dead then inCur = nil end
+      n = n + cost
+      call('HSET', key, curSlot, fmt('%d', (tonumber(inCur) or 0) + cost), 'n', fmt('%d', n), 'o', firstText, 'h', curText)
+      -- Not blocked: the current slice is the newest, and the TTL its end plus the window.
+      call('PEXPIRE', key, ttlText)
+      reply[m + 1], reply[m + 2], reply[m + 3], reply[m + 4], reply[m + 5] = '1', fmt('%d', n), '0', resetText, '0'
+    else
+      -- Refused (or a peek): the wait until enough permits leave (slices oldest first), and the block's.
+      local retryAfter = 0
+      local need = n + math.max(cost, 1) - limit
+      if need > 0 and h then
+        local slots = {}
+        for s = first, h do slots[#slots + 1] = fmt('%d', s % SLOTS) end
+        local counts = call('HMGET', key, unpack(slots))
+        local freed = 0
+        for j = 1, #counts do
+          freed = freed + (tonumber(counts[j]) or 0)
+          if freed >= need then
+            retryAfter = (first + j) * res + window - now
+            break
+          end
+        end
+      end
+      local allowed = '0'
+      if blocked then
+        retryAfter = math.max(retryAfter, b - now)
+      elseif cost > 0 and blockMs > 0 then
+        -- Refused for want of permits, with a penalty (a refusal while blocked does not lengthen it).
+        b = now + blockMs
+        retryAfter = math.max(retryAfter, blockMs)
+        blocked = true
+        drop(key, dead, 0)
+        call('HSET', key, 'b', fmt('%d', b), 'n', fmt('%d', n), 'o', firstText)
+        keep(key, h, b)
+      elseif cost == 0 and need <= 0 then
+        allowed = '1'
+      end
+      local resetAt = (n > 0 and h) and (h + 1) * res + window or now
+      reply[m + 1], reply[m + 2], reply[m + 3], reply[m + 4], reply[m + 5] =
+        allowed, fmt('%d', n), fmt('%d', retryAfter), fmt('%d', resetAt), blocked and allowed == '0' and '2' or '0'
+    end
+  end
+end
+return table.concat(reply, ',')

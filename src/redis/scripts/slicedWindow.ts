@@ -1,0 +1,90 @@
+import type { PendingCall } from '../../recovery/PendingCalls.js';
+import { loadScript } from './script.js';
+import type { BatchCall } from './slidingWindow.js';
+
+/**
+ * `lua/sliced-window.lua`: the window counted by time slices (`resolutionMs`), one hash per key:
+ * decides a batch of calls (op `d`), writes journalled calls back (`w`), blocks a key (`b`). KEYS,
+ * ARGV and the replies are in its header; the decisions' reply is sliding-window.lua's.
+ */
+export const slicedWindow = loadScript('sliced-window');
+
+/** The arguments every op starts with. */
+function head(op: 'd' | 'w' | 'b' | 'f', windowMs: number, resolutionMs: number, nowArg: number | ''): (string | number)[] {
+  return [op, windowMs, resolutionMs, nowArg];
+}
+
+/**
+ * The arguments of a decision of `calls` (op `d`): the usual batch, of cost 1 under one limit,
+ * sends that limit once; else a limit and a cost per call. No id: a slice counts calls.
+ */
+export function slicedArgs(
+  windowMs: number,
+  resolutionMs: number,
+  nowArg: number | '',
+  notAfterArg: number | '',
+  blockMs: number,
+  calls: readonly BatchCall[],
+  effective: readonly number[],
+): (string | number)[] {
+  const args = head('d', windowMs, resolutionMs, nowArg);
+  args.push(notAfterArg, blockMs);
+  const shared = effective[0] as number;
+  if (calls.every((call, i) => call.cost === 1 && effective[i] === shared)) {
+    args.push(shared);
+  } else {
+    args.push('');
+    for (const [i, call] of calls.entries()) args.push(effective[i] as number, call.cost);
+  }
+  return args;
+}
+
+/** The arguments of a write-back of journalled `calls` (op `w`), each at `redisAt(call.at)` with its cost. */
+export function slicedWriteBackArgs(
+  windowMs: number,
+  resolutionMs: number,
+  nowArg: number | '',
+  calls: readonly PendingCall[],
+  redisAt: (at: number) => number,
+): (string | number)[] {
+  const args = head('w', windowMs, resolutionMs, nowArg);
+  for (const call of calls) args.push(redisAt(call.at), call.cost);
+  return args;
+}
+
+/** The arguments of a block of `ms` (op `b`; 0 lifts it). */
+export function slicedBlockArgs(windowMs: number, resolutionMs: number, nowArg: number | '', ms: number): (string | number)[] {
+  const args = head('b', windowMs, resolutionMs, nowArg);
+  args.push(ms);
+  return args;
+}
+
+/**
+ * The id a decision of a window counted by slices gives an admitted call: its own, then `@` and its
+ * slice (floor(nowMs / resolutionMs)), which `refund()` needs to find the call's permits. A generated
+ * id holds no `@` (a caller's own id is refused with slices).
+ */
+export function slicedId(id: string, nowMs: number, resolutionMs: number): string {
+  return `${id}@${Math.floor(nowMs / resolutionMs)}`;
+}
+
+/** The id and the slice of an id {@link slicedId} made; slice undefined for any other id. */
+export function splitSlicedId(id: string): { readonly id: string; readonly slice: number | undefined } {
+  const at = id.lastIndexOf('@');
+  const slice = at < 1 ? Number.NaN : Number(id.slice(at + 1));
+  return Number.isSafeInteger(slice) && slice >= 0 && String(slice) === id.slice(at + 1)
+    ? { id: id.slice(0, at), slice }
+    : { id, slice: undefined };
+}
+
+/** The arguments of a refund (op `f`): a slice, a cost (1 when unknown) and an id per call (`calls`: those with a slice). */
+export function slicedRefundArgs(
+  windowMs: number,
+  resolutionMs: number,
+  nowArg: number | '',
+  calls: readonly { readonly slice: number; readonly cost: number | undefined; readonly id: string }[],
+): (string | number)[] {
+  const args = head('f', windowMs, resolutionMs, nowArg);
+  for (const call of calls) args.push(call.slice, call.cost ?? 1, call.id);
+  return args;
+}
