@@ -36,12 +36,14 @@ op "f": KEYS[2] the key's refunds (`<KEYS[1]>:f`, a sorted set); ARGV[5], ARGV[6
 op "b": ARGV[5] ms, integer >= 0: the key refuses every call until ms from now (0 lifts a block).
   Reply: when the block ends (0 when lifted), on the clock of nowMs.
 
-Data model, one hash per user key, its fields:
+Data model, one hash per user key, its fields ("n", "o", "h", "b", "c" first, at the head of the
+listpack, where a lookup finds them at once: a slice's field is found by a scan of the others):
   "n"  the permits counted in the slices from "o" on (every live slice, and dead ones not yet dropped)
   "o"  the oldest slice that may still be stored; "h" the newest slice with calls
-  "b"  the time the key's block ends (absent: none)
-  "<s mod 65536>"  the permits counted in slice s: at most windowMs / resolutionMs + 2 slices are
-       stored, so their numbers modulo 65536 never collide, and stay short (listpack integers).
+  "b"  the time the key's block ends (0: none)
+  "c"  the permits counted in slice "h": the calls of the current slice touch the head fields only
+  "<s mod 65536>"  the permits counted in an older slice s: at most windowMs / resolutionMs + 2
+       slices are stored, so their numbers modulo 65536 never collide, and stay short (listpack integers).
 Dead slices (ended more than windowMs ago) are dropped by the first write that finds them. The key's
 TTL is set, in milliseconds, to the moment its newest slice leaves the window, or its block ends if later.
 ]]
@@ -72,29 +74,33 @@ local first = math.floor((now - window) / res)
 local cur = math.floor(now / res)
 local SLOTS = 65536
 
--- The state of `key` as of now: permits in live slices, the newest slice with calls (nil: none), the
--- block's end (0: none), and the fields of dead slices to drop (nil: none; true: every slice). Reads
--- `extra` fields too, appended to the reply (the current slice's count, say). Returns the error of a
--- key of another type instead (WRONGTYPE), having read nothing else.
-local function state(key, extra)
-  local v
-  if extra then v = redis.pcall('HMGET', key, 'n', 'o', 'h', 'b', extra) else v = redis.pcall('HMGET', key, 'n', 'o', 'h', 'b') end
+local function slotOf(s)
+  return fmt('%d', s % SLOTS)
+end
+
+-- The state of `key` as of now: permits in live slices, the newest slice with calls (nil: none) and
+-- its permits, the block's end (0: none), the fields of dead slices to drop (nil: none; true: every
+-- slice), and the stored "o". Returns the error of a key of another type instead (WRONGTYPE), having
+-- read nothing else.
+local function state(key)
+  local v = redis.pcall('HMGET', key, 'n', 'o', 'h', 'b', 'c')
   if v.err then return v end
-  local n, o, h, b = tonumber(v[1]) or 0, tonumber(v[2]), tonumber(v[3]), tonumber(v[4]) or 0
+  local n, o, h, b, c = tonumber(v[1]) or 0, tonumber(v[2]), tonumber(v[3]), tonumber(v[4]) or 0, tonumber(v[5]) or 0
   local dead
   if h and h < first then
     -- The newest slice has left the window: so has every other.
-    n, h, dead = 0, nil, true
+    n, h, c, dead = 0, nil, 0, true
   elseif o and o < first then
-    -- At most windowMs / res + 2 slices from o to h were stored at the last write, so this is short.
+    -- Older than h (which is live). At most windowMs / res + 2 slices from o to h were stored at the
+    -- last write, so this is short.
     dead = {}
-    for s = o, first - 1 do dead[#dead + 1] = fmt('%d', s % SLOTS) end
+    for s = o, first - 1 do dead[#dead + 1] = slotOf(s) end
     local counts = call('HMGET', key, unpack(dead))
     for i = 1, #counts do
       if counts[i] then n = n - tonumber(counts[i]) end
     end
   end
-  return n, h, b, dead, v[5]
+  return n, h, c, b, dead, o
 end
 
 -- Drops dead slices (see state) before a write; the caller then writes "n" and "o" (unless every slice was dropped).
@@ -122,13 +128,14 @@ if op == 'b' then
   if not ms or ms < 0 or ms % 1 ~= 0 then
     return redis.error_reply('ERR resilimit: ms must be an integer >= 0')
   end
-  local n, h, b, dead = state(KEYS[1])
+  local key = KEYS[1]
+  local n, h, _, b, dead = state(key)
   if type(n) == 'table' then return n end
-  drop(KEYS[1], dead, 0)
+  drop(key, dead, 0)
   local untilMs = ms == 0 and 0 or now + ms
-  if ms == 0 then call('HDEL', KEYS[1], 'b') else call('HSET', KEYS[1], 'b', fmt('%d', untilMs)) end
-  if h then call('HSET', KEYS[1], 'n', fmt('%d', n), 'o', fmt('%d', first)) end
-  keep(KEYS[1], h, untilMs)
+  call('HSET', key, 'b', fmt('%d', untilMs))
+  if h then call('HSET', key, 'n', fmt('%d', n), 'o', fmt('%d', first)) end
+  keep(key, h, untilMs)
   return untilMs
 end
 
@@ -137,9 +144,9 @@ if op == 'w' then
     return redis.error_reply('ERR resilimit: expected pairs of atMs, cost')
   end
   local key = KEYS[1]
-  local n, h, b, dead = state(key)
+  local n, h, c, b, dead = state(key)
   if type(n) == 'table' then return n end
-  local add, written, expired = {}, 0, 0
+  local add, newest, written, expired = {}, h, 0, 0
   for i = 5, #ARGV, 2 do
     local at, cost = tonumber(ARGV[i]), tonumber(ARGV[i + 1])
     if not at or at % 1 ~= 0 or not cost or cost < 1 or cost % 1 ~= 0 then
@@ -153,20 +160,31 @@ if op == 'w' then
     else
       add[s] = (add[s] or 0) + cost
       n = n + cost
-      if not h or s > h then h = s end
+      if not newest or s > newest then newest = s end
       written = written + 1
     end
   end
   if written > 0 then
     drop(key, dead, b)
-    local fields = { 'n', fmt('%d', n), 'o', fmt('%d', first), 'h', fmt('%d', h) }
+    -- The permits to write per slice older than the newest: h's, if a later slice is now the newest,
+    -- move from "c" to its own field.
+    local older = {}
+    if h and newest ~= h and c > 0 then older[h] = c end
+    local newestCount = newest == h and c or 0
     for s, cost in pairs(add) do
-      local slot = fmt('%d', s % SLOTS)
-      fields[#fields + 1] = slot
-      fields[#fields + 1] = fmt('%d', (tonumber(call('HGET', key, slot)) or 0) + cost)
+      if s == newest then
+        newestCount = newestCount + cost
+      else
+        older[s] = (older[s] or tonumber(call('HGET', key, slotOf(s))) or 0) + cost
+      end
+    end
+    local fields = { 'n', fmt('%d', n), 'o', fmt('%d', first), 'h', fmt('%d', newest), 'c', fmt('%d', newestCount) }
+    for s, count in pairs(older) do
+      fields[#fields + 1] = slotOf(s)
+      fields[#fields + 1] = fmt('%d', count)
     end
     call('HSET', key, unpack(fields))
-    keep(key, h, b)
+    keep(key, newest, b)
   end
   return { written, expired, 0 }
 end
@@ -176,7 +194,7 @@ if op == 'f' then
     return redis.error_reply('ERR resilimit: expected triples of slice, cost, id')
   end
   local key, given = KEYS[1], KEYS[2]
-  local n, h, b, dead = state(key)
+  local n, h, c, b, dead = state(key)
   if type(n) == 'table' then return n end
   local reply, fields, changed = {}, {}, false
   for i = 5, #ARGV, 3 do
@@ -188,11 +206,12 @@ if op == 'f' then
     -- Only a live slice gives back, never more than it holds, and a call once: its id is kept
     -- (KEYS[2], scored with when its slice leaves the window) so that a refund sent again gives nothing.
     if h and s >= first and s <= h then
-      local slot = fmt('%d', s % SLOTS)
-      local count = fields[slot] or tonumber(call('HGET', key, slot)) or 0
+      -- The newest slice's permits are in "c", an older one's in its own field.
+      local field = s == h and 'c' or slotOf(s)
+      local count = fields[field] or (s == h and c) or tonumber(call('HGET', key, field)) or 0
       if count >= cost and call('ZADD', given, 'NX', fmt('%d', (s + 1) * res + window), id) == 1 then
         permits = cost
-        fields[slot] = count - cost
+        fields[field] = count - cost
         n = n - cost
         changed = true
       end
@@ -257,7 +276,6 @@ else
   end
 end
 
-local curSlot = fmt('%d', cur % SLOTS)
 local firstText = fmt('%d', first)
 local curText = fmt('%d', cur)
 local resetText = fmt('%d', (cur + 1) * res + window)
@@ -267,7 +285,7 @@ local reply = { nowText, '0' }
 for i = 1, #KEYS do
   local key, limit, cost = KEYS[i], shared, 1
   if not shared then limit, cost = tonumber(ARGV[6 + 2 * i]), tonumber(ARGV[7 + 2 * i]) end
-  local n, h, b, dead, inCur = state(key, curSlot)
+  local n, h, c, b, dead, o = state(key)
   local m = #reply
   if type(n) == 'table' then
     -- A key of another type fails its own call only (flag 4), as in sliding-window.lua.
@@ -276,29 +294,43 @@ for i = 1, #KEYS do
   else
     local blocked = b > now
     if b > 0 and not blocked and cost > 0 then
-      -- The block is over: removed by the first call after it (not by a peek).
-      call('HDEL', key, 'b')
+      -- The block is over: cleared by the first call after it (not by a peek). Set to 0, not deleted:
+      -- the field keeps its place near the head of the listpack, where HMGET finds it first.
+      call('HSET', key, 'b', '0')
       b = 0
     end
     if cost > 0 and not blocked and n + cost <= limit then
-      -- Admitted: counted in the current slice, the newest.
-      drop(key, dead, b)
-      if dead then inCur = nil end
+      -- Admitted: counted in the current slice, the newest ("c").
       n = n + cost
-      call('HSET', key, curSlot, fmt('%d', (tonumber(inCur) or 0) + cost), 'n', fmt('%d', n), 'o', firstText, 'h', curText)
-      -- Not blocked: the current slice is the newest, and the TTL its end plus the window.
-      call('PEXPIRE', key, ttlText)
+      if h == cur and o == first then
+        -- The slice's later calls: two head fields, two commands in all with the HMGET.
+        call('HSET', key, 'n', fmt('%d', n), 'c', fmt('%d', c + cost))
+      else
+        -- The slice's first call (or dead slices to drop): the newest slice's permits move from "c"
+        -- to their own field, and the TTL becomes the current slice's end plus the window (the key is
+        -- not blocked: no block to outlast). A new key's fields come in this order, at the head.
+        drop(key, dead, b)
+        local fields = { 'n', fmt('%d', n), 'o', firstText, 'h', curText, 'b', fmt('%d', b), 'c', fmt('%d', (h == cur and c or 0) + cost) }
+        if h and h ~= cur and c > 0 then
+          fields[#fields + 1] = slotOf(h)
+          fields[#fields + 1] = fmt('%d', c)
+        end
+        call('HSET', key, unpack(fields))
+        call('PEXPIRE', key, ttlText)
+      end
       reply[m + 1], reply[m + 2], reply[m + 3], reply[m + 4], reply[m + 5] = '1', fmt('%d', n), '0', resetText, '0'
     else
       -- Refused (or a peek): the wait until enough permits leave (slices oldest first), and the block's.
       local retryAfter = 0
       local need = n + math.max(cost, 1) - limit
       if need > 0 and h then
+        -- Slices from the oldest live one to h; h's permits are in "c".
         local slots = {}
-        for s = first, h do slots[#slots + 1] = fmt('%d', s % SLOTS) end
-        local counts = call('HMGET', key, unpack(slots))
+        for s = first, h - 1 do slots[#slots + 1] = slotOf(s) end
+        local counts = #slots > 0 and call('HMGET', key, unpack(slots)) or {}
+        counts[h - first + 1] = c
         local freed = 0
-        for j = 1, #counts do
+        for j = 1, h - first + 1 do
           freed = freed + (tonumber(counts[j]) or 0)
           if freed >= need then
             retryAfter = (first + j) * res + window - now

@@ -63,7 +63,7 @@ export type RedisWindowOptions = WindowOptions & {
   blockMs?: number;
   /**
    * Counts calls by time slices of this many ms instead of one by one: Redis keeps a key in a few
-   * hundred bytes and decides in three commands, whatever the limit (the exact log keeps one member
+   * hundred bytes and decides in two Redis commands (three once a slice), whatever the limit (the exact log keeps one member
    * per call in the window: about 100 KB at a limit of 1,000). Never more than `limit` permits in
    * any window, as the exact log; a call may be refused up to one slice earlier than it would refuse
    * it (a call counts until the end of its slice plus the window). Integer, 1 … `windowMs`, with

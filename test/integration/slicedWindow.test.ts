@@ -11,6 +11,7 @@ import { describe, expect, it } from 'vitest';
 import { RedisWindow, ResilientLimiter, type RedisDecision } from '../../src/index.js';
 import { prng } from '../support/model.js';
 import { useLimiters } from '../support/limiters.js';
+import { slicedWindow } from '../../src/redis/scripts/slicedWindow.js';
 import { waitReady } from '../support/redis.js';
 import { until } from '../support/wait.js';
 
@@ -165,6 +166,60 @@ describe('a window counted by slices (resolutionMs)', () => {
     for (const b of bytes) expect(b).toBeLessThanOrEqual(2 * 56 + 11 * 60);
     // Only the counts' integer width grows with the limit: at most 4 bytes a slice (and its total).
     expect(Math.abs((bytes[1] as number) - (bytes[0] as number))).toBeLessThanOrEqual(4 * 61);
+  });
+
+  it('keeps every key until its newest slice leaves the window, never less', async () => {
+    const redis = await lim.client();
+    const t = { now: 1_700_000_000_000 + 100 };
+    const w = new RedisWindow({ redis, prefix: `t:${randomUUID()}:`, limit: 100, windowMs: 10_000, resolutionMs: 1_000, now: () => t.now });
+    const needed = (): number => (Math.floor(t.now / 1_000) + 1) * 1_000 + 10_000 - t.now;
+    // Calls across slices and within one (where the TTL is not set again).
+    for (const step of [0, 300, 300, 900, 50, 2_000, 400]) {
+      t.now += step;
+      expect((await w.limit('k')).allowed).toBe(true);
+      const ttl = await redis.pttl(w.keyOf('k'));
+      // The key outlives its newest slice's calls (less the real ms the test takes: 200 ms allowed for a
+      // loaded machine), and not by more than a slice (a TTL set by the slice's first call).
+      expect(ttl + 200).toBeGreaterThanOrEqual(needed());
+      expect(ttl).toBeLessThanOrEqual(needed() + 1_000);
+    }
+  });
+
+  it('writes calls back into older, current and newer slices, and refunds an older slice once', async () => {
+    const redis = await lim.client();
+    const t = { now: 1_700_000_000_000 };
+    const w = new RedisWindow({ redis, prefix: `w:${randomUUID()}:`, limit: 100, windowMs: 10_000, resolutionMs: 1_000, now: () => t.now });
+    const key = w.keyOf('k');
+    const s0 = t.now / 1_000;
+    for (let i = 0; i < 3; i += 1) await w.limit('k');
+    // Written back 1.5 s later: 2 permits two slices before, 1 in the newest (s0), 4 in a newer one.
+    const run = (args: (string | number)[], keys = [key]): Promise<unknown> =>
+      redis.eval(slicedWindow.source, keys.length, ...keys, ...args);
+    t.now += 1_500;
+    expect(await run(['w', 10_000, 1_000, t.now, t.now - 3_500, 2, t.now - 1_500, 1, t.now - 300, 4])).toEqual([3, 0, 0]);
+    expect((await w.peek('k')).remaining).toBe(100 - 10);
+    const fields = await redis.hgetall(key);
+    expect([fields['h'], fields['c'], fields[String(s0 % 65_536)], fields[String((s0 - 2) % 65_536)]]).toEqual([
+      String(s0 + 1),
+      '4',
+      '4',
+      '2',
+    ]);
+    // A refund of 2 from slice s0 (held in its own field now), once.
+    const refund = (id: string): Promise<unknown> => run(['f', 10_000, 1_000, t.now, s0, 2, id], [key, `${key}:f`]);
+    expect(await refund('x')).toBe('2');
+    expect(await refund('x')).toBe('0');
+    expect((await w.peek('k')).remaining).toBe(100 - 8);
+    // Slice s0 - 2 leaves the window at its end plus 10 s: its 2 permits go, the others stay.
+    t.now = (s0 - 1) * 1_000 + 10_000;
+    expect((await w.peek('k')).remaining).toBe(100 - 6);
+    // Then s0's (2 left) and, a slice later, s0 + 1's (4).
+    t.now = (s0 + 1) * 1_000 + 10_000;
+    expect((await w.peek('k')).remaining).toBe(100 - 4);
+    t.now = (s0 + 2) * 1_000 + 10_000;
+    expect((await w.peek('k')).remaining).toBe(100);
+    expect((await w.limit('k')).remaining).toBe(99);
+    expect(await redis.hget(key, 'n')).toBe('1');
   });
 
   it('blocks a key and peeks without writing', async () => {
