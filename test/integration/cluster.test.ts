@@ -226,6 +226,40 @@ describe('on a Redis Cluster of three masters: exactness across slots', () => {
     }
   });
 
+  it('ResilientLimiter with resolutionMs: several limiters on keys of every master never exceed the limit in any window', async () => {
+    const prefix = `t:${randomUUID()}:`;
+    const limit = 8;
+    const windowMs = 200;
+    const ls = limiters(3, { prefix, limit, windowMs, resolutionMs: 20, breaker: { timeoutMs: 2000 }, slowCallMs: 2000 });
+    try {
+      const keys = keysOnEveryMaster(prefix, 3);
+      const byKey = new Map<string, LimiterDecision[]>(keys.map((k) => [k, []]));
+      const started = Date.now();
+      const enough = (key: string): boolean => (byKey.get(key) ?? []).filter((d) => d.allowed).length >= limit * 4;
+      const going = (key: string): boolean => Date.now() - started < 800 || (!enough(key) && Date.now() - started < 10_000);
+      await Promise.all(
+        keys.flatMap((key) =>
+          ls.map(async (l) => {
+            while (going(key)) byKey.get(key)?.push(await l.limit(key));
+          }),
+        ),
+      );
+      for (const [key, decisions] of byKey) {
+        expect({ key, others: decisions.filter((d) => d.reason !== 'decided' && d.reason !== 'deny-cache').map((d) => d.reason) }).toEqual({
+          key,
+          others: [],
+        });
+        // An admitted call's resetAtMs is the end of its slice plus the window: binned by slice end, no
+        // window holds more than the limit (each call counts from before its slice's end).
+        const admitted = decisions.filter((d) => d.allowed).map((d) => ({ at: d.resetAtMs - windowMs, cost: 1 }));
+        expect({ key, max: maxInAnyWindow(admitted, windowMs) <= limit }).toEqual({ key, max: true });
+        expect(admitted.length).toBeGreaterThanOrEqual(limit * 3);
+      }
+    } finally {
+      await Promise.all(ls.map((l) => l.close()));
+    }
+  });
+
   it('runs the resilient limiter, its reconciliation and its heartbeats', async () => {
     // A deadline a loaded machine cannot miss (its Cluster round trips took longer than the default
     // 50 ms once, under two busy loops and the other test files): this test is about reconciliation
