@@ -9,7 +9,8 @@
  *    USAGE … SAMPLES 0`, mean over the keys.
  * 2. Redis CPU per decision (`INFO cpu` of the redis-server over the measured interval, per decision
  *    Redis made) and decisions/s at 64 callers over 2,000 keys filled to half their limit (slices:
- *    every slice of the window holds calls), contenders alternating, 3 rounds pooled.
+ *    every slice of the window holds calls; the exact log up to limit 1,000), contenders
+ *    alternating, 3 rounds pooled.
  *
  *   node bench/resolution.ts
  */
@@ -166,6 +167,9 @@ async function measure(
   return { decisions, seconds, cpuUs: (await serverCpuUs(server)) - cpu0 };
 }
 
+/** The exact log is filled call by call: at limit 1,000 half full that is a million calls already. */
+const CPU_EXACT_MAX = 1_000;
+
 async function cpuTable(bench: Bench, server: BenchServer): Promise<string[][]> {
   const rows: string[][] = [];
   const admin = server.redis.client();
@@ -175,12 +179,19 @@ async function cpuTable(bench: Bench, server: BenchServer): Promise<string[][]> 
     const half = Math.floor(limit / 2);
     bench.progress(`limit ${limit.toLocaleString('en-US')}: filling ${CPU_KEYS} keys to half`);
     for (const key of keys) await fillSlices(admin, `cs${limit}:`, limit, key, half);
+    const fillRlf = new RateLimiterRedis({ storeClient: admin, points: limit, duration: WINDOW_MS / 1000, keyPrefix: `cr${limit}` });
+    for (const key of keys) await fillRlf.consume(key, half);
     const contenders = [
       await resilimitContender(server, 'slices', `cs${limit}:`, limit, RESOLUTION_MS),
       await rlfContender(server, `cr${limit}`, limit),
     ];
-    const fillRlf = new RateLimiterRedis({ storeClient: admin, points: limit, duration: WINDOW_MS / 1000, keyPrefix: `cr${limit}` });
-    for (const key of keys) await fillRlf.consume(key, half);
+    if (limit <= CPU_EXACT_MAX) {
+      const exact = new RedisWindow({ redis: admin, prefix: `ce${limit}:`, limit, windowMs: WINDOW_MS });
+      for (let i = 0; i < keys.length; i += 20) {
+        await Promise.all(keys.slice(i, i + 20).flatMap((key) => Array.from({ length: half }, () => exact.limit(key))));
+      }
+      contenders.push(await resilimitContender(server, 'exact', `ce${limit}:`, limit));
+    }
     const totals = new Map<string, { decisions: number; seconds: number; cpuUs: number }>();
     for (let round = 0; round < ROUNDS; round += 1) {
       const order = round % 2 === 0 ? contenders : [...contenders].reverse();
@@ -192,16 +203,23 @@ async function cpuTable(bench: Bench, server: BenchServer): Promise<string[][]> 
       }
     }
     for (const c of contenders) await c.stop();
-    const s = totals.get('slices') as { decisions: number; seconds: number; cpuUs: number };
     const r = totals.get('RLF') as { decisions: number; seconds: number; cpuUs: number };
+    const cell = (name: string): string[] => {
+      const t = totals.get(name);
+      if (t === undefined) return ['—', '—', '—', '—'];
+      return [
+        perSecond(t.decisions / t.seconds),
+        ratio(t.decisions / t.seconds, r.decisions / r.seconds),
+        (t.cpuUs / t.decisions).toFixed(2),
+        ratio(t.cpuUs / t.decisions, r.cpuUs / r.decisions),
+      ];
+    };
     rows.push([
       limit.toLocaleString('en-US'),
-      perSecond(s.decisions / s.seconds),
+      ...cell('slices'),
+      ...cell('exact'),
       perSecond(r.decisions / r.seconds),
-      ratio(s.decisions / s.seconds, r.decisions / r.seconds),
-      (s.cpuUs / s.decisions).toFixed(2),
       (r.cpuUs / r.decisions).toFixed(2),
-      ratio(s.cpuUs / s.decisions, r.cpuUs / r.decisions),
     ]);
   }
   admin.disconnect();
@@ -226,7 +244,22 @@ main(async () => {
   const cpu = await cpuTable(bench, server);
   bench.section(
     `Redis CPU per decision at ${CALLERS} callers, ${CPU_KEYS.toLocaleString('en-US')} keys half full (load average at the end ${load()})`,
-    `${table(['limit', 'decisions/s slices', 'RLF', 'slices ÷ RLF', 'Redis µs/decision slices', 'RLF', 'slices ÷ RLF'], cpu)}\n\nresilimit with defaults but \`resolutionMs\` (its calls coalesced into script calls of several decisions), every decision made by Redis (checked); ${ROUNDS} rounds of ${MEASURE_MS} ms, contenders alternating, pooled. Each key's 59 past slices hold calls (filled with injected times, spread over the window), so every decision reads a hash of about 60 slices.`,
+    `${table(
+      [
+        'limit',
+        'slices: decisions/s',
+        '÷ RLF',
+        'Redis µs/decision',
+        '÷ RLF',
+        'exact log: decisions/s',
+        '÷ RLF',
+        'Redis µs/decision',
+        '÷ RLF',
+        'RLF: decisions/s',
+        'Redis µs/decision',
+      ],
+      cpu,
+    )}\n\nresilimit with defaults (the exact log; up to limit ${CPU_EXACT_MAX.toLocaleString('en-US')}, filled call by call: 1,000,000 calls at that limit) and with \`resolutionMs\` (its calls coalesced into script calls of several decisions), every decision made by Redis (checked); ${ROUNDS} rounds of ${MEASURE_MS} ms, contenders alternating, pooled. Each key's 59 past slices hold calls (filled with injected times, spread over the window), so every decision reads a hash of about 60 slices.`,
   );
   await bench.finish({ memory, cpu });
   await server.close();

@@ -296,7 +296,7 @@ export function resolveLimiterOptions(raw: unknown): ResolvedLimiterOptions {
     prefix: prefix(options['prefix']),
     mode: options['mode'] === undefined ? 'local' : mode('mode', options['mode']),
     blockMs: optionalInteger('blockMs', options['blockMs'], 0, MAX_INT, 0),
-    resolutionMs: resolution(options['resolutionMs'], window.windowMs),
+    resolutionMs: resolution(options['resolutionMs'], window.windowMs, limitFn === undefined ? window.limit : undefined),
     shadow: optionalBoolean('shadow', options['shadow'], false),
     localLimit: local['limit'] === undefined ? undefined : integer('local.limit', local['limit'], 1, MAX_INT),
     instances: integerOrAuto('local.instances', local['instances'], 1_000_000),

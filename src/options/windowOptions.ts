@@ -67,13 +67,14 @@ export type RedisWindowOptions = WindowOptions & {
    * per call in the window: about 100 KB at a limit of 1,000). Never more than `limit` permits in
    * any window, as the exact log; a call may be refused up to one slice earlier than it would refuse
    * it (a call counts until the end of its slice plus the window). Integer, 1 … `windowMs`, with
-   * `windowMs / resolutionMs` at most 4096 (60 slices a window is a good start). Not with
+   * `windowMs / resolutionMs` at most 4096 (60 slices a window is a good start), or `'auto'`: 60
+   * slices a window when `limit` is above 100, else the exact log (decided once, at construction). Not with
    * `refund()`, `limitAll()` or a caller's `id` (a slice counts calls, it does not name them):
    * those throw `ERR_RESILIMIT_INVALID_OPTION`. Its keys are not the exact log's: changing it starts
    * every key's window afresh, as changing `prefix` does. See docs/resolution.md.
    * @default undefined (the exact log)
    */
-  resolutionMs?: number;
+  resolutionMs?: number | 'auto';
 };
 
 export type ResolvedWindowOptions = Readonly<{ limit: number; windowMs: number }>;
@@ -120,17 +121,27 @@ export function resolveRedisWindowOptions(raw: unknown): ResolvedRedisWindowOpti
     prefix: prefix(options['prefix']),
     now: optionalFunction('now', options['now']),
     blockMs: optionalInteger('blockMs', options['blockMs'], 0, MAX_INT, 0),
-    resolutionMs: resolution(options['resolutionMs'], window.windowMs),
+    resolutionMs: resolution(options['resolutionMs'], window.windowMs, window.limit),
   });
 }
 
 /** The most slices a window may have with `resolutionMs` (the script's bound: see lua/sliced-window.lua). */
 export const MAX_SLICES = 4096;
 
-/** Checks `resolutionMs` against the window it slices: undefined (the exact log) when absent. */
-export function resolution(value: unknown, windowMs: number): number | undefined {
+/** With `resolutionMs: 'auto'`, limits above this are counted by slices (a full exact log of 100 calls is 2.6 KB). */
+export const AUTO_EXACT_MAX = 100;
+
+/**
+ * Checks `resolutionMs` against the window it slices: undefined (the exact log) when absent. `'auto'`:
+ * 60 slices a window when `limit` is above {@link AUTO_EXACT_MAX} (or a function: limits unknown), else the exact log.
+ */
+export function resolution(value: unknown, windowMs: number, limit?: number): number | undefined {
   if (value === undefined) return undefined;
-  const ms = integer('resolutionMs', value, 1, windowMs);
+  if (value === 'auto') return limit !== undefined && limit <= AUTO_EXACT_MAX ? undefined : Math.max(1, Math.floor(windowMs / 60));
+  if (typeof value !== 'number' || !Number.isInteger(value) || value < 1 || value > windowMs) {
+    throw invalidOption('resolutionMs', `an integer from 1 to windowMs (${windowMs}), or 'auto'`, value);
+  }
+  const ms = value;
   if (windowMs / ms > MAX_SLICES) {
     throw invalidOption(
       'resolutionMs',

@@ -298,14 +298,18 @@ describe('a window counted by slices (resolutionMs)', () => {
     const w = new RedisWindow({ redis, limit: 3, windowMs: 1_000, resolutionMs: 10 });
     await expect(w.limit('k', { id: 'mine' })).rejects.toMatchObject({ code: 'ERR_RESILIMIT_INVALID_OPTION' });
     expect(() => new RedisWindow({ redis, limit: 3, windowMs: 1_000, resolutionMs: 0 })).toThrow(
-      'Expected `resolutionMs` to be an integer from 1 to 1000, got `0` (number)',
+      "Expected `resolutionMs` to be an integer from 1 to windowMs (1000), or 'auto', got `0` (number)",
     );
     expect(() => new RedisWindow({ redis, limit: 3, windowMs: 1_000, resolutionMs: 2_000 })).toThrow(
-      'Expected `resolutionMs` to be an integer from 1 to 1000, got `2000` (number)',
+      "Expected `resolutionMs` to be an integer from 1 to windowMs (1000), or 'auto', got `2000` (number)",
     );
     expect(() => new ResilientLimiter({ redis, limit: 3, windowMs: 60_000, resolutionMs: 10 })).toThrow(
       'Expected `resolutionMs` to be at least windowMs / 4096 (15 for a window of 60000 ms: at most 4096 slices a window), got `10` (number)',
     );
+    // 'auto': the exact log up to limit 100, then 60 slices a window.
+    expect(new RedisWindow({ redis, limit: 100, windowMs: 60_000, resolutionMs: 'auto' }).options.resolutionMs).toBeUndefined();
+    expect(new RedisWindow({ redis, limit: 101, windowMs: 60_000, resolutionMs: 'auto' }).options.resolutionMs).toBe(1_000);
+    expect(new RedisWindow({ redis, limit: 101, windowMs: 30, resolutionMs: 'auto' }).options.resolutionMs).toBe(1);
     // A longer window must still be cut into at most 4096 slices: nothing changes.
     expect(() => limiter.update({ windowMs: 5_000_000 })).toThrow(/Expected `resolutionMs` to be at least windowMs \/ 4096/);
     expect(limiter.stats().windowMs ?? 60_000).toBe(60_000);
