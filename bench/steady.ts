@@ -23,14 +23,15 @@
  * steady flow loses a call about as often as it gains one.
  *
  *   node bench/steady.ts
+ *   node bench/steady.ts --resolution 1000   # resilimit counting by slices (resolutionMs) instead
  */
 import { loadavg } from 'node:os';
 import { relative } from 'node:path';
 import { performance } from 'node:perf_hooks';
-import { rateLimiterFlexible, resilimit, type ContenderFactory } from './support/contenders.ts';
+import { rateLimiterFlexible, resilimit, resilimitWith, type ContenderFactory } from './support/contenders.ts';
 import { ms, percent, perSecond, ratio, table } from './support/format.ts';
 import { makeKeys, scaled } from './support/keys.ts';
-import { type Filled, levels, summarize, topUp } from './support/levels.ts';
+import { type Filled, levels, readSlices, summarize, topUp } from './support/levels.ts';
 import { Bench, main } from './support/report.ts';
 import { startServer, type BenchServer } from './support/server.ts';
 import {
@@ -48,7 +49,14 @@ import {
 } from './support/steadyCell.ts';
 
 const WINDOW = { limit: 100, windowMs: 60_000 };
-const CONTENDERS: readonly ContenderFactory[] = [resilimit, rateLimiterFlexible];
+/** `--resolution <ms>`: resilimit counts by slices of that many ms (`resolutionMs`) instead of the exact log. */
+const RESOLUTION = process.argv.includes('--resolution') ? Number(process.argv[process.argv.indexOf('--resolution') + 1]) : undefined;
+const sliced =
+  RESOLUTION === undefined
+    ? undefined
+    : resilimitWith(`resilimit ResilientLimiter, resolutionMs: ${RESOLUTION}`, { resolutionMs: RESOLUTION });
+if (sliced !== undefined) readSlices(sliced, RESOLUTION as number);
+const CONTENDERS: readonly ContenderFactory[] = [sliced ?? resilimit, rateLimiterFlexible];
 const ROUNDS = 3;
 const WARMUP_MS = scaled(100);
 
@@ -159,7 +167,7 @@ main(async () => {
   const server = await startServer();
   const scale = process.env['BENCH_TIME_SCALE'] === undefined ? '' : `BENCH_TIME_SCALE=${process.env['BENCH_TIME_SCALE']} `;
   bench.note(
-    `Command: \`${scale}node ${relative(process.cwd(), process.argv[1] ?? 'bench/steady.ts')}\`. Node ${process.version}, redis-server ${server.version}. Limit ${WINDOW.limit} per ${WINDOW.windowMs / 1000} s; ${ROUNDS} rounds per cell, contenders alternating (order rotated), pooled; a warm-up of ${WARMUP_MS} ms per cell by callers, ${FILL_WARMUP_MS} ms by fill. resilimit: \`ResilientLimiter\` with defaults (\`local: { instances: 1 }\`); RLF: rate-limiter-flexible \`RateLimiterRedis\`, a plain ioredis client.`,
+    `Command: \`${scale}node ${relative(process.cwd(), process.argv[1] ?? 'bench/steady.ts')}\`. Node ${process.version}, redis-server ${server.version}. Limit ${WINDOW.limit} per ${WINDOW.windowMs / 1000} s; ${ROUNDS} rounds per cell, contenders alternating (order rotated), pooled; a warm-up of ${WARMUP_MS} ms per cell by callers, ${FILL_WARMUP_MS} ms by fill. resilimit: \`ResilientLimiter\` with defaults (\`local: { instances: 1 }\`${RESOLUTION === undefined ? '' : `, resolutionMs: ${RESOLUTION}`}); RLF: rate-limiter-flexible \`RateLimiterRedis\`, a plain ioredis client.`,
   );
   const redisStart = await redisNow(server);
   const data: Record<string, unknown> = {
@@ -211,7 +219,7 @@ main(async () => {
     const health1 = await closeAll(lives);
     const load1End = loads();
 
-    const [R, F] = [resilimit, rateLimiterFlexible];
+    const [R, F] = CONTENDERS as [ContenderFactory, ContenderFactory];
     bench.section(
       `By callers: ${CALLER_KEYS.toLocaleString('en-US')} keys a round, filled to ${HALF} calls of ${WINDOW.limit} (load average ${load1} at the start, ${load1End} at the end)`,
       `${table(

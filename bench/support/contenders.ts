@@ -41,7 +41,7 @@ async function plainClient(server: BenchServer): Promise<Redis> {
   return client;
 }
 
-function resilimitWith(name: string, extra: { coalesce?: boolean }): ContenderFactory {
+export function resilimitWith(name: string, extra: { coalesce?: boolean; resolutionMs?: number }): ContenderFactory {
   return {
     name,
     async create(server, { limit, windowMs }) {

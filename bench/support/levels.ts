@@ -18,6 +18,14 @@ const COUNTERS = new Map<ContenderFactory, Counter>([
   [rateLimiterFlexible, (p, key) => p.get(`rlflx:${key}`)],
 ]);
 
+/**
+ * A level reader for resilimit counting by slices of `resolutionMs` (`factory`): its hash
+ * `resilimit:{<key>}:s<resolutionMs>` holds the permits counted in the field "n" (lua/sliced-window.lua).
+ */
+export function readSlices(factory: ContenderFactory, resolutionMs: number): void {
+  COUNTERS.set(factory, (p, key) => p.hget(`resilimit:{${key}}:s${resolutionMs}`, 'n'));
+}
+
 /** Calls per key, over a set of keys. */
 export type Level = { mean: number; min: number; max: number };
 

@@ -222,6 +222,22 @@ describe('a window counted by slices (resolutionMs)', () => {
     expect(await redis.hget(key, 'n')).toBe('1');
   });
 
+  it('finds the oldest permits for a refusal\u2019s wait, also a slice written back below where the last refusal looked', async () => {
+    const redis = await lim.client();
+    const t = { now: 1_700_000_000_000 };
+    const w = new RedisWindow({ redis, prefix: `l:${randomUUID()}:`, limit: 10, windowMs: 10_000, resolutionMs: 1_000, now: () => t.now });
+    const key = w.keyOf('k');
+    const s0 = t.now / 1_000;
+    await w.limit('k', { cost: 4 });
+    t.now += 3_000;
+    await w.limit('k', { cost: 5 });
+    // 9 of 10 in use: a call of cost 2 waits for the 4 permits of slice s0, at its end plus the window.
+    expect((await w.limit('k', { cost: 2 })).retryAfterMs).toBe((s0 + 1) * 1_000 + 10_000 - t.now);
+    // A write-back of a call 2 s before s0: the next refusal waits for it (1 permit), not for s0.
+    expect(await redis.eval(slicedWindow.source, 1, key, 'w', 10_000, 1_000, t.now, (s0 - 2) * 1_000, 1)).toEqual([1, 0, 0]);
+    expect((await w.limit('k', { cost: 1 })).retryAfterMs).toBe((s0 - 1) * 1_000 + 10_000 - t.now);
+  });
+
   it('blocks a key and peeks without writing', async () => {
     const redis = await lim.client();
     const t = { now: 1_700_000_000_000 };
@@ -289,6 +305,18 @@ describe('a window counted by slices (resolutionMs)', () => {
     // admitted before (lost with the data; the warm window re-seeds it).
     const held = await limiter.peek('k');
     expect([held.source, held.remaining, held.allowed]).toEqual(['redis', 0, false]);
+  });
+
+  it('decides each key against its own limit (a limit function)', async () => {
+    const limiter = await lim.limiter({ limit: (key: string) => (key === 'small' ? 2 : 4) });
+    const small = await Promise.all(Array.from({ length: 3 }, () => limiter.limit('small')));
+    const large = await Promise.all(Array.from({ length: 5 }, () => limiter.limit('large')));
+    expect(small.map((d) => [d.allowed, d.limit, d.source])).toEqual([
+      [true, 2, 'redis'],
+      [true, 2, 'redis'],
+      [false, 2, 'redis'],
+    ]);
+    expect(large.map((d) => d.allowed)).toEqual([true, true, true, true, false]);
   });
 
   it('refuses what it cannot do, naming the option', async () => {
