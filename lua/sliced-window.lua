@@ -42,7 +42,8 @@ listpack, where a lookup finds them at once: a slice's field is found by a scan 
   "o"  the oldest slice that may still be stored; "h" the newest slice with calls
   "b"  the time the key's block ends (0: none)
   "c"  the permits counted in slice "h": the calls of the current slice touch the head fields only
-  "l"  no slice below it is stored: where a refusal's walk for the oldest permits starts
+  "l"  no slice below it is stored (absent: no slice field at all): where a refusal's walk for the
+       oldest permits starts
   "<s mod 65536>"  the permits counted in an older slice s: at most windowMs / resolutionMs + 2
        slices are stored, so their numbers modulo 65536 never collide, and stay short (listpack integers).
 Dead slices (ended more than windowMs ago) are dropped by the first write that finds them. The key's
@@ -86,22 +87,22 @@ end
 local function state(key)
   local v = redis.pcall('HMGET', key, 'n', 'o', 'h', 'b', 'c', 'l')
   if v.err then return v end
-  local n, o, h, b, c = tonumber(v[1]) or 0, tonumber(v[2]), tonumber(v[3]), tonumber(v[4]) or 0, tonumber(v[5]) or 0
+  local n, o, h, b, c, l = tonumber(v[1]) or 0, tonumber(v[2]), tonumber(v[3]), tonumber(v[4]) or 0, tonumber(v[5]) or 0, tonumber(v[6])
   local dead
   if h and h < first then
     -- The newest slice has left the window: so has every other.
     n, h, c, dead = 0, nil, 0, true
-  elseif o and o < first then
-    -- Older than h (which is live). At most windowMs / res + 2 slices from o to h were stored at the
-    -- last write, so this is short.
+  elseif o and o < first and l and l < first then
+    -- Older than h (which is live), and stored only from "l" on (no slice field without it). At most
+    -- windowMs / res + 2 slices from o to h were stored at the last write, so this is short.
     dead = {}
-    for s = o, first - 1 do dead[#dead + 1] = slotOf(s) end
+    for s = math.max(o, l), first - 1 do dead[#dead + 1] = slotOf(s) end
     local counts = call('HMGET', key, unpack(dead))
     for i = 1, #counts do
       if counts[i] then n = n - tonumber(counts[i]) end
     end
   end
-  return n, h, c, b, dead, o, tonumber(v[6])
+  return n, h, c, b, dead, o, l
 end
 
 -- Drops dead slices (see state) before a write; the caller then writes "n" and "o" (unless every slice was dropped).
@@ -180,10 +181,10 @@ if op == 'w' then
       end
     end
     local fields = { 'n', fmt('%d', n), 'o', fmt('%d', first), 'h', fmt('%d', newest), 'c', fmt('%d', newestCount) }
-    -- A slice written below "l" (where walks start) moves it down (without "l", walks start at the oldest live slice).
+    -- A slice written below "l" (where walks start) moves it down; the first slice fields make it.
     local lowest = l
     for s in pairs(older) do
-      if lowest and s < lowest then lowest = s end
+      if not lowest or s < lowest then lowest = s end
     end
     if lowest ~= l then
       fields[#fields + 1] = 'l'
@@ -324,6 +325,11 @@ for i = 1, #KEYS do
         if h and h ~= cur and c > 0 then
           fields[#fields + 1] = slotOf(h)
           fields[#fields + 1] = fmt('%d', c)
+          -- The key's first slice field: nothing older is stored ("l" absent: no slice field at all).
+          if not l then
+            fields[#fields + 1] = 'l'
+            fields[#fields + 1] = fmt('%d', h)
+          end
         end
         call('HSET', key, unpack(fields))
         call('PEXPIRE', key, ttlText)
@@ -337,8 +343,8 @@ for i = 1, #KEYS do
         -- Slices oldest first, eight a read, until enough permits leave: a busy key finds them in its
         -- first read, and a key of few slices has a short hash to look them up in (HGETALL made a Lua
         -- table of every field: 11 µs of Redis CPU at 25 fields). h's permits are in "c".
-        -- "l": no slice below it is stored (the first stored one a walk found), so a walk starts there.
-        local freed, s, found = 0, math.max(l or first, first), nil
+        -- "l": no slice below it is stored (absent: none at all, only "c"), so a walk starts there.
+        local freed, s, found = 0, math.max(l or h, first), nil
         while s < h and retryAfter == 0 do
           local last = math.min(s + 7, h - 1)
           local slots = {}
@@ -359,7 +365,7 @@ for i = 1, #KEYS do
         if retryAfter == 0 and freed + c >= need then retryAfter = (h + 1) * res + window - now end
         -- Recorded for the next walk (not by a peek, which writes nothing).
         found = found or h
-        if cost > 0 and found > (l or first - 1) then call('HSET', key, 'l', fmt('%d', found)) end
+        if cost > 0 and l and found > l then call('HSET', key, 'l', fmt('%d', found)) end
       end
       local allowed = '0'
       if blocked then
