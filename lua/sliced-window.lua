@@ -44,6 +44,7 @@ listpack, where a lookup finds them at once: a slice's field is found by a scan 
   "c"  the permits counted in slice "h": the calls of the current slice touch the head fields only
   "l"  no slice below it is stored (absent: no slice field at all): where a refusal's walk for the
        oldest permits starts
+  "e"  the TTL lasts at least until then: the newest slice's end plus the window when it was set
   "<s mod 65536>"  the permits counted in an older slice s: at most windowMs / resolutionMs + 2
        slices are stored, so their numbers modulo 65536 never collide, and stay short (listpack integers).
 Dead slices (ended more than windowMs ago) are dropped by the first write that finds them. The key's
@@ -85,13 +86,13 @@ end
 -- slice), and the stored "o". Returns the error of a key of another type instead (WRONGTYPE), having
 -- read nothing else.
 local function state(key)
-  local v = redis.pcall('HMGET', key, 'n', 'o', 'h', 'b', 'c', 'l')
+  local v = redis.pcall('HMGET', key, 'n', 'o', 'h', 'b', 'c', 'l', 'e')
   if v.err then return v end
   local n, o, h, b, c, l = tonumber(v[1]) or 0, tonumber(v[2]), tonumber(v[3]), tonumber(v[4]) or 0, tonumber(v[5]) or 0, tonumber(v[6])
   local dead
   if h and h < first then
     -- The newest slice has left the window: so has every other.
-    n, h, c, dead = 0, nil, 0, true
+    n, h, c, dead, l = 0, nil, 0, true, nil
   elseif o and o < first and l and l < first then
     -- Older than h (which is live), and stored only from "l" on (no slice field without it). At most
     -- windowMs / res + 2 slices from o to h were stored at the last write, so this is short.
@@ -102,7 +103,7 @@ local function state(key)
       if counts[i] then n = n - tonumber(counts[i]) end
     end
   end
-  return n, h, c, b, dead, o, l
+  return n, h, c, b, dead, o, l, tonumber(v[7])
 end
 
 -- Drops dead slices (see state) before a write; the caller then writes "n" and "o" (unless every slice was dropped).
@@ -115,11 +116,14 @@ local function drop(key, dead, b)
   end
 end
 
--- Sets the key's TTL to when its newest slice leaves the window, or its block ends if later.
+-- Sets the key's TTL to when its newest slice leaves the window, or its block ends if later, and
+-- "e" to the newest slice's end (the TTL lasts at least until "e": see the admission's fast path).
 local function keep(key, h, b)
-  local untilMs = math.max(h and (h + 1) * res + window or 0, b)
+  local newest = h and (h + 1) * res + window or 0
+  local untilMs = math.max(newest, b)
   if untilMs > now then
     call('PEXPIRE', key, fmt('%d', untilMs - now))
+    if h then call('HSET', key, 'e', fmt('%d', newest)) end
   else
     call('DEL', key)
   end
@@ -289,14 +293,15 @@ end
 
 local firstText = fmt('%d', first)
 local curText = fmt('%d', cur)
-local resetText = fmt('%d', (cur + 1) * res + window)
+local currentEnd = (cur + 1) * res + window
+local resetText = fmt('%d', currentEnd)
 local ttlText = fmt('%d', (cur + 1) * res + window - now)
 local reply = { nowText, '0' }
 
 for i = 1, #KEYS do
   local key, limit, cost = KEYS[i], shared, 1
   if not shared then limit, cost = tonumber(ARGV[6 + 2 * i]), tonumber(ARGV[7 + 2 * i]) end
-  local n, h, c, b, dead, o, l = state(key)
+  local n, h, c, b, dead, o, l, e = state(key)
   local m = #reply
   if type(n) == 'table' then
     -- A key of another type fails its own call only (flag 4), as in sliding-window.lua.
@@ -313,15 +318,17 @@ for i = 1, #KEYS do
     if cost > 0 and not blocked and n + cost <= limit then
       -- Admitted: counted in the current slice, the newest ("c").
       n = n + cost
-      if h == cur and o == first then
-        -- The slice's later calls: two head fields, two commands in all with the HMGET.
+      if h == cur and o == first and e == currentEnd then
+        -- The slice's later calls: two head fields, two commands in all with the HMGET (the TTL was set
+        -- by the slice's first call for this very window: "e", its end, is the current slice's end plus
+        -- the window; a window changed since by update() sets it again).
         call('HSET', key, 'n', fmt('%d', n), 'c', fmt('%d', c + cost))
       else
         -- The slice's first call (or dead slices to drop): the newest slice's permits move from "c"
         -- to their own field, and the TTL becomes the current slice's end plus the window (the key is
         -- not blocked: no block to outlast). A new key's fields come in this order, at the head.
         drop(key, dead, b)
-        local fields = { 'n', fmt('%d', n), 'o', firstText, 'h', curText, 'b', fmt('%d', b), 'c', fmt('%d', (h == cur and c or 0) + cost) }
+        local fields = { 'n', fmt('%d', n), 'o', firstText, 'h', curText, 'b', fmt('%d', b), 'c', fmt('%d', (h == cur and c or 0) + cost), 'e', resetText }
         if h and h ~= cur and c > 0 then
           fields[#fields + 1] = slotOf(h)
           fields[#fields + 1] = fmt('%d', c)
@@ -367,6 +374,15 @@ for i = 1, #KEYS do
         found = found or h
         if cost > 0 and l and found > l then call('HSET', key, 'l', fmt('%d', found)) end
       end
+      -- A refusal drops dead slices too (not a peek, which writes nothing), whatever the branch below:
+      -- the walk may have moved "l" past them, and below "l" state() would never see them again.
+      if cost > 0 and dead then
+        drop(key, dead, b)
+        if h then call('HSET', key, 'n', fmt('%d', n), 'o', firstText) end
+        dead = nil
+      end
+      -- A TTL set for another window (update() changed it since): set again for this one.
+      if cost > 0 and h and e ~= (h + 1) * res + window then keep(key, h, b) end
       local allowed = '0'
       if blocked then
         retryAfter = math.max(retryAfter, b - now)
@@ -375,15 +391,10 @@ for i = 1, #KEYS do
         b = now + blockMs
         retryAfter = math.max(retryAfter, blockMs)
         blocked = true
-        drop(key, dead, 0)
         call('HSET', key, 'b', fmt('%d', b), 'n', fmt('%d', n), 'o', firstText)
         keep(key, h, b)
       elseif cost == 0 and need <= 0 then
         allowed = '1'
-      elseif cost > 0 and dead then
-        -- Refused: dead slices are dropped all the same, or every refusal would read them again.
-        drop(key, dead, b)
-        if h then call('HSET', key, 'n', fmt('%d', n), 'o', firstText) end
       end
       local resetAt = (n > 0 and h) and (h + 1) * res + window or now
       reply[m + 1], reply[m + 2], reply[m + 3], reply[m + 4], reply[m + 5] =

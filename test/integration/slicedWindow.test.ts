@@ -238,6 +238,22 @@ describe('a window counted by slices (resolutionMs)', () => {
     expect((await w.limit('k', { cost: 1 })).retryAfterMs).toBe((s0 - 1) * 1_000 + 10_000 - t.now);
   });
 
+  it('sets the TTL again for a window lengthened by less than a slice (update())', async () => {
+    const redis = await lim.client();
+    const key = `e:${randomUUID()}`;
+    const t0 = 1_000_000;
+    const decide = (t: number, windowMs: number): Promise<unknown> =>
+      redis.eval(slicedWindow.source, 1, key, 'd', windowMs, 100, t, '', 0, '', 2, 1);
+    await decide(t0, 1_000);
+    // The TTL the first call set is removed: the second must set one for its own, longer window
+    // (its slice's end plus 1,050 ms), though it is in the same slice with the same oldest live slice.
+    await redis.persist(key);
+    await decide(t0 + 80, 1_050);
+    const ttl = await redis.pttl(key);
+    expect(ttl).toBeGreaterThan(1_070 - 200);
+    expect(ttl).toBeLessThanOrEqual(1_070);
+  });
+
   it('blocks a key and peeks without writing', async () => {
     const redis = await lim.client();
     const t = { now: 1_700_000_000_000 };
