@@ -13,6 +13,7 @@
  *   N=300 STEPS=250 npx vitest run test/integration/slicedWindow.model.test.ts   # more seeds
  */
 import { readFileSync } from 'node:fs';
+import { performance } from 'node:perf_hooks';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import type { Redis } from 'ioredis';
 import { startRedisServer, type RedisChild } from '../support/redis.js';
@@ -244,6 +245,7 @@ async function run(seed: number, steps: number): Promise<string[]> {
       desc = `b t=${now} ms=${ms}`;
     }
     const before = await r.hgetall(key);
+    const sentAt = performance.now();
     const out = await r
       .multi()
       .eval(SRC, keys.length, ...keys, ...args)
@@ -257,9 +259,12 @@ async function run(seed: number, steps: number): Promise<string[]> {
     const ttl = out![1]![1] as number;
     const fttl = out![2]![1] as number;
     const after = out![5]![1] as Record<string, string>;
-    if (ttl >= 0) exp = now + ttl + 1;
+    // PTTL reads Redis's real clock a little after the script set the TTL: at most the round trip of
+    // the MULTI later (ms on a loaded machine), so that much is added back, and 1 ms of rounding.
+    const slack = Math.ceil(performance.now() - sentAt) + 1;
+    if (ttl >= 0) exp = now + ttl + slack;
     if (ttl === -2) exp = Infinity;
-    if (fttl >= 0) fexp = now + fttl + 1;
+    if (fttl >= 0) fexp = now + fttl + slack;
     if (fttl === -2) fexp = Infinity;
     log.push(`${desc} W=${W} -> ${JSON.stringify(reply)} ${JSON.stringify(after)} exp=${exp}`);
     let got: string;
