@@ -30,8 +30,8 @@ const CONTENDERS = ['resilimit', 'RLF'] as const;
 type Name = (typeof CONTENDERS)[number];
 type Result = { decisions: number; admitted: number };
 
-/** A worker: one process, 16 callers on `key` for the warm-up, then counted for MEASURE_MS from `startAt` (epoch ms). */
-async function worker(name: Name, url: string, key: string, startAt: number): Promise<Result> {
+/** A worker: one process, ready once connected; 16 callers on `key` from the parent's go, counted for MEASURE_MS from `startAt` (epoch ms). */
+async function worker(name: Name, url: string, key: string): Promise<Result> {
   const redis = createRedisClient(url);
   await waitReady(redis as never);
   let decide: () => Promise<boolean>;
@@ -56,6 +56,11 @@ async function worker(name: Name, url: string, key: string, startAt: number): Pr
       );
     close = async () => {};
   }
+  // Every process is started and connected before any calls: the parent answers with the start time.
+  const startAt = await new Promise<number>((resolve) => {
+    process.once('message', (m) => resolve(Number(m)));
+    process.send?.('ready');
+  });
   const result: Result = { decisions: 0, admitted: 0 };
   const endAt = startAt + MEASURE_MS;
   await Promise.all(
@@ -77,8 +82,8 @@ async function worker(name: Name, url: string, key: string, startAt: number): Pr
 }
 
 if (process.argv[2] === '--worker') {
-  const [, , , name, url, key, startAt] = process.argv;
-  worker(name as Name, url as string, key as string, Number(startAt)).then(
+  const [, , , name, url, key] = process.argv;
+  worker(name as Name, url as string, key as string).then(
     (r) => process.send?.(r, () => process.exit(0)),
     (e: unknown) => {
       console.error(e);
@@ -106,31 +111,35 @@ if (process.argv[2] === '--worker') {
         bench.progress(`${processes} process${processes === 1 ? '' : 'es'}: ${name}`);
         const key = `hot:${name}:${processes}`;
         await server.resetStats();
-        const startAt = Date.now() + 1_000 + WARMUP_MS; // the workers start and connect within the first second
-        const cpu0 = await cpuUs();
-        const results = await Promise.all(
-          Array.from(
-            { length: processes },
-            () =>
-              new Promise<Result>((resolve, reject) => {
-                const child = fork(fileURLToPath(import.meta.url), ['--worker', name, server.redis.url, key, String(startAt)], {
-                  stdio: ['ignore', 'ignore', 'inherit', 'ipc'],
-                });
-                child.once('message', (m) => resolve(m as Result));
-                child.once('exit', (code) => (code === 0 ? undefined : reject(new Error(`worker exited ${code}`))));
-              }),
-          ),
+        const children = Array.from({ length: processes }, () =>
+          fork(fileURLToPath(import.meta.url), ['--worker', name, server.redis.url, key], {
+            stdio: ['ignore', 'ignore', 'inherit', 'ipc'],
+          }),
         );
+        const results = children.map(
+          (child) =>
+            new Promise<Result>((resolve, reject) => {
+              child.on('message', (m) => {
+                if (m !== 'ready') resolve(m as Result);
+              });
+              child.once('exit', (code) => (code === 0 ? undefined : reject(new Error(`worker exited ${code}`))));
+            }),
+        );
+        await Promise.all(children.map((child) => new Promise<void>((resolve) => child.once('message', () => resolve()))));
+        const startAt = Date.now() + WARMUP_MS;
+        for (const child of children) child.send(startAt);
+        const cpu0 = await cpuUs();
+        const done = await Promise.all(results);
         const cpu = (await cpuUs()) - cpu0;
         const stats = await server.scriptStats();
-        const decisions = results.reduce((n, r) => n + r.decisions, 0);
+        const decisions = done.reduce((n, r) => n + r.decisions, 0);
         // The whole run's script calls and CPU (warm-up included) over its decisions (warm-up included, estimated).
         const all = decisions * ((MEASURE_MS + WARMUP_MS) / MEASURE_MS);
         cells.set(name, {
           perSecond: decisions / (MEASURE_MS / 1000),
           scriptCalls: stats.calls / all,
           cpuUs: cpu / all,
-          admitted: results.reduce((n, r) => n + r.admitted, 0) / decisions,
+          admitted: done.reduce((n, r) => n + r.admitted, 0) / decisions,
         });
       }
       const r = cells.get('resilimit') as { perSecond: number; scriptCalls: number; cpuUs: number };

@@ -298,10 +298,21 @@ local resetText = fmt('%d', currentEnd)
 local ttlText = fmt('%d', (cur + 1) * res + window - now)
 local reply = { nowText, '0' }
 
+-- What a call that admitted left its key holding, for the next call of the same key in this script
+-- call: a hot key's batch reads the key once (after a refusal or a peek, it is read again).
+local known = {}
+
 for i = 1, #KEYS do
   local key, limit, cost = KEYS[i], shared, 1
   if not shared then limit, cost = tonumber(ARGV[6 + 2 * i]), tonumber(ARGV[7 + 2 * i]) end
-  local n, h, c, b, dead, o, l, e = state(key)
+  local n, h, c, b, dead, o, l, e
+  local kept = known[key]
+  if kept then
+    n, h, c, b, o, l, e = kept[1], kept[2], kept[3], kept[4], kept[5], kept[6], kept[7]
+    known[key] = nil
+  else
+    n, h, c, b, dead, o, l, e = state(key)
+  end
   local m = #reply
   if type(n) == 'table' then
     -- A key of another type fails its own call only (flag 4), as in sliding-window.lua.
@@ -323,6 +334,7 @@ for i = 1, #KEYS do
         -- by the slice's first call for this very window: "e", its end, is the current slice's end plus
         -- the window; a window changed since by update() sets it again).
         call('HSET', key, 'n', fmt('%d', n), 'c', fmt('%d', c + cost))
+        known[key] = { n, cur, c + cost, b, first, l, currentEnd }
       else
         -- The slice's first call (or dead slices to drop): the newest slice's permits move from "c"
         -- to their own field, and the TTL becomes the current slice's end plus the window (the key is
@@ -340,6 +352,8 @@ for i = 1, #KEYS do
         end
         call('HSET', key, unpack(fields))
         call('PEXPIRE', key, ttlText)
+        if h and h ~= cur and c > 0 and not l then l = h end
+        known[key] = { n, cur, (h == cur and c or 0) + cost, b, first, l, currentEnd }
       end
       reply[m + 1], reply[m + 2], reply[m + 3], reply[m + 4], reply[m + 5] = '1', fmt('%d', n), '0', resetText, '0'
     else

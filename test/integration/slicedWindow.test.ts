@@ -9,6 +9,8 @@
 import { randomUUID } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { RedisWindow, ResilientLimiter, type RedisDecision } from '../../src/index.js';
+import { decideBatch } from '../../src/internal.js';
+import type { BatchDecision } from '../../src/redis/RedisWindow.js';
 import { prng } from '../support/model.js';
 import { useLimiters } from '../support/limiters.js';
 import { slicedWindow } from '../../src/redis/scripts/slicedWindow.js';
@@ -252,6 +254,29 @@ describe('a window counted by slices (resolutionMs)', () => {
     const ttl = await redis.pttl(key);
     expect(ttl).toBeGreaterThan(1_070 - 200);
     expect(ttl).toBeLessThanOrEqual(1_070);
+  });
+
+  it('decides a batch that repeats keys as it decides the same calls one by one', async () => {
+    const redis = await lim.client();
+    const t = { now: 1_700_000_000_000 };
+    const options = { redis, limit: 4, windowMs: 10_000, resolutionMs: 1_000, now: () => t.now };
+    const batched = new RedisWindow({ ...options, prefix: `bb:${randomUUID()}:` });
+    const single = new RedisWindow({ ...options, prefix: `bs:${randomUUID()}:` });
+    const calls = ['a', 'a', 'b', 'a', 'a', 'a', 'b'].map((key, i) => ({ key, cost: i === 4 ? 2 : 1, id: `c${i}`, limit: 4 }));
+    const outcome = (d: { allowed: boolean; remaining: number; retryAfterMs: number; resetAtMs: number }) => [
+      d.allowed,
+      d.remaining,
+      d.retryAfterMs,
+      d.resetAtMs,
+    ];
+    for (const step of [0, 1_500, 400, 9_000]) {
+      t.now += step;
+      const together = (await batched[decideBatch](calls)) as BatchDecision[];
+      const apart: unknown[] = [];
+      for (const call of calls) apart.push(outcome(await single.limit(call.key, { cost: call.cost })));
+      expect(together.map(outcome)).toEqual(apart);
+    }
+    expect(await redis.hgetall(batched.keyOf('a'))).toEqual(await redis.hgetall(single.keyOf('a')));
   });
 
   it('blocks a key and peeks without writing', async () => {
