@@ -11,7 +11,7 @@ slice longer: a call may be refused up to resolutionMs earlier than the exact lo
 
 KEYS[1..n]  one hash per call (op "d") or one key (ops "w", "b", "f"): `<prefix>{<escaped key>}:s<resolutionMs>`
 ARGV[1]  op            "d" decide a batch of calls; "w" write calls back; "b" block or unblock the key;
-                       "f" give permits back (a refund)
+                       "f" give permits back (a refund); "r" reset the key
 ARGV[2]  windowMs      window length in milliseconds, integer >= 1
 ARGV[3]  resolutionMs  slice length in milliseconds, integer, 1 .. windowMs, windowMs / resolutionMs <= 4096
 ARGV[4]  nowMs         the caller's clock, ms since the epoch (below 9e13), or "" to use Redis's TIME
@@ -33,6 +33,7 @@ op "f": KEYS[2] the key's refunds (`<KEYS[1]>:f`, a sorted set); ARGV[5], ARGV[6
   most what it holds, and each id once (kept until its slice leaves the window: a refund re-sent
   after a lost reply gives nothing).
   Reply: a string of integers separated by commas, one per triple: the permits given back (0: none).
+op "r": forgets every permit of the key; a refund of a slice up to the reset's gives nothing. Reply: 0.
 op "b": ARGV[5] ms, integer >= 0: the key refuses every call until ms from now (0 lifts a block).
   Reply: when the block ends (0 when lifted), on the clock of nowMs.
 
@@ -45,6 +46,7 @@ listpack, where a lookup finds them at once: a slice's field is found by a scan 
   "l"  no slice below it is stored (absent: no slice field at all): where a refusal's walk for the
        oldest permits starts
   "e"  the TTL lasts at least until then: the newest slice's end plus the window when it was set
+  "r"  when the key was last reset (op "r"), while a slice from before it may be live
   "<s mod 65536>"  the permits counted in an older slice s: at most windowMs / resolutionMs + 2
        slices are stored, so their numbers modulo 65536 never collide, and stay short (listpack integers).
 Dead slices (ended more than windowMs ago) are dropped by the first write that finds them. The key's
@@ -211,6 +213,9 @@ if op == 'f' then
   local key, given = KEYS[1], KEYS[2]
   local n, h, c, b, dead = state(key)
   if type(n) == 'table' then return n end
+  -- A reset (op "r") at r: the slices up to its own hold no call from before it, none is given back there.
+  local r = tonumber(call('HGET', key, 'r'))
+  local resetSlice = r and math.floor(r / res) or nil
   local reply, fields, changed = {}, {}, false
   for i = 5, #ARGV, 3 do
     local s, cost, id = tonumber(ARGV[i]), tonumber(ARGV[i + 1]), ARGV[i + 2]
@@ -220,7 +225,7 @@ if op == 'f' then
     local permits = 0
     -- Only a live slice gives back, never more than it holds, and a call once: its id is kept
     -- (KEYS[2], scored with when its slice leaves the window) so that a refund sent again gives nothing.
-    if h and s >= first and s <= h then
+    if h and s >= first and s <= h and not (resetSlice and s <= resetSlice) then
       -- The newest slice's permits are in "c", an older one's in its own field.
       local field = s == h and 'c' or slotOf(s)
       local count = fields[field] or (s == h and c) or tonumber(call('HGET', key, field)) or 0
@@ -257,8 +262,18 @@ if op == 'f' then
   return table.concat(reply, ',')
 end
 
+if op == 'r' then
+  -- Forgets every permit of the key, and remembers when (field "r", until every slice of before it has
+  -- left the window): a refund of a call from before the reset gives nothing back, as in an exact log.
+  local key = KEYS[1]
+  call('DEL', key)
+  call('HSET', key, 'r', nowText)
+  call('PEXPIRE', key, fmt('%d', res + window))
+  return 0
+end
+
 if op ~= 'd' then
-  return redis.error_reply('ERR resilimit: op must be d, w, b or f')
+  return redis.error_reply('ERR resilimit: op must be d, w, b, f or r')
 end
 
 local notAfter = tonumber(ARGV[5])

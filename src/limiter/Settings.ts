@@ -8,7 +8,7 @@ import {
   integer,
   MAX_INT,
   mode as checkMode,
-  resolution,
+  MAX_SLICES,
   type LimitFunction,
   type Mode,
   type ResolvedLimiterOptions,
@@ -177,7 +177,14 @@ export class Settings {
     const limit = changes.limit === undefined || limitFn !== undefined ? this.#limit : integer('limit', changes.limit, 1, MAX_INT);
     const windowMs = changes.windowMs === undefined ? this.#windowMs : integer('windowMs', changes.windowMs, 1, MAX_INT);
     // A window counted by slices keeps its slices: the new window must still be cut into at most MAX_SLICES.
-    resolution(this.redis.options.resolutionMs, windowMs);
+    const res = this.redis.options.resolutionMs;
+    if (res !== undefined && (windowMs < res || windowMs / res > MAX_SLICES)) {
+      throw invalidOption(
+        'windowMs',
+        `from ${res} to ${res * MAX_SLICES} ms with resolutionMs ${res} (at most ${MAX_SLICES} slices a window)`,
+        windowMs,
+      );
+    }
     if (changes.limit !== undefined) this.#limitFn = limitFn;
     this.#limit = limit;
     this.#windowMs = windowMs;

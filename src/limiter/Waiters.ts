@@ -1,3 +1,4 @@
+import { noIdWithSlices } from '../redis/RedisWindow.js';
 import { knownOptions } from '../options/checks.js';
 import type { LimiterDecision } from '../path/decisions.js';
 import { ErrorCode, invalidOption, ResilimitError } from '../options/errors.js';
@@ -30,7 +31,8 @@ const ACQUIRE_OPTIONS = ['maxWaitMs', 'cost', 'id', 'signal'] as const satisfies
 /** A call of `acquire()` waiting for its permit. */
 type Waiter = {
   readonly cost: number;
-  readonly id: string;
+  /** Its id, the same for every ask (undefined with `resolutionMs`: slices cannot tell a call re-sent). */
+  readonly id: string | undefined;
   /** When its wait ends, on `perf`. */
   readonly deadline: number;
   readonly resolve: (decision: LimiterDecision) => void;
@@ -73,7 +75,7 @@ export class Waiters {
     readonly limit: (key: string) => number,
     /** `refund()` of the limiter: gives back a permit admitted for a waiter that is gone. */
     readonly refund: (key: string, id: string) => Promise<unknown>,
-    readonly options: { readonly maxWaiters: number; readonly perf: { now(): number } },
+    readonly options: { readonly maxWaiters: number; readonly perf: { now(): number }; readonly resolutionMs: number | undefined },
   ) {}
 
   /** Waiters of every key. */
@@ -90,7 +92,9 @@ export class Waiters {
     const signal = raw['signal'];
     if (signal !== undefined && !(signal instanceof AbortSignal)) throw invalidOption('signal', 'an AbortSignal', signal);
     const cost = checkCost(raw['cost'], this.limit(key));
-    const id = raw['id'] === undefined ? nextId() : checkId(raw['id']);
+    // With slices a caller's id is refused, and none is made.
+    if (raw['id'] !== undefined) noIdWithSlices(this.options.resolutionMs, raw['id']);
+    const id = raw['id'] !== undefined ? checkId(raw['id']) : this.options.resolutionMs === undefined ? nextId() : undefined;
     signal?.throwIfAborted();
     if (this.#count >= this.options.maxWaiters) {
       throw new ResilimitError(
@@ -156,7 +160,7 @@ export class Waiters {
       return;
     }
     queue.turn = { kind: 'asking' };
-    const asking = this.decide(queue.key, { cost: head.cost, id: head.id }).then(
+    const asking = this.decide(queue.key, head.id === undefined ? { cost: head.cost } : { cost: head.cost, id: head.id }).then(
       (decision) => this.#answered(queue, head, decision),
       (error: unknown) => {
         // limit() refuses the call itself (the limit function fell below its cost, say): the head ends, the next asks.

@@ -69,8 +69,8 @@ export type RedisWindowOptions = WindowOptions & {
    * it (a call counts until the end of its slice plus the window). Integer, 1 … `windowMs`, with
    * `windowMs / resolutionMs` at most 4096 (60 slices a window is a good start), or `'auto'`: 60
    * slices a window when `limit` is above 100, else the exact log (decided once, at construction). Not with
-   * `refund()`, `limitAll()` or a caller's `id` (a slice counts calls, it does not name them):
-   * those throw `ERR_RESILIMIT_INVALID_OPTION`. Its keys are not the exact log's: changing it starts
+   * a caller's `id` (a slice counts calls, it does not name them: `ERR_RESILIMIT_INVALID_OPTION`);
+   * `refund()` goes by the slice in the decision's id, `limitAll()` keeps exact logs. Its keys are not the exact log's: changing it starts
    * every key's window afresh, as changing `prefix` does. See docs/resolution.md.
    * @default undefined (the exact log)
    */

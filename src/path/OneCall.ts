@@ -54,7 +54,7 @@ export class OneCall implements PathCall<BatchOutcome[], LimiterDecision> {
     // Only mode 'local' has a window to answer with instead: the others take Redis's word (the canary still re-seeds).
     const check = settings.mode === 'local' ? offset : undefined;
     if (!local.observe(this.key, decision.used, this.limit, settings.instances, settings.localShareOf(this.limit), call, check))
-      return this.#lost();
+      return this.#lost(decision.nowMs);
     if (admitted) {
       // A denial that let this call through (a probe, a smaller cost) no longer holds in Redis; nor does
       // its block here (`observe` lifted it). A retry Redis counted already (a duplicate) proves no room.
@@ -91,11 +91,14 @@ export class OneCall implements PathCall<BatchOutcome[], LimiterDecision> {
    * pass), an admission is journalled under the same id (Redis counts it once). The heartbeat that
    * follows tells whether Redis lost more (its set vanished too): then every warm window is re-seeded.
    */
-  #lost(): LimiterDecision {
+  #lost(nowMs: number): LimiterDecision {
     const { recovery } = this.parts;
     recovery.report.suspected();
     const decision = this.fallback('reconciling');
-    if (!decision.allowed) recovery.refunds.add(this.key, this.id, this.cost);
+    // With slices, Redis finds the call's permits by its slice (see `slicedId`).
+    const { resolutionMs } = this.parts.tier.window.options;
+    if (!decision.allowed)
+      recovery.refunds.add(this.key, resolutionMs === undefined ? this.id : slicedId(this.id, nowMs, resolutionMs), this.cost);
     else recovery.markUnanswered(this.key, this.id); // Redis holds it: a refund goes there too
     recovery.schedule();
     return decision;

@@ -12,7 +12,7 @@ import {
   type ResolvedRedisWindowOptions,
 } from '../options/options.js';
 import { redisKey, slicedKey } from './redisKey.js';
-import { slicedArgs, slicedBlockArgs, slicedRefundArgs, slicedWindow, splitSlicedId } from './scripts/slicedWindow.js';
+import { slicedArgs, slicedBlockArgs, slicedRefundArgs, slicedResetArgs, slicedWindow, splitSlicedId } from './scripts/slicedWindow.js';
 import { blockArgs, blockScript, readBlock } from './scripts/block.js';
 import { readRefund, refundArgs, refundScript } from './scripts/refund.js';
 import {
@@ -111,8 +111,12 @@ export class RedisWindow implements RateWindow {
   /** Forgets every permit used by `key`. */
   async reset(key: string): Promise<void> {
     const redisKeyOfKey = this.keyOf(key);
+    const { redis, windowMs, resolutionMs, now } = this.#options;
     try {
-      await this.#options.redis.del(redisKeyOfKey);
+      // Slices remember the reset: a refund of a call from before it gives nothing (lua/sliced-window.lua, op r).
+      if (resolutionMs === undefined) await redis.del(redisKeyOfKey);
+      else
+        await redis.run(slicedWindow, [redisKeyOfKey], slicedResetArgs(windowMs, resolutionMs, now === undefined ? '' : Math.floor(now())));
     } catch (error) {
       throw redisCallError(error);
     }

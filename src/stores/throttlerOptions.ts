@@ -59,8 +59,15 @@ export function resolveThrottlerStorageOptions(raw: unknown): ResolvedThrottlerS
   }
   const maxLimiters = optionalInteger('maxLimiters', options['maxLimiters'], 1, 1024, 16);
   const { maxLimiters: _, prefix: __, ...limiter } = options;
-  // Every other option, checked as the limiters will take them.
-  resolveLimiterOptions({ ...limiter, prefix, limit: 1, windowMs: 1 });
+  // Every other option, checked as the limiters will take them (a window as long as a numeric
+  // resolutionMs: each throttler's ttl is checked against it when its limiter is made).
+  const resolution = limiter['resolutionMs'];
+  resolveLimiterOptions({
+    ...limiter,
+    prefix,
+    limit: 1,
+    windowMs: Number.isSafeInteger(resolution) && (resolution as number) >= 1 ? resolution : 1,
+  });
   return Object.freeze({ prefix, maxLimiters, limiter: Object.freeze(limiter) as ResolvedThrottlerStorageOptions['limiter'] });
 }
 

@@ -141,6 +141,13 @@ describe('ResilimitThrottlerStorage under the ThrottlerGuard', () => {
     expect([...app.storage.limiters.keys()]).toEqual(['3:60000:60000']);
   });
 
+  it('passes resolutionMs to its limiters: the window counted by slices holds the limit', async () => {
+    const app = await serve([{ limit: 3, ttl: 60_000 }], { resolutionMs: 1_000 });
+    const got = await replies(app, '/hello', 4);
+    expect(got.map((r) => r.status)).toEqual([200, 200, 200, 429]);
+    expect(app.storage.limiters.get('3:60000:60000')?.stats().bySource.redis).toBe(4);
+  });
+
   it("makes one limiter per (limit, ttl, blockDuration): a route's @Throttle has a window of its own", async () => {
     const app = await serve([{ limit: 3, ttl: 60_000, blockDuration: 0 }]);
     expect((await replies(app, '/strict', 2)).map((r) => r.status)).toEqual([200, 429]);

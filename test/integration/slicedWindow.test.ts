@@ -348,6 +348,33 @@ describe('a window counted by slices (resolutionMs)', () => {
     expect([held.source, held.remaining, held.allowed]).toEqual(['redis', 0, false]);
   });
 
+  it('gives nothing back for a call made before a reset(), on any instance', async () => {
+    const prefix = `r:${randomUUID()}:`;
+    const [a, b] = [await lim.limiter({ prefix }), await lim.limiter({ prefix })];
+    const before = await a.limit('k');
+    await a.reset('k');
+    const after = [await a.limit('k'), await a.limit('k'), await a.limit('k')];
+    expect(after.map((d) => [d.allowed, d.source])).toEqual([
+      [true, 'redis'],
+      [true, 'redis'],
+      [true, 'redis'],
+    ]);
+    // The call from before the reset no longer counts: its refund must not free a permit of the three.
+    await a.refund('k', before.id as string);
+    const fourth = await b.limit('k');
+    expect([fourth.allowed, fourth.source]).toEqual([false, 'redis']);
+  });
+
+  it('serves acquire(), which makes no id with slices, and refuses a caller\u2019s id there too', async () => {
+    const limiter = await lim.limiter();
+    const got = await Promise.all([limiter.acquire('k', { maxWaitMs: 0 }), limiter.acquire('k', { maxWaitMs: 0 })]);
+    expect(got.map((d) => [d.allowed, d.source])).toEqual([
+      [true, 'redis'],
+      [true, 'redis'],
+    ]);
+    await expect(limiter.acquire('k', { maxWaitMs: 0, id: 'mine' })).rejects.toThrow(/Expected `id` to be absent with resolutionMs/);
+  });
+
   it('decides each key against its own limit (a limit function)', async () => {
     const limiter = await lim.limiter({ limit: (key: string) => (key === 'small' ? 2 : 4) });
     const small = await Promise.all(Array.from({ length: 3 }, () => limiter.limit('small')));
@@ -380,7 +407,9 @@ describe('a window counted by slices (resolutionMs)', () => {
     expect(new RedisWindow({ redis, limit: 101, windowMs: 60_000, resolutionMs: 'auto' }).options.resolutionMs).toBe(1_000);
     expect(new RedisWindow({ redis, limit: 101, windowMs: 30, resolutionMs: 'auto' }).options.resolutionMs).toBe(1);
     // A longer window must still be cut into at most 4096 slices: nothing changes.
-    expect(() => limiter.update({ windowMs: 5_000_000 })).toThrow(/Expected `resolutionMs` to be at least windowMs \/ 4096/);
+    expect(() => limiter.update({ windowMs: 5_000_000 })).toThrow(
+      'Expected `windowMs` to be from 1000 to 4096000 ms with resolutionMs 1000 (at most 4096 slices a window), got `5000000` (number)',
+    );
     expect(limiter.stats().windowMs ?? 60_000).toBe(60_000);
     await waitReady(redis);
   });

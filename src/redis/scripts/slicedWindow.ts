@@ -10,7 +10,7 @@ import type { BatchCall } from './slidingWindow.js';
 export const slicedWindow = loadScript('sliced-window');
 
 /** The arguments every op starts with. */
-function head(op: 'd' | 'w' | 'b' | 'f', windowMs: number, resolutionMs: number, nowArg: number | ''): (string | number)[] {
+function head(op: 'd' | 'w' | 'b' | 'f' | 'r', windowMs: number, resolutionMs: number, nowArg: number | ''): (string | number)[] {
   return [op, windowMs, resolutionMs, nowArg];
 }
 
@@ -87,4 +87,9 @@ export function slicedRefundArgs(
   const args = head('f', windowMs, resolutionMs, nowArg);
   for (const call of calls) args.push(call.slice, call.cost ?? 1, call.id);
   return args;
+}
+
+/** The arguments of a reset (op `r`). */
+export function slicedResetArgs(windowMs: number, resolutionMs: number, nowArg: number | ''): (string | number)[] {
+  return head('r', windowMs, resolutionMs, nowArg);
 }
