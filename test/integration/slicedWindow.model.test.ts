@@ -1,7 +1,7 @@
 /**
  * lua/sliced-window.lua against a model of its rule, on a real redis-server: random sequences of every
  * op (decisions of random cost, limit and penalty, peeks, write-backs of older, newer, future and
- * expired calls, refunds of real, repeated and made-up ids, blocks and unblocks, windowMs changed by
+ * expired calls, refunds of real, repeated and made-up ids, resets, blocks and unblocks, windowMs changed by
  * less or more than a slice as `update()` would), with time jumps from 0 to 65,536 slices, on the
  * script's injected clock. After every op: the reply against the model's, a peek's `used`, the key's
  * TTL (read and removed inside the op's MULTI, the key deleted by the test when its TTL ends on the
@@ -111,12 +111,22 @@ class Model {
     // script's h: newest slice with calls, if live
     const liveH = this.h !== undefined && this.h >= f ? this.h : undefined;
     if (liveH === undefined || s < f || s > liveH) return 0;
+    // A slice up to a reset's holds no call from before it.
+    if (this.resetAt !== undefined && s <= Math.floor(this.resetAt / this.res)) return 0;
     const c = this.slices.get(s) ?? 0;
     if (c >= cost && !this.ids.has(id)) {
       this.ids.add(id);
       this.slices.set(s, c - cost);
       return cost;
     }
+    return 0;
+  }
+  resetAt: number | undefined;
+  reset(now: number) {
+    this.slices.clear();
+    this.h = undefined;
+    this.b = 0;
+    this.resetAt = now;
     return 0;
   }
   block(now: number, ms: number) {
@@ -238,6 +248,10 @@ async function run(seed: number, steps: number): Promise<string[]> {
       keys = [key, fkey];
       expect_ = String(m.refund(now, s, cost, id));
       desc = `f t=${now} s=${s} cost=${cost} id=${id}`;
+    } else if (kind < 0.9) {
+      args = ['r', W, res, now];
+      expect_ = m.reset(now);
+      desc = `r t=${now}`;
     } else {
       const ms = pick([0, 0, 1, res, W, 3 * W]);
       args = ['b', W, res, now, ms];
