@@ -6,7 +6,7 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { RedisWindow, ResilientLimiter, type LimiterDecision, type RedisDecision, type ResilientLimiterOptions } from '../../src/index.js';
 import { redisKey } from '../../src/redis/redisKey.js';
 import { useCluster } from '../support/useCluster.js';
-import { prng, ReferenceWindow } from '../support/model.js';
+import { maxInAnyWindow, prng, ReferenceWindow } from '../support/model.js';
 
 // Every master knows the script before any test counts script calls (a NOSCRIPT adds an EVAL).
 const cluster = useCluster({ clients: 3, warmScript: true });
@@ -25,20 +25,6 @@ function keysOnEveryMaster(prefix: string, perMaster: number, avoid?: ReadonlySe
 /** Script calls run by each master since it started. */
 function scriptCalls(): Promise<number[]> {
   return Promise.all(cluster.nodes.map((_, i) => cluster.scriptCalls(i)));
-}
-
-/** The largest sum of costs admitted within any window (t - windowMs, t], from admission times. */
-function maxInAnyWindow(admitted: { at: number; cost: number }[], windowMs: number): number {
-  const sorted = [...admitted].sort((a, b) => a.at - b.at);
-  let max = 0;
-  let sum = 0;
-  let start = 0;
-  for (const entry of sorted) {
-    sum += entry.cost;
-    while ((sorted[start] as { at: number }).at <= entry.at - windowMs) sum -= (sorted[start++] as { cost: number }).cost;
-    max = Math.max(max, sum);
-  }
-  return max;
 }
 
 function limiters(count: number, options: Omit<ResilientLimiterOptions, 'redis'>): ResilientLimiter[] {

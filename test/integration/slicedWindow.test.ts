@@ -11,7 +11,7 @@ import { describe, expect, it } from 'vitest';
 import { RedisWindow, ResilientLimiter, type RedisDecision } from '../../src/index.js';
 import { decideBatch } from '../../src/internal.js';
 import type { BatchDecision } from '../../src/redis/RedisWindow.js';
-import { prng } from '../support/model.js';
+import { maxInAnyWindow, prng } from '../support/model.js';
 import { useLimiters } from '../support/limiters.js';
 import { slicedWindow } from '../../src/redis/scripts/slicedWindow.js';
 import { waitReady } from '../support/redis.js';
@@ -64,20 +64,6 @@ class SliceModel {
     }
     return 0;
   }
-}
-
-/** The most permits admitted within any window (t - windowMs, t] of the decisions' times. */
-function maxInAnyWindow(admitted: readonly { at: number; cost: number }[], windowMs: number): number {
-  const calls = [...admitted].sort((a, b) => a.at - b.at);
-  let max = 0;
-  let sum = 0;
-  let start = 0;
-  for (const call of calls) {
-    sum += call.cost;
-    while ((calls[start] as { at: number }).at <= call.at - windowMs) sum -= (calls[start++] as { cost: number }).cost;
-    max = Math.max(max, sum);
-  }
-  return max;
 }
 
 describe('a window counted by slices (resolutionMs)', () => {

@@ -90,3 +90,17 @@ export function prng(seed: number): () => number {
     return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
   };
 }
+
+/** The largest sum of costs admitted within any window (t - windowMs, t], from admission times. */
+export function maxInAnyWindow(admitted: readonly { at: number; cost: number }[], windowMs: number): number {
+  const sorted = [...admitted].sort((a, b) => a.at - b.at);
+  let max = 0;
+  let sum = 0;
+  let start = 0;
+  for (const entry of sorted) {
+    sum += entry.cost;
+    while ((sorted[start] as { at: number }).at <= entry.at - windowMs) sum -= (sorted[start++] as { cost: number }).cost;
+    max = Math.max(max, sum);
+  }
+  return max;
+}

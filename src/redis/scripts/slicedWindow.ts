@@ -1,6 +1,6 @@
 import type { PendingCall } from '../../recovery/PendingCalls.js';
 import { loadScript } from './script.js';
-import type { BatchCall } from './slidingWindow.js';
+import { sharedLimit, type BatchCall } from './slidingWindow.js';
 
 /**
  * `lua/sliced-window.lua`: the window counted by time slices (`resolutionMs`), one hash per key:
@@ -29,8 +29,8 @@ export function slicedArgs(
 ): (string | number)[] {
   const args = head('d', windowMs, resolutionMs, nowArg);
   args.push(notAfterArg, blockMs);
-  const shared = effective[0] as number;
-  if (calls.every((call, i) => call.cost === 1 && effective[i] === shared)) {
+  const shared = sharedLimit(calls, effective);
+  if (shared !== undefined) {
     args.push(shared);
   } else {
     args.push('');

@@ -50,14 +50,20 @@ export function slidingWindowArgs(
   effective: readonly number[],
 ): (string | number)[] {
   const args: (string | number)[] = [windowMs, nowArg, notAfterArg, blockMs, ''];
-  const shared = effective[0] as number;
-  if (calls.every((call, i) => call.cost === 1 && effective[i] === shared)) {
+  const shared = sharedLimit(calls, effective);
+  if (shared !== undefined) {
     args[4] = shared;
     for (const call of calls) args.push(memberOf(call.id));
   } else {
     for (const [i, call] of calls.entries()) args.push(effective[i] as number, call.cost, memberOf(call.id));
   }
   return args;
+}
+
+/** The limit every call of a batch is decided against when all are of cost 1 under one (the usual batch: sent once), else undefined. */
+export function sharedLimit(calls: readonly BatchCall[], effective: readonly number[]): number | undefined {
+  const shared = effective[0] as number;
+  return calls.every((call, i) => call.cost === 1 && effective[i] === shared) ? shared : undefined;
 }
 
 /**
