@@ -45,7 +45,8 @@ listpack, where a lookup finds them at once: a slice's field is found by a scan 
   "c"  the permits counted in slice "h": the calls of the current slice touch the head fields only
   "l"  no slice below it is stored (absent: no slice field at all): where a refusal's walk for the
        oldest permits starts
-  "e"  the TTL lasts at least until then: the newest slice's end plus the window when it was set
+  "e"  the TTL lasts at least until then (an admission sets it a few slices past the newest slice's
+       end plus the window)
   "r"  when the key was last reset (op "r"), while a slice from before it may be live
   "<s mod 65536>"  the permits counted in an older slice s: at most windowMs / resolutionMs + 2
        slices are stored, so their numbers modulo 65536 never collide, and stay short (listpack integers).
@@ -310,7 +311,12 @@ local firstText = fmt('%d', first)
 local curText = fmt('%d', cur)
 local currentEnd = (cur + 1) * res + window
 local resetText = fmt('%d', currentEnd)
-local ttlText = fmt('%d', (cur + 1) * res + window - now)
+-- An admission sets the TTL a few slices past the current one's end plus the window, so that the first
+-- calls of the next slices need not set it again (a key touched about once a slice pays a PEXPIRE then
+-- every few slices, not every call); a key lives that much longer after its last call.
+local aheadEnd = currentEnd + res * math.max(1, math.floor(window / res / 8))
+local aheadText = fmt('%d', aheadEnd)
+local ttlText = fmt('%d', aheadEnd - now)
 local reply = { nowText, '0' }
 
 -- What a call that admitted left its key holding, for the next call of the same key in this script
@@ -344,18 +350,24 @@ for i = 1, #KEYS do
     if cost > 0 and not blocked and n + cost <= limit then
       -- Admitted: counted in the current slice, the newest ("c").
       n = n + cost
-      if h == cur and o == first and e == currentEnd then
+      if h == cur and o == first and e and e >= currentEnd then
         -- The slice's later calls: two head fields, two commands in all with the HMGET (the TTL was set
         -- by the slice's first call for this very window: "e", its end, is the current slice's end plus
         -- the window; a window changed since by update() sets it again).
         call('HSET', key, 'n', fmt('%d', n), 'c', fmt('%d', c + cost))
-        known[key] = { n, cur, c + cost, b, first, l, currentEnd }
+        known[key] = { n, cur, c + cost, b, first, l, e }
       else
         -- The slice's first call (or dead slices to drop): the newest slice's permits move from "c"
         -- to their own field, and the TTL becomes the current slice's end plus the window (the key is
         -- not blocked: no block to outlast). A new key's fields come in this order, at the head.
         drop(key, dead, b)
-        local fields = { 'n', fmt('%d', n), 'o', firstText, 'h', curText, 'b', fmt('%d', b), 'c', fmt('%d', (h == cur and c or 0) + cost), 'e', resetText }
+        local fields = { 'n', fmt('%d', n), 'o', firstText, 'h', curText, 'b', fmt('%d', b), 'c', fmt('%d', (h == cur and c or 0) + cost) }
+        local renew = not e or e < currentEnd
+        if renew then
+          fields[#fields + 1] = 'e'
+          fields[#fields + 1] = aheadText
+          e = aheadEnd
+        end
         if h and h ~= cur and c > 0 then
           fields[#fields + 1] = slotOf(h)
           fields[#fields + 1] = fmt('%d', c)
@@ -366,9 +378,9 @@ for i = 1, #KEYS do
           end
         end
         call('HSET', key, unpack(fields))
-        call('PEXPIRE', key, ttlText)
+        if renew then call('PEXPIRE', key, ttlText) end
         if h and h ~= cur and c > 0 and not l then l = h end
-        known[key] = { n, cur, (h == cur and c or 0) + cost, b, first, l, currentEnd }
+        known[key] = { n, cur, (h == cur and c or 0) + cost, b, first, l, e }
       end
       reply[m + 1], reply[m + 2], reply[m + 3], reply[m + 4], reply[m + 5] = '1', fmt('%d', n), '0', resetText, '0'
     else
@@ -411,7 +423,7 @@ for i = 1, #KEYS do
         dead = nil
       end
       -- A TTL set for another window (update() changed it since): set again for this one.
-      if cost > 0 and h and e ~= (h + 1) * res + window then keep(key, h, b) end
+      if cost > 0 and h and not (e and e >= (h + 1) * res + window) then keep(key, h, b) end
       local allowed = '0'
       if blocked then
         retryAfter = math.max(retryAfter, b - now)
