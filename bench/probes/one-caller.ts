@@ -1,7 +1,7 @@
 /**
  * Probe: one caller awaiting each call, 10,000 keys filled to 50 (limit 100 / 60 s): commands Redis
  * ran per decision (INFO commandstats) and CPU per decision on each side, resilimit then RLF.
- *   node bench/probes/one-caller.ts [ms]
+ *   node bench/probes/one-caller.ts [ms] [--resolution <ms>]
  */
 import { RateLimiterRedis } from 'rate-limiter-flexible';
 import { waitReady } from '../../test/support/redis.ts';
@@ -9,6 +9,8 @@ import { createRedisClient, ResilientLimiter } from '../support/resilimit.ts';
 import { startServer } from '../support/server.ts';
 
 const MS = Number(process.argv[2] ?? 2000);
+const at = process.argv.indexOf('--resolution');
+const RESOLUTION = at === -1 ? undefined : Number(process.argv[at + 1]);
 const server = await startServer();
 const keys = Array.from({ length: 10_000 }, (_, i) => `k:${i}`);
 const stats = async () => {
@@ -40,7 +42,13 @@ async function run(name: string, decide: (k: string) => Promise<unknown>) {
 {
   const redis = createRedisClient(server.redis.url);
   await waitReady(redis);
-  const limiter = new ResilientLimiter({ redis, limit: 100, windowMs: 60_000, local: { instances: 1 } });
+  const limiter = new ResilientLimiter({
+    redis,
+    limit: 100,
+    windowMs: 60_000,
+    local: { instances: 1 },
+    ...(RESOLUTION === undefined ? {} : { resolutionMs: RESOLUTION }),
+  });
   await run('resilimit', (k) => limiter.limit(k));
   await limiter.close();
   redis.disconnect();
