@@ -18,7 +18,7 @@ export function claimPrefix(client: RedisPort, prefix: string): () => void {
   if (users === 2) {
     process.emitWarning(
       `Two open ResilientLimiters use the prefix ${JSON.stringify(prefix)} on one Redis client: they share their windows ` +
-        'and count each other as instances. Give each limiter its own `prefix` (a limiter per limit, one prefix each).',
+        '(those of one `resolutionMs`) and count each other as instances. Give each limiter its own `prefix` (a limiter per limit, one prefix each).',
       { type: 'ResilimitWarning', code: 'RESILIMIT_SHARED_PREFIX' },
     );
   }
