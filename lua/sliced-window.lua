@@ -320,8 +320,16 @@ local ttlText = fmt('%d', aheadEnd - now)
 local reply = { nowText, '0' }
 
 -- What a call that admitted left its key holding, for the next call of the same key in this script
--- call: a hot key's batch reads the key once (after a refusal or a peek, it is read again).
-local known = {}
+-- call: a hot key's batch reads the key once (after a refusal or a peek, it is read again). Kept only
+-- for a key the batch holds more than once (a table per admission costs Redis CPU too).
+local known, repeated = {}, {}
+if #KEYS > 1 then
+  local seen = {}
+  for i = 1, #KEYS do
+    local key = KEYS[i]
+    if seen[key] then repeated[key] = true else seen[key] = true end
+  end
+end
 
 for i = 1, #KEYS do
   local key, limit, cost = KEYS[i], shared, 1
@@ -355,7 +363,7 @@ for i = 1, #KEYS do
         -- by the slice's first call for this very window: "e", its end, is the current slice's end plus
         -- the window; a window changed since by update() sets it again).
         call('HSET', key, 'n', fmt('%d', n), 'c', fmt('%d', c + cost))
-        known[key] = { n, cur, c + cost, b, first, l, e }
+        if repeated[key] then known[key] = { n, cur, c + cost, b, first, l, e } end
       else
         -- The slice's first call (or dead slices to drop): the newest slice's permits move from "c"
         -- to their own field, and the TTL becomes the current slice's end plus the window (the key is
@@ -380,7 +388,7 @@ for i = 1, #KEYS do
         call('HSET', key, unpack(fields))
         if renew then call('PEXPIRE', key, ttlText) end
         if h and h ~= cur and c > 0 and not l then l = h end
-        known[key] = { n, cur, (h == cur and c or 0) + cost, b, first, l, e }
+        if repeated[key] then known[key] = { n, cur, (h == cur and c or 0) + cost, b, first, l, e } end
       end
       reply[m + 1], reply[m + 2], reply[m + 3], reply[m + 4], reply[m + 5] = '1', fmt('%d', n), '0', resetText, '0'
     else
