@@ -86,8 +86,8 @@ end
 
 -- The state of `key` as of now: permits in live slices, the newest slice with calls (nil: none) and
 -- its permits, the block's end (0: none), the fields of dead slices to drop (nil: none; true: every
--- slice), and the stored "o". Returns the error of a key of another type instead (WRONGTYPE), having
--- read nothing else.
+-- slice), and the stored "o", "l" and "e". Returns the error of a key of another type instead
+-- (WRONGTYPE), having read nothing else.
 local function state(key)
   local v = redis.pcall('HMGET', key, 'n', 'o', 'h', 'b', 'c', 'l', 'e')
   if v.err then return v end
@@ -243,8 +243,8 @@ if op == 'f' then
     call('ZREMRANGEBYSCORE', given, '-inf', nowText)
     local last = call('ZRANGE', given, '-1', '-1', 'WITHSCORES')[2]
     if last then call('PEXPIRE', given, fmt('%d', tonumber(last) - now)) end
-    drop(key, dead, b)
     if n > 0 then
+      drop(key, dead, b)
       local args = { 'n', fmt('%d', n), 'o', fmt('%d', first) }
       for slot, count in pairs(fields) do
         args[#args + 1] = slot
@@ -252,12 +252,9 @@ if op == 'f' then
       end
       call('HSET', key, unpack(args))
     else
-      -- No permit left: the block alone is kept, if any.
-      call('DEL', key)
-      if b > now then
-        call('HSET', key, 'b', fmt('%d', b))
-        keep(key, nil, b)
-      end
+      -- No permit left: the block alone is kept, if any (until it ends).
+      drop(key, true, b)
+      if b > now then keep(key, nil, b) end
     end
   end
   return table.concat(reply, ',')
@@ -359,15 +356,16 @@ for i = 1, #KEYS do
       -- Admitted: counted in the current slice, the newest ("c").
       n = n + cost
       if h == cur and o == first and e and e >= currentEnd then
-        -- The slice's later calls: two head fields, two commands in all with the HMGET (the TTL was set
-        -- by the slice's first call for this very window: "e", its end, is the current slice's end plus
-        -- the window; a window changed since by update() sets it again).
+        -- The slice's later calls: two head fields, two commands in all with the HMGET (the TTL lasts
+        -- until "e", past the current slice's end plus this window; a window lengthened since by
+        -- update() past "e" takes the path below, which sets it again).
         call('HSET', key, 'n', fmt('%d', n), 'c', fmt('%d', c + cost))
         if repeated[key] then known[key] = { n, cur, c + cost, b, first, l, e } end
       else
         -- The slice's first call (or dead slices to drop): the newest slice's permits move from "c"
-        -- to their own field, and the TTL becomes the current slice's end plus the window (the key is
-        -- not blocked: no block to outlast). A new key's fields come in this order, at the head.
+        -- to their own field, and the TTL is set ahead again once "e" no longer covers the current
+        -- slice's end plus the window (the key is not blocked: no block to outlast). A new key's
+        -- fields come in this order, at the head.
         drop(key, dead, b)
         local fields = { 'n', fmt('%d', n), 'o', firstText, 'h', curText, 'b', fmt('%d', b), 'c', fmt('%d', (h == cur and c or 0) + cost) }
         local renew = not e or e < currentEnd
@@ -381,13 +379,13 @@ for i = 1, #KEYS do
           fields[#fields + 1] = fmt('%d', c)
           -- The key's first slice field: nothing older is stored ("l" absent: no slice field at all).
           if not l then
+            l = h
             fields[#fields + 1] = 'l'
             fields[#fields + 1] = fmt('%d', h)
           end
         end
         call('HSET', key, unpack(fields))
         if renew then call('PEXPIRE', key, ttlText) end
-        if h and h ~= cur and c > 0 and not l then l = h end
         if repeated[key] then known[key] = { n, cur, (h == cur and c or 0) + cost, b, first, l, e } end
       end
       reply[m + 1], reply[m + 2], reply[m + 3], reply[m + 4], reply[m + 5] = '1', fmt('%d', n), '0', resetText, '0'
