@@ -141,15 +141,14 @@ export function resolution(value: unknown, windowMs: number, limit?: number): nu
   if (typeof value !== 'number' || !Number.isInteger(value) || value < 1 || value > windowMs) {
     throw invalidOption('resolutionMs', `an integer from 1 to windowMs (${windowMs}), or 'auto'`, value);
   }
-  const ms = value;
-  if (windowMs / ms > MAX_SLICES) {
+  if (windowMs / value > MAX_SLICES) {
     throw invalidOption(
       'resolutionMs',
       `at least windowMs / ${MAX_SLICES} (${Math.ceil(windowMs / MAX_SLICES)} for a window of ${windowMs} ms: at most ${MAX_SLICES} slices a window)`,
       value,
     );
   }
-  return ms;
+  return value;
 }
 
 /** Checks the `prefix` option: 'resilimit:' when absent. */

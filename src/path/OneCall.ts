@@ -74,8 +74,13 @@ export class OneCall implements PathCall<BatchOutcome[], LimiterDecision> {
       if (blocked) local[block](this.key, this.now + decision.retryAfterMs);
     }
     parts.recovery.schedule();
-    const { resolutionMs } = parts.tier.window.options;
-    return redisDecision(decision, resolutionMs === undefined ? this.id : slicedId(this.id, decision.nowMs, resolutionMs));
+    return redisDecision(decision, this.#idAt(decision.nowMs));
+  }
+
+  /** The id Redis knows the call by, decided at `nowMs`: with slices, its slice follows (see `slicedId`). */
+  #idAt(nowMs: number): string {
+    const { resolutionMs } = this.parts.tier.window.options;
+    return resolutionMs === undefined ? this.id : slicedId(this.id, nowMs, resolutionMs);
   }
 
   fallback(reason: DecisionReason): LimiterDecision {
@@ -95,10 +100,7 @@ export class OneCall implements PathCall<BatchOutcome[], LimiterDecision> {
     const { recovery } = this.parts;
     recovery.report.suspected();
     const decision = this.fallback('reconciling');
-    // With slices, Redis finds the call's permits by its slice (see `slicedId`).
-    const { resolutionMs } = this.parts.tier.window.options;
-    if (!decision.allowed)
-      recovery.refunds.add(this.key, resolutionMs === undefined ? this.id : slicedId(this.id, nowMs, resolutionMs), this.cost);
+    if (!decision.allowed) recovery.refunds.add(this.key, this.#idAt(nowMs), this.cost);
     else recovery.markUnanswered(this.key, this.id); // Redis holds it: a refund goes there too
     recovery.schedule();
     return decision;

@@ -5,7 +5,6 @@ import { checkCallOptions, checkCost, checkId, checkKey } from '../options/input
 import {
   integer,
   MAX_INT,
-  resolution,
   resolveRedisWindowOptions,
   resolveWindowOptions,
   type RedisWindowOptions,
@@ -65,6 +64,12 @@ export class RedisWindow implements RateWindow {
     return resolutionMs === undefined ? redisKey(prefix, key) : slicedKey(prefix, key, resolutionMs);
   }
 
+  /** The script's `nowMs`: the window's clock, or '' for Redis's `TIME`. */
+  #nowArg(): number | '' {
+    const { now } = this.#options;
+    return now === undefined ? '' : Math.floor(now());
+  }
+
   /**
    * Decides one call of `key` and consumes its cost when admitted.
    * @throws {ResilimitError} synchronously-checked misuse rejects with `ERR_RESILIMIT_INVALID_KEY`,
@@ -89,8 +94,8 @@ export class RedisWindow implements RateWindow {
   async block(key: string, ms: number): Promise<number> {
     const redisKeyOfKey = this.keyOf(key);
     integer('ms', ms, 0, MAX_INT);
-    const { redis, now, windowMs, resolutionMs } = this.#options;
-    const nowArg = now === undefined ? '' : Math.floor(now());
+    const { redis, windowMs, resolutionMs } = this.#options;
+    const nowArg = this.#nowArg();
     try {
       return readBlock(
         resolutionMs === undefined
@@ -111,12 +116,11 @@ export class RedisWindow implements RateWindow {
   /** Forgets every permit used by `key`. */
   async reset(key: string): Promise<void> {
     const redisKeyOfKey = this.keyOf(key);
-    const { redis, windowMs, resolutionMs, now } = this.#options;
+    const { redis, windowMs, resolutionMs } = this.#options;
     try {
       // Slices remember the reset: a refund of a call from before it gives nothing (lua/sliced-window.lua, op r).
       if (resolutionMs === undefined) await redis.del(redisKeyOfKey);
-      else
-        await redis.run(slicedWindow, [redisKeyOfKey], slicedResetArgs(windowMs, resolutionMs, now === undefined ? '' : Math.floor(now())));
+      else await redis.run(slicedWindow, [redisKeyOfKey], slicedResetArgs(windowMs, resolutionMs, this.#nowArg()));
     } catch (error) {
       throw redisCallError(error);
     }
@@ -141,7 +145,7 @@ export class RedisWindow implements RateWindow {
    * @internal
    */
   async [decideBatch](calls: readonly BatchCall[], notAfterMs?: number, reserveOf?: (limit: number) => number): Promise<BatchOutcome[]> {
-    const { redis, windowMs, now, blockMs, resolutionMs } = this.#options;
+    const { redis, prefix, windowMs, blockMs, resolutionMs } = this.#options;
     const keys: string[] = [];
     const effective: number[] = [];
     // The permits left free are asked once per run of calls of one limit (a batch usually has one).
@@ -150,9 +154,9 @@ export class RedisWindow implements RateWindow {
     for (const call of calls) {
       if (call.limit !== of) reserve = reserveOf === undefined ? 0 : reserveOf((of = call.limit));
       effective.push(reserve > 0 ? Math.max(call.limit - reserve, call.cost, 1) : call.limit);
-      keys.push(this.#keyOf(call.key));
+      keys.push(resolutionMs === undefined ? redisKey(prefix, call.key) : slicedKey(prefix, call.key, resolutionMs));
     }
-    const nowArg = now === undefined ? '' : Math.floor(now());
+    const nowArg = this.#nowArg();
     const notAfterArg = notAfterMs === undefined ? '' : Math.ceil(notAfterMs);
     const script = resolutionMs === undefined ? slidingWindow : slicedWindow;
     const args =
@@ -174,9 +178,9 @@ export class RedisWindow implements RateWindow {
    * (else the script scans for it). Options are read as it is sent. @internal
    */
   async [refundCalls](key: string, calls: readonly { readonly id: string; readonly cost: number | undefined }[]): Promise<number[]> {
-    const { redis, prefix, windowMs, now, resolutionMs } = this.#options;
+    const { redis, prefix, windowMs, resolutionMs } = this.#options;
     if (resolutionMs !== undefined) return this.#refundSliced(key, calls, resolutionMs);
-    const args = refundArgs(windowMs, now === undefined ? '' : Math.floor(now()), calls);
+    const args = refundArgs(windowMs, this.#nowArg(), calls);
     let reply: unknown;
     try {
       reply = await redis.run(refundScript, [redisKey(prefix, key)], args);
@@ -192,31 +196,29 @@ export class RedisWindow implements RateWindow {
     calls: readonly { readonly id: string; readonly cost: number | undefined }[],
     resolutionMs: number,
   ): Promise<number[]> {
-    const { redis, prefix, windowMs, now } = this.#options;
-    const found = calls.map((call) => ({ ...splitSlicedId(call.id), cost: call.cost, whole: call.id }));
-    const sent = found.flatMap((call) => (call.slice === undefined ? [] : [{ slice: call.slice, cost: call.cost, id: call.whole }]));
+    const { redis, prefix, windowMs } = this.#options;
+    const slices = calls.map((call) => splitSlicedId(call.id).slice);
+    const sent = calls.flatMap((call, i) => {
+      const slice = slices[i];
+      return slice === undefined ? [] : [{ slice, cost: call.cost, id: call.id }];
+    });
     if (sent.length === 0) return calls.map(() => 0);
     const hash = slicedKey(prefix, key, resolutionMs);
     let reply: unknown;
     try {
-      reply = await redis.run(
-        slicedWindow,
-        [hash, `${hash}:f`],
-        slicedRefundArgs(windowMs, resolutionMs, now === undefined ? '' : Math.floor(now()), sent),
-      );
+      reply = await redis.run(slicedWindow, [hash, `${hash}:f`], slicedRefundArgs(windowMs, resolutionMs, this.#nowArg(), sent));
     } catch (error) {
       throw redisCallError(error);
     }
     const permits = readRefund(reply, sent.length);
     let next = 0;
-    return found.map((call) => (call.slice === undefined ? 0 : (permits[next++] as number)));
+    return slices.map((slice) => (slice === undefined ? 0 : (permits[next++] as number)));
   }
 
   /** Changes the limit and window for the calls that follow. @internal */
   [configure](changes: { limit?: number; windowMs?: number }): void {
-    const window = resolveWindowOptions({ ...this.#options, ...changes });
-    resolution(this.#options.resolutionMs, window.windowMs);
-    this.#options = Object.freeze({ ...this.#options, ...window });
+    // A window counted by slices is checked against its slices by the caller (`Settings.update`).
+    this.#options = Object.freeze({ ...this.#options, ...resolveWindowOptions({ ...this.#options, ...changes }) });
   }
 }
 

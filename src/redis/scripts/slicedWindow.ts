@@ -4,8 +4,9 @@ import { sharedLimit, type BatchCall } from './slidingWindow.js';
 
 /**
  * `lua/sliced-window.lua`: the window counted by time slices (`resolutionMs`), one hash per key:
- * decides a batch of calls (op `d`), writes journalled calls back (`w`), blocks a key (`b`). KEYS,
- * ARGV and the replies are in its header; the decisions' reply is sliding-window.lua's.
+ * decides a batch of calls (op `d`), writes journalled calls back (`w`), blocks a key (`b`), gives
+ * permits back (`f`), resets a key (`r`). KEYS, ARGV and the replies are in its header; the
+ * decisions' reply is sliding-window.lua's.
  */
 export const slicedWindow = loadScript('sliced-window');
 
