@@ -1,8 +1,13 @@
 /**
  * Probe: one caller awaiting each call, 10,000 keys filled to 50 (limit 100 / 60 s): commands Redis
  * ran per decision (INFO commandstats) and CPU per decision on each side, resilimit then RLF.
- *   node bench/probes/one-caller.ts [ms] [--resolution <ms>]
+ * With --floors, also the least a script call per decision costs at one caller, through the same
+ * client: lua/sliding-window.lua sent bare (the arguments limit() sends, no limiter around it), and a
+ * script that only replies (the same keys and arguments): what any Lua-decided call pays.
+ *   node bench/probes/one-caller.ts [ms] [--resolution <ms>] [--floors]
  */
+import { randomUUID } from 'node:crypto';
+import { readFileSync } from 'node:fs';
 import { RateLimiterRedis } from 'rate-limiter-flexible';
 import { waitReady } from '../../test/support/redis.ts';
 import { createRedisClient, ResilientLimiter } from '../support/resilimit.ts';
@@ -58,6 +63,17 @@ async function run(name: string, decide: (k: string) => Promise<unknown>) {
   await waitReady(client);
   const rlf = new RateLimiterRedis({ storeClient: client, points: 100, duration: 60, keyPrefix: 'rlf' });
   await run('rlf', (k) => rlf.consume(k).catch(() => undefined));
+  client.disconnect();
+}
+if (process.argv.includes('--floors')) {
+  const client = server.redis.client();
+  await waitReady(client);
+  const source = readFileSync(new URL('../../lua/sliding-window.lua', import.meta.url), 'utf8');
+  const real = (await client.script('LOAD', source)) as string;
+  const bare = (await client.script('LOAD', "return '1,0,1,1,0,1,0'")) as string;
+  // Keys of their own, shaped as limit() sends them (the user key in its hash tag).
+  await run('script bare', (k) => client.evalsha(real, 1, `bare:{${k}}`, 60_000, '', '', 0, 100, randomUUID()));
+  await run('empty script', (k) => client.evalsha(bare, 1, `empty:{${k}}`, 60_000, '', '', 0, 100, randomUUID()));
   client.disconnect();
 }
 await server.close?.();
