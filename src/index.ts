@@ -2,6 +2,7 @@ export type { Decision, DecisionReason, DecisionSource, LimitOptions, RateWindow
 export type {
   AfterLease,
   BreakerOptions,
+  HotKeyOptions,
   LimitFunction,
   LocalTierOptions,
   LocalWindowOptions,

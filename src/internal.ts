@@ -8,3 +8,5 @@ export const decideBatch = Symbol('resilimit.decideBatch');
 export const inspect = Symbol('resilimit.inspect');
 export const block = Symbol('resilimit.block');
 export const refundCalls = Symbol('resilimit.refundCalls');
+export const takeLease = Symbol('resilimit.takeLease');
+export const giveLease = Symbol('resilimit.giveLease');

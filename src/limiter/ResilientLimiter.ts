@@ -178,6 +178,7 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
     this.#open('reset()');
     checkKey(key);
     this.#parts.local.main.reset(key);
+    this.#parts.hotKeys?.drop(key);
     this.#parts.deny.lift(key);
     this.#recovery.forget(key);
     await this.#tier.command('reset()', 'only the local tiers forgot the key', () => this.#tier.window.reset(key));
@@ -323,6 +324,7 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
     await this.#recovery.settled();
     await this.#path.settled();
     await this.#waiters.settled(); // the permits admitted for waiters close() rejected: given back
+    await this.#parts.hotKeys?.close(); // the leases' unused permits: given back
     this.#tier.close();
   }
 

@@ -10,10 +10,11 @@ import { integer, MAX_INT } from '../options/options.js';
  * it keeps the key). The Redis half is the block script (`RedisWindow.block`).
  * @throws {ResilimitError} `ERR_RESILIMIT_INVALID_KEY`, `ERR_RESILIMIT_INVALID_OPTION` for a bad `ms`.
  */
-function blockHere(parts: Pick<Parts, 'now' | 'deny' | 'local'>, key: string, ms: number): void {
+function blockHere(parts: Pick<Parts, 'now' | 'deny' | 'local' | 'hotKeys'>, key: string, ms: number): void {
   checkKey(key);
   integer('ms', ms, 0, MAX_INT);
   const now = parts.now();
+  parts.hotKeys?.drop(key); // its lease admits no more here (other instances' leases last until they end)
   parts.local.main[block](key, ms === 0 ? 0 : now + ms);
   if (ms === 0) parts.deny.lift(key);
   else parts.deny.deny(key, { until: parts.deny.untilFor(0, ms), cost: 1, remaining: 0, resetAtMs: now + ms, limit: 0 });
@@ -25,7 +26,7 @@ function blockHere(parts: Pick<Parts, 'now' | 'deny' | 'local'>, key: string, ms
  * @throws {ResilimitError} as {@link blockHere}; `ERR_RESILIMIT_REDIS_UNAVAILABLE` or `ERR_RESILIMIT_REDIS_REPLY`
  *   when Redis did not take it (this instance blocks the key all the same).
  */
-export async function blockKey(parts: Pick<Parts, 'now' | 'deny' | 'local' | 'tier'>, key: string, ms: number): Promise<void> {
+export async function blockKey(parts: Pick<Parts, 'now' | 'deny' | 'local' | 'tier' | 'hotKeys'>, key: string, ms: number): Promise<void> {
   blockHere(parts, key, ms);
   const otherwise = ms === 0 ? 'only this instance lifted the block' : 'only this instance blocks the key';
   try {

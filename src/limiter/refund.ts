@@ -48,7 +48,7 @@ export type RefundResult = {
  *   `ERR_RESILIMIT_REDIS_REPLY` when Redis refused the script (the local side gave the call back all the same).
  */
 export async function refund(
-  parts: Pick<Parts, 'local' | 'deny' | 'recovery' | 'tier'>,
+  parts: Pick<Parts, 'local' | 'deny' | 'recovery' | 'tier' | 'hotKeys'>,
   key: string,
   id: string,
   options?: RefundOptions,
@@ -63,6 +63,10 @@ export async function refund(
   const warm = local.main.forgetCall(key, matches);
   const known = held?.cost ?? warm?.cost ?? 0;
   if (known > 0) deny.delete(key);
+  // Admitted on a hot key's lease that lasts: the lease takes the permits back (Redis counts the lease).
+  if (held === undefined && typeof warm?.id === 'number' && warm.id > 0 && parts.hotKeys?.refund(key, warm.id, known) === true) {
+    return { refunded: true, permits: known, pending: false };
+  }
   // Never sent to Redis: journalled and not yet written back, or never to be (a negative id, see `CallId`);
   // unless its own Redis call went unanswered (Redis may have run it: the refund goes there too).
   const unanswered = recovery.takeUnanswered(key, id);

@@ -9,6 +9,7 @@ import { DenyCache } from '../path/DenyCache.js';
 import type { LimiterEvents } from './events.js';
 import { Fallback } from '../path/Fallback.js';
 import { Gate } from '../path/Gate.js';
+import { HotKeys } from '../path/HotKeys.js';
 import type { InstanceCounter } from '../recovery/InstanceCounter.js';
 import { LocalTier } from '../local/LocalTier.js';
 import type { ResolvedLimiterOptions } from '../options/options.js';
@@ -125,7 +126,11 @@ export function wire(front: Front, resolved: ResolvedLimiterOptions, closed: () 
     reconcile: resolved.reconcile,
     blockMs: resolved.blockMs,
   });
-  const parts: Parts = { now, settings, tier, offset: tier.offset, gate, coalescer, local, deny, reserved, recovery, fallback };
+  const parts: { -readonly [K in keyof Parts]: Parts[K] } = {
+    ...{ now, settings, tier, offset: tier.offset, gate, coalescer, local, deny, reserved, recovery, fallback },
+    hotKeys: undefined,
+  };
+  if (resolved.hotKeys !== undefined) parts.hotKeys = new HotKeys(parts, resolved.hotKeys, resolved.maxKeys);
   // Refunds go round the front door, which refuses them once the limiter is closed: close() gives back
   // what was admitted for the waiters it rejected.
   const waiters = new Waiters(

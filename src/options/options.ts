@@ -11,6 +11,7 @@ export type { BreakerOptions } from './breakerOptions.js';
 import type { BreakerOptions } from './breakerOptions.js';
 
 export {
+  type HotKeyOptions,
   type LocalWindowOptions,
   MAX_ID_LENGTH,
   MAX_INT,
@@ -29,10 +30,12 @@ export {
   type WindowOptions,
 } from './windowOptions.js';
 import {
+  hotKeys,
   MAX_INT,
   prefix,
   resolution,
   resolveWindowOptions,
+  type HotKeyOptions,
   type LimitFunction,
   type RedisWindowOptions,
   type WindowOptions,
@@ -114,6 +117,15 @@ export type ResilientLimiterOptions = Omit<WindowOptions, 'limit'> & {
    * @default undefined (the exact log)
    */
   resolutionMs?: RedisWindowOptions['resolutionMs'];
+  /**
+   * Hot keys: a key this process calls often takes permits ahead in Redis (a lease, counted there
+   * until its validity ends plus the window), admits its calls on them without a Redis call, and gives
+   * back what it did not use. Never over the limit; a call may be refused up to `validityMs` early,
+   * and while other processes hold leased permits unused. Calls with a caller's `id` are decided one by
+   * one. The exact log only (`resolutionMs` absent or `'auto'`). `true`: the defaults. See docs/resolution.md.
+   * @default false
+   */
+  hotKeys?: boolean | HotKeyOptions;
   /**
    * Shadow mode, to roll out a new limit safely (as Envoy's `shadow_mode`): every call is decided and
    * counted as usual, but never refused. A call the limit would refuse (Redis's refusal, the deny
@@ -217,6 +229,7 @@ export type ResolvedLimiterOptions = Readonly<{
   mode: Mode;
   blockMs: number;
   resolutionMs: number | undefined;
+  hotKeys: Readonly<Required<HotKeyOptions>> | undefined;
   shadow: boolean;
   localLimit: number | undefined;
   instances: number | 'auto';
@@ -258,7 +271,20 @@ export function mode(name: string, value: unknown): Mode {
 
 /** Every option's name, checked both ways against the types: a name added to one must be added to the other. */
 const LIMITER_OPTIONS = [
-  ...['redis', 'prefix', 'limit', 'windowMs', 'mode', 'blockMs', 'resolutionMs', 'local', 'breaker', 'maxInFlight', 'slowCallMs'],
+  ...[
+    'redis',
+    'prefix',
+    'limit',
+    'windowMs',
+    'mode',
+    'blockMs',
+    'resolutionMs',
+    'hotKeys',
+    'local',
+    'breaker',
+    'maxInFlight',
+    'slowCallMs',
+  ],
   ...['clock', 'perf'],
   ...['heartbeatMs', 'maxPending', 'maxPendingBytes', 'reconcile', 'coalesce', 'maxWaiters', 'shadow'],
 ] as const satisfies readonly (keyof ResilientLimiterOptions)[];
@@ -287,6 +313,8 @@ export function resolveLimiterOptions(raw: unknown): ResolvedLimiterOptions {
   const clock = optionalFunction('clock', options['clock']);
   const heartbeatMs = optionalInteger('heartbeatMs', options['heartbeatMs'], 100, 60_000, 1000);
   const afterLease = local['afterLease'] ?? 'shrink';
+  const slices = resolution(options['resolutionMs'], window.windowMs, limitFn === undefined ? window.limit : undefined);
+  const hot = hotKeys(options['hotKeys'], window.windowMs, options['resolutionMs']);
   if (!AFTER_LEASE.includes(afterLease as AfterLease))
     throw invalidOption('local.afterLease', "one of 'shrink', 'keep', 'fail-closed', 'fail-open'", afterLease);
   return Object.freeze({
@@ -296,7 +324,9 @@ export function resolveLimiterOptions(raw: unknown): ResolvedLimiterOptions {
     prefix: prefix(options['prefix']),
     mode: options['mode'] === undefined ? 'local' : mode('mode', options['mode']),
     blockMs: optionalInteger('blockMs', options['blockMs'], 0, MAX_INT, 0),
-    resolutionMs: resolution(options['resolutionMs'], window.windowMs, limitFn === undefined ? window.limit : undefined),
+    // Leases are members of the exact log: with them, 'auto' is the exact log (a number is refused by hotKeys()).
+    resolutionMs: hot === undefined ? slices : undefined,
+    hotKeys: hot,
     shadow: optionalBoolean('shadow', options['shadow'], false),
     localLimit: local['limit'] === undefined ? undefined : integer('local.limit', local['limit'], 1, MAX_INT),
     instances: integerOrAuto('local.instances', local['instances'], 1_000_000),

@@ -159,3 +159,43 @@ export function prefix(value: unknown): string {
   }
   return value;
 }
+
+/**
+ * Hot keys (the `hotKeys` option of `ResilientLimiter`): a key this process calls often takes permits
+ * ahead in Redis, a lease (see docs/resolution.md, "Hot keys").
+ */
+export type HotKeyOptions = {
+  /**
+   * How long, in ms, a lease's permits may be used after it was taken. Its permits count in Redis
+   * until then plus the window, so a call may be refused up to this much earlier than the exact log
+   * would. Integer 1 … windowMs. @default windowMs / 60, at most 1000 (at least 1)
+   */
+  validityMs?: number;
+  /** The most permits one lease takes. Integer 1 … 2^31 − 1. @default 10000 */
+  maxPermits?: number;
+};
+
+/**
+ * Checks the `hotKeys` option: undefined (no leases) for false or absent; `true` for the defaults.
+ * Leases are members of the exact log: not with a numeric `resolutionMs` (`'auto'` is read as the exact log).
+ */
+export function hotKeys(value: unknown, windowMs: number, resolutionMs: unknown): Readonly<Required<HotKeyOptions>> | undefined {
+  if (value === undefined || value === false) return undefined;
+  if (typeof resolutionMs === 'number') {
+    throw invalidOption('hotKeys', `absent with resolutionMs (${resolutionMs} ms): leases are taken in the exact log only`, value);
+  }
+  if (value !== true && (typeof value !== 'object' || value === null)) {
+    throw invalidOption('hotKeys', 'true, false or an object { validityMs?, maxPermits? }', value);
+  }
+  const options = value === true ? {} : knownOptions('ResilientLimiter', value, ['validityMs', 'maxPermits'], { path: 'hotKeys.' });
+  return Object.freeze({
+    validityMs: optionalInteger(
+      'hotKeys.validityMs',
+      options['validityMs'],
+      1,
+      windowMs,
+      Math.max(1, Math.min(1000, Math.floor(windowMs / 60))),
+    ),
+    maxPermits: optionalInteger('hotKeys.maxPermits', options['maxPermits'], 1, MAX_INT, 10_000),
+  });
+}

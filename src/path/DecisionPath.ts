@@ -14,6 +14,7 @@ import {
 } from './decisions.js';
 import { reasonOf } from './failures.js';
 import type { CheckedItem } from './limitAll.js';
+import { LeaseCall } from './HotKeys.js';
 import { OneCall } from './OneCall.js';
 import type { Parts, PathCall } from './parts.js';
 import { PeekCall } from './PeekCall.js';
@@ -49,6 +50,9 @@ export class DecisionPath {
     const { parts } = this;
     const now = parts.now();
     if (!parts.settings.enabled) return fixedDecision(true, 'disabled', 'disabled', now, limit, 0, id);
+    // A hot key: admitted on its lease, or after the lease being taken, or this call takes one.
+    const hot = parts.hotKeys === undefined || typeof id !== 'number' ? undefined : parts.hotKeys.use(key, cost, id, limit, now);
+    if (hot !== undefined && hot !== 'take') return hot instanceof Promise ? this.#after(hot, () => this.one(key, cost, id, limit)) : hot;
     const { deny } = parts;
     const denial = deny.check(key, cost, limit);
     // A retry of a call Redis admitted (the caller's id, in the warm window) is Redis's to answer: a duplicate.
@@ -57,7 +61,7 @@ export class DecisionPath {
     }
     const diverted = parts.gate.divert(key);
     if (diverted !== undefined) return this.#shadow(parts.fallback.one(key, cost, id, diverted, limit, now));
-    return this.run(new OneCall(parts, key, cost, id, now, limit), this.#shadow);
+    return this.run(new (hot === 'take' ? LeaseCall : OneCall)(parts, key, cost, id, now, limit), this.#shadow);
   }
 
   /** `limitAll()`'s decision of `items` together (their local windows made first). */
@@ -107,9 +111,25 @@ export class DecisionPath {
       return finish(call.fallback(reasonOf(error, this.onReplyError)));
     } finally {
       if (reserved) call.reserve(-1);
-      this.#unsettled -= 1;
-      if (this.#unsettled === 0) this.#whenSettled?.();
+      this.#done();
     }
+  }
+
+  /** `then` once `before` settles, counted as a call waiting on Redis meanwhile (close() waits for it). */
+  async #after<D>(before: Promise<unknown>, then: () => D | Promise<D>): Promise<D> {
+    this.#unsettled += 1;
+    try {
+      await before;
+      return await then();
+    } finally {
+      this.#done();
+    }
+  }
+
+  /** A call counted by {@link run} or {@link #after} no longer waits. */
+  #done(): void {
+    this.#unsettled -= 1;
+    if (this.#unsettled === 0) this.#whenSettled?.();
   }
 
   /** Resolves once no call waits on Redis. */

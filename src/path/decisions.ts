@@ -240,3 +240,19 @@ export function combine(decisions: LimitDecision[], source: DecisionSource, reas
     decisions,
   };
 }
+
+/** A call of `limit()` admitted on a hot key's lease (permits Redis counted when it granted them), as the limiter answers it. */
+export function leaseDecision(limit: number, remaining: number, resetAtMs: number, seq: number): LimiterDecision {
+  const d: Made = {
+    allowed: true,
+    limit,
+    remaining,
+    retryAfterMs: 0,
+    resetAtMs,
+    source: 'redis',
+    reason: 'decided',
+    reducedCapacity: false,
+    id: memberOf(seq),
+  };
+  return d as LimiterDecision;
+}

@@ -5,7 +5,10 @@ import type { ClockOffset } from '../redis/ClockOffset.js';
 import type { RedisTier } from '../redis/RedisTier.js';
 import type { LocalMs } from '../time.js';
 import type { DecisionReason } from '../types.js';
-import type { Coalescer } from './Coalescer.js';
+import type { CallId } from '../options/input.js';
+import type { BatchOutcome } from '../redis/RedisWindow.js';
+import type { Coalescer, QueuedCall } from './Coalescer.js';
+import type { LimiterDecision } from './decisions.js';
 import type { DenyCache } from './DenyCache.js';
 import type { Fallback } from './Fallback.js';
 import type { Gate } from './Gate.js';
@@ -27,7 +30,23 @@ export type Parts = {
   readonly reserved: Reservations;
   readonly recovery: Recovery;
   readonly fallback: Fallback;
+  /** Leases of hot keys (the `hotKeys` option: `HotKeys`), or undefined without it. */
+  readonly hotKeys: Leases | undefined;
 };
+
+/** What the decision path, `refund()`, `reset()`, `block()` and `close()` ask of hot keys (`HotKeys`, see there). */
+export interface Leases {
+  /** A call with the generated id `seq`: admitted on the key's lease, a lease to wait for, `'take'` one, or undefined (the usual path). */
+  use(key: string, cost: number, seq: number, limit: number, now: LocalMs): LimiterDecision | Promise<unknown> | 'take' | undefined;
+  /** Asks Redis for a lease for `call`: its decision. */
+  take(call: QueuedCall & { readonly callId: CallId }): Promise<BatchOutcome[]>;
+  /** Gives a refunded call back to the lease it was admitted on, if that lease lasts. */
+  refund(key: string, seq: number, cost: number): boolean;
+  /** Forgets the key's lease. */
+  drop(key: string): void;
+  /** Ends every lease, the unused permits given back. */
+  close(): Promise<void>;
+}
 
 /**
  * One call on its way to Redis: what differs between `limit()` (`OneCall`), `limitAll()`

@@ -190,16 +190,17 @@ export class RedisTier {
   }
 
   /**
-   * Decides calls of `limit()` (or peeks, at cost 0) in one script call; its staleness deadline counts
-   * from when it is sent (see {@link #notAfter}).
+   * Decides calls of `limit()` (or peeks, at cost 0) in one script call: the window's batch, or `how` (a hot key's lease, told
+   * the deadline and the local time it is sent at). Its staleness deadline counts from the send (see {@link #notAfter}).
    */
-  async send(calls: readonly BatchCall[]): Promise<BatchOutcome[]> {
+  async send(
+    calls: readonly BatchCall[],
+    how = (notAfter: number | undefined, _sentNow: LocalMs) => this.window[decideBatch](calls, notAfter, this.reserve),
+  ): Promise<BatchOutcome[]> {
     let sentNow = 0 as LocalMs;
     const decisions = await this.fire(calls.length, () => {
       sentNow = this.#now();
-      return this.window[decideBatch](calls, this.#notAfter(sentNow), this.reserve).catch((error: unknown) =>
-        this.#learnFromStale(error, sentNow),
-      );
+      return how(this.#notAfter(sentNow), sentNow).catch((error: unknown) => this.#learnFromStale(error, sentNow));
     });
     // Every decision of a batch tells the same time (a batch of calls Redis could not decide teaches nothing).
     for (const d of decisions) {
@@ -269,10 +270,9 @@ export class RedisTier {
   }
 
   /**
-   * Writes a batch of journalled calls into `redisKey` with `script` (slices: lua/sliced-window.lua), by
-   * source (`EVAL`: a decision sent right behind it must run after it, and a `NOSCRIPT` retry would go
-   * out behind). Inside the breaker, outside the ledger: a batch of up to 200 calls is slower than a
-   * decision and would make a healthy Redis look slow to the gate; the journal bounds write-backs.
+   * Writes a batch of journalled calls into `redisKey` with `script` (slices: lua/sliced-window.lua), by source (`EVAL`: a
+   * decision sent right behind it must run after it, and a `NOSCRIPT` retry would go out behind). Inside the breaker, outside
+   * the ledger: a batch of up to 200 calls would make a healthy Redis look slow to the gate; the journal bounds write-backs.
    */
   writeBack(redisKey: RedisKey, args: readonly (string | number)[], script: Script = reconcileScript): Promise<WriteBackReply> {
     return this.breaker.fire(async () => {

@@ -1,6 +1,6 @@
 import { redisCallError } from '../path/failures.js';
 import { invalidOption } from '../options/errors.js';
-import { configure, decide, decideBatch, refundCalls } from '../internal.js';
+import { configure, decide, decideBatch, giveLease, refundCalls, takeLease } from '../internal.js';
 import { checkCallOptions, checkCost, checkId, checkKey } from '../options/input.js';
 import {
   integer,
@@ -13,6 +13,7 @@ import {
 import { redisKey, slicedKey } from './redisKey.js';
 import { slicedArgs, slicedBlockArgs, slicedRefundArgs, slicedResetArgs, slicedWindow, splitSlicedId } from './scripts/slicedWindow.js';
 import { blockArgs, blockScript, readBlock } from './scripts/block.js';
+import { giveArgs, leaseScript, readTake, takeArgs, type LeaseAsk } from './scripts/lease.js';
 import { readRefund, refundArgs, refundScript } from './scripts/refund.js';
 import {
   decisionOf,
@@ -170,6 +171,32 @@ export class RedisWindow implements RateWindow {
       throw redisCallError(error);
     }
     return readDecisions(reply, calls, effective, script);
+  }
+
+  /**
+   * Takes a lease of permits of `ask.call.key` ahead (`lua/lease.lua`, the exact log only): the call's
+   * decision, and the permits granted (its cost included; 0 when refused). @internal
+   */
+  async [takeLease](ask: LeaseAsk, notAfterMs?: number): Promise<{ outcome: BatchOutcome; granted: number }> {
+    const { redis, prefix, windowMs, blockMs } = this.#options;
+    const args = takeArgs(windowMs, this.#nowArg(), notAfterMs === undefined ? '' : Math.ceil(notAfterMs), blockMs, ask, ask.call.limit);
+    let reply: unknown;
+    try {
+      reply = await redis.run(leaseScript, [redisKey(prefix, ask.call.key)], args);
+    } catch (error) {
+      throw redisCallError(error);
+    }
+    return readTake(reply, ask, ask.call.limit);
+  }
+
+  /** Gives back `unused` permits of a lease of `granted` on `key`: the permits Redis gave back (0: the lease left the window). @internal */
+  async [giveLease](key: string, leaseId: string, granted: number, unused: number): Promise<number> {
+    const { redis, prefix, windowMs } = this.#options;
+    try {
+      return Number(await redis.run(leaseScript, [redisKey(prefix, key)], giveArgs(windowMs, this.#nowArg(), leaseId, granted, unused)));
+    } catch (error) {
+      throw redisCallError(error);
+    }
   }
 
   /**

@@ -35,7 +35,7 @@ const MAX_BASE_PREFIX = MAX_PREFIX_LENGTH - SUFFIX_LENGTH;
 const FROM_THROTTLERS = { limit: 'limit', windowMs: 'ttl', blockMs: 'blockDuration' };
 const NAMES = [
   ...['redis', 'prefix', 'mode', 'local', 'breaker', 'maxInFlight', 'slowCallMs', 'clock', 'perf', 'heartbeatMs', 'maxPending'],
-  ...['maxPendingBytes', 'reconcile', 'coalesce', 'maxWaiters', 'shadow', 'resolutionMs', 'maxLimiters'],
+  ...['maxPendingBytes', 'reconcile', 'coalesce', 'maxWaiters', 'shadow', 'resolutionMs', 'hotKeys', 'maxLimiters'],
 ] as const satisfies readonly (keyof ResilimitThrottlerStorageOptions)[];
 type Unlisted = Exclude<keyof ResilimitThrottlerStorageOptions, (typeof NAMES)[number]>;
 /** Every option's name is in {@link NAMES}: a limiter option added to the type must be added there. */

@@ -178,7 +178,7 @@ describe('ResilientLimiter options', () => {
     [
       'an unrelated name',
       { trustProxy: true },
-      'Expected `trustProxy` to be absent: ResilientLimiter has no such option (it has `redis`, `prefix`, `limit`, `windowMs`, `mode`, `blockMs`, `resolutionMs`, `local`, `breaker`, `maxInFlight`, `slowCallMs`, `clock`, `perf`, `heartbeatMs`, `maxPending`, `maxPendingBytes`, `reconcile`, `coalesce`, `maxWaiters`, `shadow`), got `true` (boolean)',
+      'Expected `trustProxy` to be absent: ResilientLimiter has no such option (it has `redis`, `prefix`, `limit`, `windowMs`, `mode`, `blockMs`, `resolutionMs`, `hotKeys`, `local`, `breaker`, `maxInFlight`, `slowCallMs`, `clock`, `perf`, `heartbeatMs`, `maxPending`, `maxPendingBytes`, `reconcile`, `coalesce`, `maxWaiters`, `shadow`), got `true` (boolean)',
     ],
     ['local not an object', { local: 5 }, 'Expected `local` to be an object, got `5` (number)'],
   ])('refuses a bad option: %s', (_, bad, message) => {

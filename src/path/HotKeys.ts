@@ -1,0 +1,213 @@
+import { randomBytes } from 'node:crypto';
+import { LRUCache } from 'lru-cache';
+import { giveLease, takeLease } from '../internal.js';
+import type { BatchDecision, BatchOutcome } from '../redis/RedisWindow.js';
+import type { LocalMs } from '../time.js';
+import { leaseDecision, type LimiterDecision } from './decisions.js';
+import { OneCall } from './OneCall.js';
+import type { Leases, Parts } from './parts.js';
+import type { QueuedCall } from './Coalescer.js';
+import type { CallId } from '../options/input.js';
+
+/** Calls of a key in one validity period from which it takes leases: below, a lease would cost about as many Redis calls as it saves. */
+const HOT_CALLS = 4;
+/** Permits the first lease of a key asks for; the next ask what the last one's rate uses in a period (see `#end`). */
+const FIRST_WANT = 16;
+/** A lease asks at most this many times the permits of the one before (a burst grows leases fast, not at once). */
+const GROWTH = 4;
+
+/** Permits of one key taken ahead in Redis (`lua/lease.lua`): counted there until `until` plus the window, whoever uses them. */
+type Lease = {
+  readonly id: string;
+  readonly granted: number;
+  /** Permits not used yet. */
+  left: number;
+  /** Local time it was sent at: Redis granted it no earlier. */
+  readonly sentAt: number;
+  /** Calls are admitted on it while the local clock is below this: sentAt + validity, at most Redis's end of the lease. */
+  readonly until: number;
+  /** The generated id of the first call admitted on it: the key's later calls (higher ids) are on it while it lasts. */
+  readonly fromSeq: number;
+  /** Permits Redis had free beyond it when it granted it (for `remaining`). */
+  readonly free: number;
+  /** When Redis's window of the key empties, as Redis told (its newest member's time plus the window). */
+  readonly resetAtMs: number;
+};
+
+/** What this process knows of one key: its lease, the take in flight, and how hot it is. */
+type HotKey = { lease: Lease | undefined; pending: Promise<unknown> | undefined; calls: number; since: number; want: number };
+
+/** What hot keys need of the limiter's parts. */
+type HotParts = Omit<Parts, 'hotKeys'>;
+
+/**
+ * Hot keys (the `hotKeys` option): a key this process calls at least {@link HOT_CALLS} times in a
+ * validity period takes a lease of permits ahead in Redis, scored at the lease's end, so that each
+ * call admitted on it counts in Redis at least until its own time plus the window: never over the
+ * limit. Redis grants at most the free permits divided by twice the instance count beyond the call's
+ * cost (so a lease shrinks to the call alone as the key fills, and no holder starves the others). The
+ * calls it admits are recorded in the warm window (the local tier knows this instance's traffic), and
+ * the permits left when it ends (used up, past its validity, the key evicted, `close()`) are given back.
+ * Only calls with a generated id (a caller's `id` names its call in Redis: decided one by one).
+ *
+ * It owns the keys' leases (bounded by `maxKeys`, an evicted key's lease given back) and the give-backs
+ * in flight, which `close()` waits for.
+ */
+export class HotKeys implements Leases {
+  readonly #keys: LRUCache<string, HotKey>;
+  /** Lease ids: this process's random prefix and a counter (never a '*': the script's member names use it). */
+  readonly #prefix = `${randomBytes(6).toString('base64url')}.`;
+  #seq = 0;
+  readonly #giving = new Set<Promise<void>>();
+  #closed = false;
+
+  constructor(
+    readonly parts: HotParts,
+    readonly options: Readonly<{ validityMs: number; maxPermits: number }>,
+    maxKeys: number,
+  ) {
+    this.#keys = new LRUCache<string, HotKey>({
+      max: maxKeys,
+      dispose: (state, key, reason) => {
+        if (reason === 'evict' && state.lease !== undefined) this.#end(key, state, this.parts.now());
+      },
+    });
+  }
+
+  /**
+   * A call of `key` of `cost` with the generated id `seq` at `now`: its admission on the key's lease
+   * (recorded in the warm window), a promise to wait on before asking again (a lease of the key is
+   * being taken), `'take'` (the key is hot: the call asks Redis for a lease, {@link LeaseCall}), or
+   * undefined (the usual path).
+   */
+  use(key: string, cost: number, seq: number, limit: number, now: LocalMs): LimiterDecision | Promise<unknown> | 'take' | undefined {
+    let state = this.#keys.get(key);
+    if (state === undefined) {
+      if (this.#closed) return undefined;
+      state = { lease: undefined, pending: undefined, calls: 0, since: now, want: FIRST_WANT };
+      this.#keys.set(key, state);
+    }
+    const { lease } = state;
+    if (lease !== undefined) {
+      if (now < lease.until && lease.left >= cost) {
+        lease.left -= cost;
+        this.parts.local.main.record(key, now, cost, seq);
+        return leaseDecision(limit, lease.left + lease.free, lease.resetAtMs, seq);
+      }
+      this.#end(key, state, now);
+    }
+    if (state.pending !== undefined) return state.pending;
+    if (now - state.since >= this.options.validityMs) {
+      state.since = now;
+      state.calls = 0;
+    }
+    state.calls += 1;
+    return state.calls >= HOT_CALLS && !this.#closed ? 'take' : undefined;
+  }
+
+  /** Asks Redis for a lease for `call` (its `ask()`): the call's decision; the lease, when granted, serves the key's next calls. */
+  take(call: QueuedCall & { readonly callId: CallId }): Promise<BatchOutcome[]> {
+    const state = this.#keys.get(call.key);
+    if (state === undefined) return this.parts.coalescer.ask(call); // evicted meanwhile: the usual call
+    const { tier, settings } = this.parts;
+    const { validityMs, maxPermits } = this.options;
+    const leaseId = this.#prefix + (this.#seq++).toString(36);
+    const ask = { call, want: Math.min(state.want, maxPermits), validityMs, divisor: 2 * settings.instances, leaseId };
+    let sentAt = 0;
+    let granted = 0;
+    const asked = tier
+      .send([call], (notAfter, sentNow) => {
+        sentAt = sentNow;
+        return tier.window[takeLease](ask, notAfter).then((taken) => {
+          granted = taken.granted;
+          return [taken.outcome];
+        });
+      })
+      .then((reply) => {
+        const decision = reply[0] as BatchDecision;
+        if (granted >= call.cost && this.#keys.get(call.key) === state && !this.#closed) {
+          state.lease = {
+            id: leaseId,
+            granted,
+            left: granted - call.cost,
+            sentAt,
+            until: sentAt + validityMs,
+            fromSeq: call.callId as number,
+            free: Math.max(0, call.limit - decision.used),
+            resetAtMs: decision.resetAtMs,
+          };
+        } else if (granted > call.cost) {
+          this.#giveBack(call.key, leaseId, granted, granted - call.cost);
+        }
+        return reply;
+      });
+    const pending = asked.then(
+      () => undefined,
+      () => undefined,
+    );
+    state.pending = pending;
+    void pending.then(() => {
+      if (state.pending === pending) state.pending = undefined;
+    });
+    return asked;
+  }
+
+  /**
+   * `refund()` of the call of `key` with the generated id `seq` and `cost`: given back to the key's lease
+   * when it was admitted on it and the lease lasts (true); else false (Redis holds the lease's permits until they leave).
+   */
+  refund(key: string, seq: number, cost: number): boolean {
+    const lease = this.#keys.get(key)?.lease;
+    if (lease === undefined || seq < lease.fromSeq) return false;
+    lease.left += cost;
+    return true;
+  }
+
+  /** Forgets the key's lease (`reset()`, `block()`): its unused permits stay counted in Redis until they leave (the safe side). */
+  drop(key: string): void {
+    this.#keys.delete(key);
+  }
+
+  /** Ends every lease, giving back what is left, and waits for the give-backs (each within the breaker's deadline). */
+  async close(): Promise<void> {
+    this.#closed = true;
+    const now = this.parts.now();
+    for (const [key, state] of this.#keys.entries()) if (state.lease !== undefined) this.#end(key, state, now);
+    this.#keys.clear();
+    await Promise.all(this.#giving);
+  }
+
+  /** Ends the key's lease at `now`: the next lease asks for what this one's rate used in a period; the unused permits go back. */
+  #end(key: string, state: HotKey, now: number): void {
+    const lease = state.lease as Lease;
+    state.lease = undefined;
+    const { validityMs, maxPermits } = this.options;
+    const used = lease.granted - lease.left;
+    const elapsed = Math.max(1, Math.min(validityMs, now - lease.sentAt));
+    state.want = Math.max(1, Math.min(maxPermits, GROWTH * lease.granted, Math.ceil((1.25 * used * validityMs) / elapsed)));
+    // Still hot when the lease was: the next call takes the next lease at once.
+    state.since = now;
+    state.calls = used >= HOT_CALLS ? HOT_CALLS - 1 : 0;
+    if (lease.left > 0) this.#giveBack(key, lease.id, lease.granted, lease.left);
+  }
+
+  /** Gives back `unused` permits of a lease in Redis, inside the breaker; failing that, they stay counted until they leave. */
+  #giveBack(key: string, leaseId: string, granted: number, unused: number): void {
+    const { tier } = this.parts;
+    const given = tier
+      .fire(0, () => tier.window[giveLease](key, leaseId, granted, unused))
+      .then(
+        () => undefined,
+        () => undefined,
+      );
+    this.#giving.add(given);
+    void given.then(() => this.#giving.delete(given));
+  }
+}
+
+/** A call of `limit()` on a hot key that asks Redis for a lease ({@link HotKeys.take}); decided and settled as any call. */
+export class LeaseCall extends OneCall {
+  override ask(): Promise<BatchOutcome[]> {
+    return (this.parts.hotKeys as Leases).take(this);
+  }
+}
