@@ -5,7 +5,8 @@
  * `RateLimiterRedis`, one redis-server. Also Redis calls (script calls) and Redis CPU per decision:
  * a hot key is one Redis core's work whatever the Cluster's size, so what a decision costs there
  * bounds the key. Each cell is a fresh key, measured for 1.5 s after a warm-up, contenders
- * alternating. No lease of permits yet (issue 27 §2): every decision reaches Redis, coalesced.
+ * alternating. A third contender, `leases`, is resilimit with `hotKeys: true`: calls admitted on
+ * permits leased ahead (the exact log); for it and resilimit, a brute check of every window.
  *
  *   node bench/hot-key.ts
  */
@@ -26,9 +27,13 @@ const CALLERS = 16;
 const PROCESSES = [1, 2, 4, 8];
 const WARMUP_MS = scaled(300);
 const MEASURE_MS = scaled(1_500);
-const CONTENDERS = ['resilimit', 'RLF'] as const;
+const CONTENDERS = ['resilimit', 'leases', 'RLF'] as const;
 type Name = (typeof CONTENDERS)[number];
-type Result = { decisions: number; admitted: number };
+/**
+ * A process's count: decisions and admissions measured, and for the brute check every admission of
+ * the run (warm-up included) by the millisecond it was answered in, and its first refusal's.
+ */
+type Result = { decisions: number; admitted: number; byMs: [number, number][]; firstRefusalAt: number | undefined };
 
 /** A worker: one process, ready once connected; 16 callers on `key` from the parent's go, counted for MEASURE_MS from `startAt` (epoch ms). */
 async function worker(name: Name, url: string, key: string): Promise<Result> {
@@ -36,8 +41,16 @@ async function worker(name: Name, url: string, key: string): Promise<Result> {
   await waitReady(redis as never);
   let decide: () => Promise<boolean>;
   let close: () => Promise<void>;
-  if (name === 'resilimit') {
-    const limiter = new ResilientLimiter({ redis, limit: LIMIT, windowMs: WINDOW_MS, resolutionMs: 'auto', local: { instances: 1 } });
+  if (name !== 'RLF') {
+    const limiter = new ResilientLimiter({
+      redis,
+      limit: LIMIT,
+      windowMs: WINDOW_MS,
+      // Leases are members of the exact log; without them, 'auto' counts this limit by slices.
+      ...(name === 'leases'
+        ? { hotKeys: true, local: { instances: PROCESSES.at(-1) as number } }
+        : { resolutionMs: 'auto', local: { instances: 1 } }),
+    });
     decide = async () => {
       const d = await limiter.limit(key);
       if (d.source !== 'redis') throw new Error(`a decision not made by Redis (${d.reason})`);
@@ -61,7 +74,8 @@ async function worker(name: Name, url: string, key: string): Promise<Result> {
     process.once('message', (m) => resolve(Number(m)));
     process.send?.('ready');
   });
-  const result: Result = { decisions: 0, admitted: 0 };
+  const result: Result = { decisions: 0, admitted: 0, byMs: [], firstRefusalAt: undefined };
+  const byMs = new Map<number, number>();
   const endAt = startAt + MEASURE_MS;
   await Promise.all(
     Array.from({ length: CALLERS }, async () => {
@@ -69,6 +83,9 @@ async function worker(name: Name, url: string, key: string): Promise<Result> {
         const now = Date.now();
         if (now >= endAt) return;
         const allowed = await decide();
+        const at = Date.now();
+        if (allowed) byMs.set(at, (byMs.get(at) ?? 0) + 1);
+        else result.firstRefusalAt ??= at;
         if (now >= startAt) {
           result.decisions += 1;
           if (allowed) result.admitted += 1;
@@ -78,7 +95,29 @@ async function worker(name: Name, url: string, key: string): Promise<Result> {
   );
   await close();
   redis.disconnect();
+  result.byMs = [...byMs];
   return result;
+}
+
+/** The most admissions in any window, those before the first refusal (as a share of the limit), and all of them. */
+function bruteCheck(done: readonly Result[]): string[] {
+  const byMs = new Map<number, number>();
+  for (const r of done) for (const [ms, n] of r.byMs) byMs.set(ms, (byMs.get(ms) ?? 0) + n);
+  const sorted = [...byMs].sort((a, b) => a[0] - b[0]);
+  let most = 0;
+  let sum = 0;
+  let start = 0;
+  for (const [ms, n] of sorted) {
+    sum += n;
+    while ((sorted[start] as [number, number])[0] <= ms - WINDOW_MS) sum -= (sorted[start++] as [number, number])[1];
+    most = Math.max(most, sum);
+  }
+  const refusals = done.flatMap((r) => (r.firstRefusalAt === undefined ? [] : [r.firstRefusalAt]));
+  const firstRefusal = refusals.length === 0 ? undefined : Math.min(...refusals);
+  const before = firstRefusal === undefined ? undefined : sorted.filter(([ms]) => ms < firstRefusal).reduce((n, [, c]) => n + c, 0);
+  const all = sorted.reduce((n, [, c]) => n + c, 0);
+  const share = (n: number): string => `${n.toLocaleString('en-US')} (${((100 * n) / LIMIT).toFixed(2)} %)`;
+  return [share(most), before === undefined ? 'no refusal' : share(before), share(all)];
 }
 
 if (process.argv[2] === '--worker') {
@@ -104,9 +143,11 @@ if (process.argv[2] === '--worker') {
       return (Number(info['used_cpu_user']) + Number(info['used_cpu_sys'])) * 1e6;
     };
     const rows: string[][] = [];
+    const bounds: string[][] = [];
     const data: unknown[] = [];
+    type Cell = { perSecond: number; scriptCalls: number; cpuUs: number; admitted: number };
     for (const processes of PROCESSES) {
-      const cells = new Map<Name, { perSecond: number; scriptCalls: number; cpuUs: number; admitted: number }>();
+      const cells = new Map<Name, Cell>();
       for (const name of processes % 2 === 0 ? CONTENDERS : [...CONTENDERS].reverse()) {
         bench.progress(`${processes} process${processes === 1 ? '' : 'es'}: ${name}`);
         const key = `hot:${name}:${processes}`;
@@ -141,27 +182,32 @@ if (process.argv[2] === '--worker') {
           cpuUs: cpu / all,
           admitted: done.reduce((n, r) => n + r.admitted, 0) / decisions,
         });
+        if (name !== 'RLF') bounds.push([String(processes), name, ...bruteCheck(done)]);
       }
-      const r = cells.get('resilimit') as { perSecond: number; scriptCalls: number; cpuUs: number };
-      const f = cells.get('RLF') as { perSecond: number; scriptCalls: number; cpuUs: number };
+      const [r, l, f] = CONTENDERS.map((name) => cells.get(name) as Cell) as [Cell, Cell, Cell];
       rows.push([
         String(processes),
         perSecond(r.perSecond),
+        perSecond(l.perSecond),
         perSecond(f.perSecond),
         ratio(r.perSecond, f.perSecond),
-        r.scriptCalls.toFixed(3),
-        f.scriptCalls.toFixed(3),
-        r.cpuUs.toFixed(2),
-        f.cpuUs.toFixed(2),
+        ratio(l.perSecond, f.perSecond),
+        `${(100 * l.admitted).toFixed(0)} %`,
+        [r, l, f].map((c) => c.scriptCalls.toFixed(4)).join(' · '),
+        [r, l, f].map((c) => c.cpuUs.toFixed(2)).join(' · '),
       ]);
-      data.push({ processes, resilimit: r, rlf: f });
+      data.push({ processes, resilimit: r, leases: l, rlf: f });
     }
     bench.note(
       `Command: \`node bench/hot-key.ts\`. Node ${process.version}, redis-server ${server.version}. One key of limit ${LIMIT.toLocaleString('en-US')} per ${WINDOW_MS / 1000} s, ${CALLERS} callers a process, ${MEASURE_MS} ms measured after a ${WARMUP_MS} ms warm-up; resilimit with \`resolutionMs: 'auto'\` (60 slices a window at this limit). Load average ${startLoad} at the start, ${load()} at the end.`,
     );
     bench.section(
       'Decisions/s on one key',
-      `${table(['processes', 'decisions/s resilimit', 'RLF', 'resilimit ÷ RLF', 'script calls/decision resilimit', 'RLF', 'Redis µs/decision resilimit', 'RLF'], rows)}\n\nEvery decision reaches Redis: resilimit's are coalesced into script calls of several decisions of the key (one process's calls of one event-loop turn); RLF makes one script call a decision. Script calls and Redis CPU per decision count the warm-up too.`,
+      `${table(['processes', 'decisions/s resilimit', 'leases', 'RLF', 'resilimit ÷ RLF', 'leases ÷ RLF', 'leases admitted', 'script calls/decision resilimit · leases · RLF', 'Redis µs/decision resilimit · leases · RLF'], rows)}\n\n\`resilimit\`: every decision reaches Redis, coalesced into script calls of several decisions of the key (one process's calls of one event-loop turn), counted by slices. \`leases\`: \`hotKeys: true\` (the exact log), a process admits calls on permits leased ahead; once the key is full its refusals come from the deny cache. RLF makes one script call a decision. Script calls and Redis CPU per decision count the warm-up too; "leases admitted": the share of its measured decisions admitted (the key fills within the run when leases are fast enough).`,
+    );
+    bench.section(
+      'Never over the limit, and refusals near it',
+      `${table(['processes', 'contender', 'most admitted in any window', 'admitted when the first refusal came', 'admitted in all'], bounds)}\n\nEvery admission of the run (warm-up included) by the millisecond each process received it, all processes together (one host, one clock): the most in any ${WINDOW_MS / 1000} s window (a brute check, at most the limit), and how many had been admitted before the first refusal any process received (as a share of the limit: refusals start that near it).`,
     );
     await bench.finish(data);
     await server.close();

@@ -18,8 +18,14 @@ const IN_FLIGHT = 2;
 /** A call to coalesce, told by {@link Coalescer.enqueue} where its decision will be in its batch's. */
 export type QueuedCall = BatchCall & { index: number };
 
-/** A script call being filled this turn: its calls, and the promise of their decisions in the same order. */
-type Batch = PromiseWithResolvers<BatchOutcome[]> & { readonly slot: number; readonly calls: QueuedCall[] };
+/** Sends the calls of one script call: the tier's batch, or a call's own (a hot key's lease). */
+type Send = (calls: readonly BatchCall[]) => Promise<BatchOutcome[]>;
+
+/**
+ * A script call being filled this turn: its calls, and the promise of their decisions in the same
+ * order; `send`: a call that goes alone by a script of its own (a hot key's lease), in this turn's order.
+ */
+type Batch = PromiseWithResolvers<BatchOutcome[]> & { readonly slot: number; readonly calls: QueuedCall[]; readonly send?: Send };
 
 /**
  * Coalescing (`coalesce: true`): the calls of `limit()` made in one event-loop turn leave together
@@ -42,7 +48,7 @@ export class Coalescer {
 
   constructor(
     /** Sends one batch. */
-    readonly send: (calls: readonly BatchCall[]) => Promise<BatchOutcome[]>,
+    readonly send: Send,
     /** The hash slot of a call's key (a Cluster), or undefined on a single Redis. */
     readonly slotOf: ((call: BatchCall) => number) | undefined,
     /** Whether calls are coalesced now (the `coalesce` option, and the breaker closed). */
@@ -51,9 +57,13 @@ export class Coalescer {
     readonly inFlight: () => number = () => 0,
   ) {}
 
-  /** Sends `call`: queued for this turn's batch while {@link coalescing}, else alone. As {@link enqueue} resolves. */
-  ask(call: QueuedCall): Promise<BatchOutcome[]> {
-    return this.coalescing() ? this.enqueue(call) : this.send([call]);
+  /**
+   * Sends `call`: queued for this turn's batch while {@link coalescing}, else alone. As {@link enqueue}
+   * resolves. With `alone`, the call goes by it, in a script call of its own, in this turn's order: its
+   * reply is then read in the order Redis decided it, with the others (`OneCall.settle` relies on it).
+   */
+  ask(call: QueuedCall, alone?: Send): Promise<BatchOutcome[]> {
+    return this.coalescing() ? this.enqueue(call, alone) : (alone ?? this.send)([call]);
   }
 
   /** Calls queued for this turn's batches. */
@@ -66,16 +76,16 @@ export class Coalescer {
    * outcomes (a decision, or the error of a call Redis could not decide), `call`'s at `call.index`
    * (set here); rejects as the batch's script call does.
    */
-  enqueue(call: QueuedCall): Promise<BatchOutcome[]> {
+  enqueue(call: QueuedCall, alone?: Send): Promise<BatchOutcome[]> {
     // As many calls a batch as spreads the turn's calls, guessed from the last turn's, over the script
     // calls still to send to have IN_FLIGHT out; past the guess (a burst), batches are full again.
     if (this.#size === 0) this.#toSend = Math.max(1, IN_FLIGHT - this.inFlight());
     const cap = this.#size < this.#lastTurn ? Math.min(MAX_BATCH, Math.ceil(this.#lastTurn / this.#toSend)) : MAX_BATCH;
     const slot = this.slotOf === undefined ? 0 : this.slotOf(call);
-    let batch = this.#filling.get(slot);
+    let batch = alone === undefined ? this.#filling.get(slot) : undefined;
     if (batch === undefined || batch.calls.length >= cap) {
-      batch = Object.assign(Promise.withResolvers<BatchOutcome[]>(), { slot, calls: [] });
-      this.#filling.set(slot, batch);
+      batch = Object.assign(Promise.withResolvers<BatchOutcome[]>(), { slot, calls: [], ...(alone === undefined ? {} : { send: alone }) });
+      if (alone === undefined) this.#filling.set(slot, batch);
       this.#batches.push(batch);
     }
     call.index = batch.calls.length;
@@ -93,6 +103,6 @@ export class Coalescer {
     this.#size = 0;
     // In slot order on a Cluster (a stable sort: a slot's batches keep theirs).
     if (this.slotOf !== undefined) batches.sort((a, b) => a.slot - b.slot);
-    for (const batch of batches) this.send(batch.calls).then(batch.resolve, batch.reject);
+    for (const batch of batches) (batch.send ?? this.send)(batch.calls).then(batch.resolve, batch.reject);
   };
 }

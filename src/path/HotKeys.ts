@@ -1,13 +1,13 @@
 import { randomBytes } from 'node:crypto';
 import { LRUCache } from 'lru-cache';
 import { giveLease, takeLease } from '../internal.js';
-import type { BatchDecision, BatchOutcome } from '../redis/RedisWindow.js';
+import type { BatchOutcome } from '../redis/RedisWindow.js';
+import type { LeaseDecision } from '../redis/scripts/lease.js';
+import type { DecisionReason } from '../types.js';
 import type { LocalMs } from '../time.js';
 import { leaseDecision, type LimiterDecision } from './decisions.js';
 import { OneCall } from './OneCall.js';
-import type { Leases, Parts } from './parts.js';
-import type { QueuedCall } from './Coalescer.js';
-import type { CallId } from '../options/input.js';
+import type { Leases, LeaseTaker, Parts } from './parts.js';
 
 /** Calls of a key in one validity period from which it takes leases: below, a lease would cost about as many Redis calls as it saves. */
 const HOT_CALLS = 4;
@@ -37,6 +37,9 @@ type Lease = {
 /** What this process knows of one key: its lease, the take in flight, and how hot it is. */
 type HotKey = { lease: Lease | undefined; pending: Promise<unknown> | undefined; calls: number; since: number; want: number };
 
+/** A lease asked for: the key's state, the lease's id, when it was sent (local clock), and what lets its waiting calls go. */
+type Asked = { readonly state: HotKey; readonly leaseId: string; sentAt: number; readonly done: () => void };
+
 /** What hot keys need of the limiter's parts. */
 type HotParts = Omit<Parts, 'hotKeys'>;
 
@@ -59,6 +62,8 @@ export class HotKeys implements Leases {
   readonly #prefix = `${randomBytes(6).toString('base64url')}.`;
   #seq = 0;
   readonly #giving = new Set<Promise<void>>();
+  /** The lease each call in flight asked for, until {@link taken}. */
+  readonly #asked = new Map<LeaseTaker, Asked>();
   #closed = false;
 
   constructor(
@@ -105,51 +110,58 @@ export class HotKeys implements Leases {
     return state.calls >= HOT_CALLS && !this.#closed ? 'take' : undefined;
   }
 
-  /** Asks Redis for a lease for `call` (its `ask()`): the call's decision; the lease, when granted, serves the key's next calls. */
-  take(call: QueuedCall & { readonly callId: CallId }): Promise<BatchOutcome[]> {
+  /**
+   * Asks Redis for a lease for `call` (its `ask()`): the call's decision, with the permits granted. It
+   * leaves with this turn's batches, in their order (`Coalescer.ask`): the warm window's check that
+   * Redis holds this instance's calls (`OneCall.settle`) needs every call settled before those Redis
+   * decided after it, and before the calls admitted on their leases. The lease is kept, and the calls
+   * waiting for it let go, by {@link taken}.
+   */
+  take(call: LeaseTaker): Promise<BatchOutcome[]> {
     const state = this.#keys.get(call.key);
     if (state === undefined) return this.parts.coalescer.ask(call); // evicted meanwhile: the usual call
     const { tier, settings } = this.parts;
     const { validityMs, maxPermits } = this.options;
     const leaseId = this.#prefix + (this.#seq++).toString(36);
     const ask = { call, want: Math.min(state.want, maxPermits), validityMs, divisor: 2 * settings.instances, leaseId };
-    let sentAt = 0;
-    let granted = 0;
-    const asked = tier
-      .send([call], (notAfter, sentNow) => {
-        sentAt = sentNow;
-        return tier.window[takeLease](ask, notAfter).then((taken) => {
-          granted = taken.granted;
-          return [taken.outcome];
-        });
-      })
-      .then((reply) => {
-        const decision = reply[0] as BatchDecision;
-        if (granted >= call.cost && this.#keys.get(call.key) === state && !this.#closed) {
-          state.lease = {
-            id: leaseId,
-            granted,
-            left: granted - call.cost,
-            sentAt,
-            until: sentAt + validityMs,
-            fromSeq: call.callId as number,
-            free: Math.max(0, call.limit - decision.used),
-            resetAtMs: decision.resetAtMs,
-          };
-        } else if (granted > call.cost) {
-          this.#giveBack(call.key, leaseId, granted, granted - call.cost);
-        }
-        return reply;
-      });
-    const pending = asked.then(
-      () => undefined,
-      () => undefined,
+    const pending = Promise.withResolvers<void>();
+    state.pending = pending.promise;
+    this.#asked.set(call, { state, leaseId, sentAt: 0, done: pending.resolve });
+    return this.parts.coalescer.ask(call, () =>
+      tier.send([call], (notAfter, sentNow) => {
+        (this.#asked.get(call) as Asked).sentAt = sentNow;
+        return tier.window[takeLease](ask, notAfter);
+      }),
     );
-    state.pending = pending;
-    void pending.then(() => {
-      if (state.pending === pending) state.pending = undefined;
-    });
-    return asked;
+  }
+
+  /**
+   * The lease `call` asked for was decided (`decision`: admitted or refused) or not (undefined: Redis
+   * did not answer): kept when granted, and the key's waiting calls let go. Once per call.
+   */
+  taken(call: LeaseTaker, decision: LeaseDecision | undefined): void {
+    const asked = this.#asked.get(call);
+    if (asked === undefined) return;
+    this.#asked.delete(call);
+    const { state, leaseId, sentAt, done } = asked;
+    if (state.pending !== undefined) state.pending = undefined;
+    done();
+    const granted = decision?.allowed === true ? decision.granted : 0;
+    if (granted < call.cost) return;
+    if (this.#keys.get(call.key) !== state || this.#closed || state.lease !== undefined) {
+      if (granted > call.cost) this.#giveBack(call.key, leaseId, granted, granted - call.cost);
+      return;
+    }
+    state.lease = {
+      id: leaseId,
+      granted,
+      left: granted - call.cost,
+      sentAt,
+      until: sentAt + this.options.validityMs,
+      fromSeq: call.callId as number,
+      free: Math.max(0, call.limit - (decision as LeaseDecision).used),
+      resetAtMs: (decision as LeaseDecision).resetAtMs,
+    };
   }
 
   /**
@@ -205,9 +217,20 @@ export class HotKeys implements Leases {
   }
 }
 
-/** A call of `limit()` on a hot key that asks Redis for a lease ({@link HotKeys.take}); decided and settled as any call. */
+/** A call of `limit()` on a hot key that asks Redis for a lease ({@link HotKeys.take}); decided and settled as any call, the lease kept first. */
 export class LeaseCall extends OneCall {
   override ask(): Promise<BatchOutcome[]> {
     return (this.parts.hotKeys as Leases).take(this);
+  }
+
+  override settle(reply: BatchOutcome[]): LimiterDecision {
+    const outcome = reply[0];
+    (this.parts.hotKeys as Leases).taken(this, outcome instanceof Error ? undefined : (outcome as LeaseDecision));
+    return super.settle(reply);
+  }
+
+  override fallback(reason: DecisionReason): LimiterDecision {
+    (this.parts.hotKeys as Leases).taken(this, undefined);
+    return super.fallback(reason);
   }
 }

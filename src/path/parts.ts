@@ -7,6 +7,7 @@ import type { LocalMs } from '../time.js';
 import type { DecisionReason } from '../types.js';
 import type { CallId } from '../options/input.js';
 import type { BatchOutcome } from '../redis/RedisWindow.js';
+import type { LeaseDecision } from '../redis/scripts/lease.js';
 import type { Coalescer, QueuedCall } from './Coalescer.js';
 import type { LimiterDecision } from './decisions.js';
 import type { DenyCache } from './DenyCache.js';
@@ -34,12 +35,17 @@ export type Parts = {
   readonly hotKeys: Leases | undefined;
 };
 
+/** A call that asks for a hot key's lease (`LeaseCall`): what `HotKeys.take` needs of it. */
+export type LeaseTaker = QueuedCall & { readonly callId: CallId };
+
 /** What the decision path, `refund()`, `reset()`, `block()` and `close()` ask of hot keys (`HotKeys`, see there). */
 export interface Leases {
   /** A call with the generated id `seq`: admitted on the key's lease, a lease to wait for, `'take'` one, or undefined (the usual path). */
   use(key: string, cost: number, seq: number, limit: number, now: LocalMs): LimiterDecision | Promise<unknown> | 'take' | undefined;
   /** Asks Redis for a lease for `call`: its decision. */
-  take(call: QueuedCall & { readonly callId: CallId }): Promise<BatchOutcome[]>;
+  take(call: LeaseTaker): Promise<BatchOutcome[]>;
+  /** The lease `call` asked for was decided (or not: undefined): kept when granted; the key's waiting calls let go. */
+  taken(call: LeaseTaker, decision: LeaseDecision | undefined): void;
   /** Gives a refunded call back to the lease it was admitted on, if that lease lasts. */
   refund(key: string, seq: number, cost: number): boolean;
   /** Forgets the key's lease. */

@@ -1,5 +1,5 @@
 import { redisCallError } from '../path/failures.js';
-import { invalidOption } from '../options/errors.js';
+import { invalidOption, type ResilimitError } from '../options/errors.js';
 import { configure, decide, decideBatch, giveLease, refundCalls, takeLease } from '../internal.js';
 import { checkCallOptions, checkCost, checkId, checkKey } from '../options/input.js';
 import {
@@ -13,7 +13,7 @@ import {
 import { redisKey, slicedKey } from './redisKey.js';
 import { slicedArgs, slicedBlockArgs, slicedRefundArgs, slicedResetArgs, slicedWindow, splitSlicedId } from './scripts/slicedWindow.js';
 import { blockArgs, blockScript, readBlock } from './scripts/block.js';
-import { giveArgs, leaseScript, readTake, takeArgs, type LeaseAsk } from './scripts/lease.js';
+import { giveArgs, leaseScript, readTake, takeArgs, type LeaseAsk, type LeaseDecision } from './scripts/lease.js';
 import { readRefund, refundArgs, refundScript } from './scripts/refund.js';
 import {
   decisionOf,
@@ -175,9 +175,9 @@ export class RedisWindow implements RateWindow {
 
   /**
    * Takes a lease of permits of `ask.call.key` ahead (`lua/lease.lua`, the exact log only): the call's
-   * decision, and the permits granted (its cost included; 0 when refused). @internal
+   * decision with the permits granted (its cost included; 0 when refused), as a batch of one. @internal
    */
-  async [takeLease](ask: LeaseAsk, notAfterMs?: number): Promise<{ outcome: BatchOutcome; granted: number }> {
+  async [takeLease](ask: LeaseAsk, notAfterMs?: number): Promise<[LeaseDecision | ResilimitError]> {
     const { redis, prefix, windowMs, blockMs } = this.#options;
     const args = takeArgs(windowMs, this.#nowArg(), notAfterMs === undefined ? '' : Math.ceil(notAfterMs), blockMs, ask, ask.call.limit);
     let reply: unknown;

@@ -1,5 +1,9 @@
 import { loadScript, replyIntegers } from './script.js';
-import { readDecisions, type BatchCall, type BatchOutcome } from './slidingWindow.js';
+import type { ResilimitError } from '../../options/errors.js';
+import { readDecisions, type BatchCall, type BatchDecision } from './slidingWindow.js';
+
+/** The decision of the call that asked for a lease, with the permits granted (its cost included; 0 when refused). */
+export type LeaseDecision = BatchDecision & { readonly granted: number };
 
 /** `lua/lease.lua`: permits of a hot key taken ahead (op t) and the unused part given back (op g). */
 export const leaseScript = loadScript('lease');
@@ -25,10 +29,9 @@ export function giveArgs(windowMs: number, nowArg: number | '', leaseId: string,
   return ['g', windowMs, nowArg, leaseId, granted, unused];
 }
 
-/** Op t's reply: the decision of the call that asked (as sliding-window.lua's), and the permits granted (0 when refused). */
-export function readTake(reply: unknown, ask: LeaseAsk, limit: number): { outcome: BatchOutcome; granted: number } {
+/** Op t's reply: the decision of the call that asked (as sliding-window.lua's) with the permits granted, or the error of a key of another type. */
+export function readTake(reply: unknown, ask: LeaseAsk, limit: number): [LeaseDecision | ResilimitError] {
   const values = replyIntegers(leaseScript, reply, 8);
-  const granted = values[7] as number;
-  const [outcome] = readDecisions(values.slice(0, 7).join(','), [ask.call], [limit], leaseScript) as [BatchOutcome];
-  return { outcome, granted };
+  const [outcome] = readDecisions(values.slice(0, 7).join(','), [ask.call], [limit], leaseScript);
+  return [outcome instanceof Error ? outcome : Object.assign(outcome as BatchDecision, { granted: values[7] as number })];
 }
