@@ -11,6 +11,10 @@
  *    Redis made) and decisions/s at 64 callers over 2,000 keys filled to half their limit (slices:
  *    every slice of the window holds calls; the exact log up to limit 1,000), contenders
  *    alternating, 3 rounds pooled.
+ * 3. By the number of keys (10³ … 10⁶, env KEY_COUNTS to change), at limit 1,000 (no key fills
+ *    while measured, even at 10³ keys): every key given FILL_CALLS calls through each contender's API (64 callers), Redis
+ *    memory per key as `used_memory` grew over that fill ÷ keys (the keyspace's own overhead
+ *    included), then Redis CPU per decision and decisions/s at 64 callers over all the keys, 2 rounds.
  *
  *   node bench/resolution.ts
  */
@@ -167,6 +171,61 @@ async function measure(
   return { decisions, seconds, cpuUs: (await serverCpuUs(server)) - cpu0 };
 }
 
+/** Key counts of the growth table (env KEY_COUNTS: a comma-separated list). */
+const KEY_COUNTS = (process.env['KEY_COUNTS'] ?? '1000,10000,100000,1000000').split(',').map(Number);
+const GROWTH_LIMIT = 1_000;
+const FILL_CALLS = 1;
+
+async function usedMemory(server: BenchServer): Promise<number> {
+  return Number((await server.redis.info('memory'))['used_memory']);
+}
+
+/** By the number of keys: memory per key (the fill's growth of used_memory) and Redis CPU per decision, each mode and RLF. */
+async function keyCountTable(bench: Bench, server: BenchServer): Promise<string[][]> {
+  const rows: string[][] = [];
+  const admin = server.redis.client();
+  await waitReady(admin);
+  for (const count of KEY_COUNTS) {
+    const keys = makeKeys(count, `n${count}:`);
+    const contenders = [
+      await resilimitContender(server, 'exact', `ne${count}:`, GROWTH_LIMIT),
+      await resilimitContender(server, 'slices', `ns${count}:`, GROWTH_LIMIT, RESOLUTION_MS),
+      await rlfContender(server, `nr${count}`, GROWTH_LIMIT),
+    ];
+    const perKey = new Map<string, number>();
+    for (const c of contenders) {
+      bench.progress(`${count.toLocaleString('en-US')} keys: filling for ${c.name}`);
+      const before = await usedMemory(server);
+      let next = 0;
+      await Promise.all(
+        Array.from({ length: CALLERS }, async () => {
+          for (let i = next++; i < count * FILL_CALLS; i = next++) await c.decide(keys[i % count] as string);
+        }),
+      );
+      perKey.set(c.name, ((await usedMemory(server)) - before) / count);
+    }
+    const totals = new Map<string, { decisions: number; seconds: number; cpuUs: number }>();
+    for (let round = 0; round < 2; round += 1) {
+      for (const c of round % 2 === 0 ? contenders : [...contenders].reverse()) {
+        bench.progress(`${count.toLocaleString('en-US')} keys, round ${round + 1}/2: ${c.name}`);
+        const m = await measure(server, c, keys);
+        const t = totals.get(c.name) ?? { decisions: 0, seconds: 0, cpuUs: 0 };
+        totals.set(c.name, { decisions: t.decisions + m.decisions, seconds: t.seconds + m.seconds, cpuUs: t.cpuUs + m.cpuUs });
+      }
+    }
+    for (const c of contenders) await c.stop();
+    const row = [count.toLocaleString('en-US')];
+    for (const name of ['exact', 'slices', 'RLF']) {
+      const t = totals.get(name) as { decisions: number; seconds: number; cpuUs: number };
+      row.push(bytes(perKey.get(name) as number), (t.cpuUs / t.decisions).toFixed(2), perSecond(t.decisions / t.seconds));
+    }
+    rows.push(row);
+    await admin.flushall(); // the next key count's memory is measured from an empty keyspace
+  }
+  admin.disconnect();
+  return rows;
+}
+
 /** The exact log is filled call by call: at limit 1,000 half full that is a million calls already. */
 const CPU_EXACT_MAX = 1_000;
 
@@ -261,6 +320,25 @@ main(async () => {
       cpu,
     )}\n\nresilimit with defaults (the exact log; up to limit ${CPU_EXACT_MAX.toLocaleString('en-US')}, filled call by call: 1,000,000 calls at that limit) and with \`resolutionMs\` (its calls coalesced into script calls of several decisions), every decision made by Redis (checked); ${ROUNDS} rounds of ${MEASURE_MS} ms, contenders alternating, pooled. Each key's 59 past slices hold calls (filled with injected times, spread over the window), so every decision reads a hash of about 60 slices.`,
   );
-  await bench.finish({ memory, cpu });
+  const byKeys = await keyCountTable(bench, server);
+  bench.section(
+    `By the number of keys, limit ${GROWTH_LIMIT} (load average at the end ${load()})`,
+    `${table(
+      [
+        'keys',
+        'exact: bytes/key',
+        'Redis µs/decision',
+        'decisions/s',
+        'slices: bytes/key',
+        'Redis µs/decision',
+        'decisions/s',
+        'RLF: bytes/key',
+        'Redis µs/decision',
+        'decisions/s',
+      ],
+      byKeys,
+    )}\n\nEach key given ${FILL_CALLS} calls through the contender's API (${CALLERS} callers), then measured at ${CALLERS} callers over every key, 2 rounds of ${MEASURE_MS} ms, contenders alternating. Bytes per key: how much \`used_memory\` grew over the fill, divided by the keys (Redis's keyspace overhead included, about 50–70 B a key); the keys hold few calls, so this is the growth by key count, not by fill (see the tables above).`,
+  );
+  await bench.finish({ memory, cpu, byKeys });
   await server.close();
 });
