@@ -8,6 +8,9 @@ holder admits on it, up to then, is counted at least until its own time plus the
 is in the "*" sum as any cost is.
 
 KEYS[1]  the window's sorted set
+KEYS[2]  op 't' only: the lease's marker, `<KEYS[1]>:l:<leaseId>` (same hash tag): a take sent twice
+         (a client that re-sends a command after a reconnect) grants once; it replies what the first
+         granted, and the marker lasts until the lease has left the window
 ARGV[1]  op        't' take a lease, 'g' give back the unused part of one
 ARGV[2]  windowMs  window length in milliseconds, integer >= 1
 ARGV[3]  nowMs     the caller's clock in ms since the epoch (below 9e13), or "" to use Redis's TIME
@@ -24,7 +27,8 @@ ARGV[11] divisor     integer >= 1: a lease takes at most (free permits) / diviso
                      that the other holders of the key are left room (the caller sends twice the
                      number of instances)
 Reply, as sliding-window.lua's for one call, then the lease: "nowMs,stale,allowed,used,retryAfterMs,
-resetAtMs,flags,granted". granted: permits of the lease (0 when refused); `used` counts them all.
+resetAtMs,flags,granted". granted: permits of the lease (0 when refused); `used` counts them all;
+flags 1: the take had run already (its marker was there), and granted is what it granted then.
 
 op 'g' (give back), then:
 ARGV[5]  granted   the lease's permits as taken
@@ -119,6 +123,13 @@ if notAfter and now > notAfter then
   return nowText .. ',1'
 end
 
+-- A take already run (sent again): the same answer, nothing added. Its `used` is the count now.
+local marker = KEYS[2]
+if not marker then
+  return redis.error_reply('ERR resilimit: op t needs the lease marker as KEYS[2]')
+end
+local already = redis.call('GET', marker)
+
 -- As sliding-window.lua's decide(): the extra of the members that left, the block, the count.
 local extra = extraNow()
 local storedExtra = extra
@@ -144,10 +155,14 @@ local used = redis.call('ZCARD', key) - (storedExtra > 0 and 1 or 0) - (block an
 local granted = 0
 local retryAfter = 0
 local flags = 0
-if used + cost <= limit and blockedUntil == 0 then
+if already then
+  granted = tonumber(already)
+  flags = 1
+elseif used + cost <= limit and blockedUntil == 0 then
   local free = limit - used
   granted = math.min(want, free, math.max(cost, cost + math.floor((free - cost) / divisor)))
   redis.call('ZADD', key, fmt('%d', now + validity), fmt('%d', granted) .. '*' .. leaseId)
+  redis.call('SET', marker, fmt('%d', granted), 'PX', fmt('%d', validity + window))
   extra = extra + granted - 1
   used = used + granted
 else

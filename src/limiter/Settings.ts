@@ -40,7 +40,7 @@ export class Settings {
   constructor(
     readonly options: Pick<
       ResolvedLimiterOptions,
-      'limit' | 'limitFn' | 'windowMs' | 'mode' | 'shadow' | 'localLimit' | 'instances' | 'afterLease' | 'heartbeatMs'
+      'limit' | 'limitFn' | 'windowMs' | 'mode' | 'shadow' | 'localLimit' | 'instances' | 'afterLease' | 'heartbeatMs' | 'hotKeys'
     >,
     readonly redis: RedisWindow,
     readonly local: LocalTier,
@@ -184,6 +184,11 @@ export class Settings {
         `from ${res} to ${res * MAX_SLICES} ms with resolutionMs ${res} (at most ${MAX_SLICES} slices a window)`,
         windowMs,
       );
+    }
+    // A lease lasts at most a window (the option's bound, fixed when the limiter was made).
+    const validityMs = this.options.hotKeys?.validityMs;
+    if (validityMs !== undefined && windowMs < validityMs) {
+      throw invalidOption('windowMs', `at least hotKeys.validityMs (${validityMs} ms)`, windowMs);
     }
     if (changes.limit !== undefined) this.#limitFn = limitFn;
     this.#limit = limit;

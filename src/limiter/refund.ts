@@ -1,7 +1,7 @@
 import type { Parts } from '../path/parts.js';
 import { knownOptions } from '../options/checks.js';
 import { ErrorCode, isResilimitError } from '../options/errors.js';
-import { checkCost, checkGivenId, checkKey, sameCall } from '../options/input.js';
+import { checkCost, checkGivenId, checkKey, sameCall, seqOf } from '../options/input.js';
 import { MAX_INT } from '../options/options.js';
 import { splitSlicedId } from '../redis/scripts/slicedWindow.js';
 
@@ -56,15 +56,20 @@ export async function refund(
   checkKey(key);
   checkGivenId(id);
   const given = options === undefined ? undefined : checkCost(knownOptions('refund()', options, ['cost'])['cost'], MAX_INT);
-  const { local, deny, recovery } = parts;
+  const { local, deny, recovery, hotKeys } = parts;
+  // A call admitted on a hot key's lease counts in Redis inside the lease: given back to it while it
+  // lasts, kept (nothing given back anywhere) once it has ended.
+  const seq = hotKeys === undefined ? undefined : seqOf(id);
+  const lease = seq === undefined ? undefined : hotKeys?.leaseOf(key, seq);
+  if (lease === 'ended') return { refunded: false, permits: 0, pending: false };
   // With slices, an id Redis admitted ends in its slice (see `slicedId`): the local side knows the call without it.
   const matches = sameCall(parts.tier.window.options.resolutionMs === undefined ? id : splitSlicedId(id).id);
   const held = recovery.forgetCall(key, matches);
   const warm = local.main.forgetCall(key, matches);
   const known = held?.cost ?? warm?.cost ?? 0;
   if (known > 0) deny.delete(key);
-  // Admitted on a hot key's lease that lasts: the lease takes the permits back (Redis counts the lease).
-  if (held === undefined && typeof warm?.id === 'number' && warm.id > 0 && parts.hotKeys?.refund(key, warm.id, known) === true) {
+  if (lease === 'live' && known > 0) {
+    hotKeys?.refund(key, known);
     return { refunded: true, permits: known, pending: false };
   }
   // Never sent to Redis: journalled and not yet written back, or never to be (a negative id, see `CallId`);

@@ -130,7 +130,9 @@ export function wire(front: Front, resolved: ResolvedLimiterOptions, closed: () 
     ...{ now, settings, tier, offset: tier.offset, gate, coalescer, local, deny, reserved, recovery, fallback },
     hotKeys: undefined,
   };
-  if (resolved.hotKeys !== undefined) parts.hotKeys = new HotKeys(parts, resolved.hotKeys, resolved.maxKeys);
+  if (resolved.hotKeys !== undefined) {
+    parts.hotKeys = new HotKeys(parts, { ...resolved.hotKeys, timers: resolved.clock === undefined }, resolved.maxKeys);
+  }
   // Refunds go round the front door, which refuses them once the limiter is closed: close() gives back
   // what was admitted for the waiters it rejected.
   const waiters = new Waiters(

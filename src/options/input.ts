@@ -107,7 +107,7 @@ export function sameCall(id: string): (kept: CallId) => boolean {
 }
 
 /** The number a generated id of this process was made from ({@link idOf}), or undefined for any other id. */
-function seqOf(id: string): number | undefined {
+export function seqOf(id: string): number | undefined {
   if (!id.endsWith(processTag) || id.length === processTag.length) return undefined;
   const seq = Number.parseInt(id.slice(0, -processTag.length), 36);
   return Number.isSafeInteger(seq) && seq > 0 && idOf(seq) === id ? seq : undefined;

@@ -28,14 +28,28 @@ type Lease = {
   readonly until: number;
   /** The generated id of the first call admitted on it: the key's later calls (higher ids) are on it while it lasts. */
   readonly fromSeq: number;
+  /** The generated id of the last call admitted on it. */
+  lastSeq: number;
+  /** Ends it at its validity when the key is not called again (a real clock only: an injected one is the caller's to move). */
+  timer: NodeJS.Timeout | undefined;
   /** Permits Redis had free beyond it when it granted it (for `remaining`). */
   readonly free: number;
   /** When Redis's window of the key empties, as Redis told (its newest member's time plus the window). */
   readonly resetAtMs: number;
 };
 
-/** What this process knows of one key: its lease, the take in flight, and how hot it is. */
-type HotKey = { lease: Lease | undefined; pending: Promise<unknown> | undefined; calls: number; since: number; want: number };
+/** The generated ids of the calls of a lease that ended, kept while its permits may be in the window (for `refund()`). */
+type Ended = { readonly from: number; readonly to: number; readonly until: number };
+
+/** What this process knows of one key: its lease, the take in flight, how hot it is, and its ended leases' calls. */
+type HotKey = {
+  lease: Lease | undefined;
+  pending: Promise<unknown> | undefined;
+  calls: number;
+  since: number;
+  want: number;
+  ended: Ended[];
+};
 
 /** A lease asked for: the key's state, the lease's id, when it was sent (local clock), and what lets its waiting calls go. */
 type Asked = { readonly state: HotKey; readonly leaseId: string; sentAt: number; readonly done: () => void };
@@ -68,7 +82,8 @@ export class HotKeys implements Leases {
 
   constructor(
     readonly parts: HotParts,
-    readonly options: Readonly<{ validityMs: number; maxPermits: number }>,
+    /** `timers`: end a lease at its validity by a timer (a real clock; with an injected one, at the key's next call). */
+    readonly options: Readonly<{ validityMs: number; maxPermits: number; timers: boolean }>,
     maxKeys: number,
   ) {
     this.#keys = new LRUCache<string, HotKey>({
@@ -89,13 +104,14 @@ export class HotKeys implements Leases {
     let state = this.#keys.get(key);
     if (state === undefined) {
       if (this.#closed) return undefined;
-      state = { lease: undefined, pending: undefined, calls: 0, since: now, want: FIRST_WANT };
+      state = { lease: undefined, pending: undefined, calls: 0, since: now, want: FIRST_WANT, ended: [] };
       this.#keys.set(key, state);
     }
     const { lease } = state;
     if (lease !== undefined) {
       if (now < lease.until && lease.left >= cost) {
         lease.left -= cost;
+        lease.lastSeq = seq;
         this.parts.local.main.record(key, now, cost, seq);
         return leaseDecision(limit, lease.left + lease.free, lease.resetAtMs, seq);
       }
@@ -152,31 +168,44 @@ export class HotKeys implements Leases {
       if (granted > call.cost) this.#giveBack(call.key, leaseId, granted, granted - call.cost);
       return;
     }
-    state.lease = {
+    const lease: Lease = {
       id: leaseId,
       granted,
       left: granted - call.cost,
       sentAt,
       until: sentAt + this.options.validityMs,
       fromSeq: call.callId as number,
+      lastSeq: call.callId as number,
       free: Math.max(0, call.limit - (decision as LeaseDecision).used),
       resetAtMs: (decision as LeaseDecision).resetAtMs,
+      timer: undefined,
     };
+    state.lease = lease;
+    if (this.options.timers) {
+      lease.timer = setTimeout(() => {
+        if (state.lease === lease && this.#keys.get(call.key) === state) this.#end(call.key, state, this.parts.now());
+      }, this.options.validityMs);
+      lease.timer.unref();
+    }
   }
 
-  /**
-   * `refund()` of the call of `key` with the generated id `seq` and `cost`: given back to the key's lease
-   * when it was admitted on it and the lease lasts (true); else false (Redis holds the lease's permits until they leave).
-   */
-  refund(key: string, seq: number, cost: number): boolean {
+  /** Whether the call of `key` with the generated id `seq` was admitted on its live lease, on one that ended (still in the window), or on none. */
+  leaseOf(key: string, seq: number): 'live' | 'ended' | undefined {
+    const state = this.#keys.get(key);
+    if (state === undefined) return undefined;
+    if (state.lease !== undefined && seq >= state.lease.fromSeq) return 'live';
+    return state.ended.some((e) => seq >= e.from && seq <= e.to) ? 'ended' : undefined;
+  }
+
+  /** Gives `cost` permits of a refunded call back to the key's live lease (see {@link leaseOf}). */
+  refund(key: string, cost: number): void {
     const lease = this.#keys.get(key)?.lease;
-    if (lease === undefined || seq < lease.fromSeq) return false;
-    lease.left += cost;
-    return true;
+    if (lease !== undefined) lease.left += cost;
   }
 
   /** Forgets the key's lease (`reset()`, `block()`): its unused permits stay counted in Redis until they leave (the safe side). */
   drop(key: string): void {
+    clearTimeout(this.#keys.get(key)?.lease?.timer);
     this.#keys.delete(key);
   }
 
@@ -193,6 +222,10 @@ export class HotKeys implements Leases {
   #end(key: string, state: HotKey, now: number): void {
     const lease = state.lease as Lease;
     state.lease = undefined;
+    clearTimeout(lease.timer);
+    // Its calls, for refund(): kept while the lease's permits may be in the window.
+    state.ended = state.ended.filter((e) => e.until > now);
+    state.ended.push({ from: lease.fromSeq, to: lease.lastSeq, until: now + this.parts.settings.windowMs + this.options.validityMs });
     const { validityMs, maxPermits } = this.options;
     const used = lease.granted - lease.left;
     const elapsed = Math.max(1, Math.min(validityMs, now - lease.sentAt));

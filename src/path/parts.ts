@@ -46,8 +46,10 @@ export interface Leases {
   take(call: LeaseTaker): Promise<BatchOutcome[]>;
   /** The lease `call` asked for was decided (or not: undefined): kept when granted; the key's waiting calls let go. */
   taken(call: LeaseTaker, decision: LeaseDecision | undefined): void;
-  /** Gives a refunded call back to the lease it was admitted on, if that lease lasts. */
-  refund(key: string, seq: number, cost: number): boolean;
+  /** Whether the call of `key` with the generated id `seq` was admitted on its live lease, on one that ended, or on none. */
+  leaseOf(key: string, seq: number): 'live' | 'ended' | undefined;
+  /** Gives `cost` permits of a refunded call back to the key's live lease. */
+  refund(key: string, cost: number): void;
   /** Forgets the key's lease. */
   drop(key: string): void;
   /** Ends every lease, the unused permits given back. */

@@ -182,7 +182,8 @@ export class RedisWindow implements RateWindow {
     const args = takeArgs(windowMs, this.#nowArg(), notAfterMs === undefined ? '' : Math.ceil(notAfterMs), blockMs, ask, ask.call.limit);
     let reply: unknown;
     try {
-      reply = await redis.run(leaseScript, [redisKey(prefix, ask.call.key)], args);
+      const window = redisKey(prefix, ask.call.key);
+      reply = await redis.run(leaseScript, [window, `${window}:l:${ask.leaseId}`], args);
     } catch (error) {
       throw redisCallError(error);
     }

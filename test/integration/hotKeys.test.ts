@@ -7,6 +7,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { ResilientLimiter, type LimiterDecision } from '../../src/index.js';
+import { leaseScript } from '../../src/redis/scripts/lease.js';
 import { maxInAnyWindow, prng } from '../support/model.js';
 import { useLimiters } from '../support/limiters.js';
 import { until } from '../support/wait.js';
@@ -119,6 +120,59 @@ describe('hotKeys', () => {
     expect(maxInAnyWindow(admitted, windowMs)).toBeGreaterThanOrEqual(limit * 0.9);
   });
 
+  it('never admits more than the limit with bursts and gaps longer than a lease: its end, its give-back', async () => {
+    // Steady traffic keeps the key full and leases at a permit or two, used up at once: this one
+    // leaves keys idle past a lease's validity (then its unused permits go back) and bursts on them.
+    for (const seed of [1, 2, 3]) {
+      const t = { now: 1_700_000_000_000 };
+      const prefix = `h:${crypto.randomUUID()}:`;
+      const limit = 100;
+      const windowMs = 200;
+      const limiters = await Promise.all(
+        Array.from({ length: 4 }, () =>
+          lim.limiter({ prefix, limit, windowMs, clock: () => t.now, hotKeys: { validityMs: 20 }, local: { instances: 4 } }),
+        ),
+      );
+      const admitted: { at: number; cost: number }[] = [];
+      const random = prng(seed);
+      for (let round = 0; round < 2_000; round += 1) {
+        const n = random() < 0.05 ? 12 : random() < 0.5 ? 0 : 1 + Math.floor(random() * 3);
+        const decisions = await Promise.all(
+          Array.from({ length: n }, () => (limiters[Math.floor(random() * 4)] as ResilientLimiter).limit('hot')),
+        );
+        for (const d of decisions) if (d.allowed) admitted.push({ at: t.now, cost: 1 });
+        t.now += random() < 0.02 ? 25 + Math.floor(random() * 50) : 1;
+      }
+      expect(maxInAnyWindow(admitted, windowMs)).toBeLessThanOrEqual(limit);
+      expect(maxInAnyWindow(admitted, windowMs)).toBeGreaterThanOrEqual(limit * 0.9);
+    }
+  });
+
+  it('grants a take sent twice once (a client that re-sends after a reconnect)', async () => {
+    const key = `h:${crypto.randomUUID()}:{k}`;
+    const take = (): Promise<unknown> =>
+      lim.admin.eval(leaseScript.source, 2, key, `${key}:l:L1`, 't', 60_000, 1_700_000_000_000, 'L1', '', 0, 100, 1, 16, 1_000, 2);
+    expect(await take()).toBe('1700000000000,0,1,16,0,1700000061000,0,16');
+    // Sent again: the same grant, flagged as run before, nothing counted twice.
+    expect(await take()).toBe('1700000000000,0,1,16,0,1700000061000,1,16');
+    expect(await lim.admin.zscore(key, '*')).toBe('-15');
+    expect(await leases(key)).toEqual([['16', 1_700_000_001_000]]);
+  });
+
+  it('ends a lease at its validity on a real clock without another call, giving back what is left', async () => {
+    const prefix = `h:${crypto.randomUUID()}:`;
+    const l = await lim.limiter({ prefix, hotKeys: { validityMs: 50 } });
+    for (let i = 0; i < 6; i += 1) await l.limit('k');
+    expect((await leases(`${prefix}{k}`))[0]?.[0]).toBe('16');
+    // Its timer fires 50 ms after the lease came; the bound is for a loaded machine, not the wait.
+    await until(async () => (await leases(`${prefix}{k}`))[0]?.[0] === '3', 5_000, 'the lease ended by its timer');
+  });
+
+  it('refuses an update() to a window shorter than a lease', async () => {
+    const l = await lim.limiter({ hotKeys: { validityMs: 1_000 } });
+    expect(() => l.update({ windowMs: 500 })).toThrow(/windowMs.*at least hotKeys\.validityMs \(1000 ms\)/);
+  });
+
   it('makes a Redis call per lease, not per call, on a key with room', async () => {
     const t = { now: 1_700_000_000_000 };
     const l = await lim.limiter({ limit: 1_000_000, clock: () => t.now, hotKeys: { validityMs: 1_000 } });
@@ -167,6 +221,22 @@ describe('hotKeys', () => {
     expect((await a.refund('k', ds[5]?.id as string)).refunded).toBe(false);
     await a.close();
     expect((await b.peek('k')).remaining).toBe(100 - 5);
+  });
+
+  it('gives nothing back for a call of a lease that ended, also while Redis cannot answer: Redis counts it in the lease', async () => {
+    const t = { now: 1_700_000_000_000 };
+    const prefix = `h:${crypto.randomUUID()}:`;
+    const a = await lim.limiter({ prefix, clock: () => t.now, hotKeys: { validityMs: 100 } });
+    const ds: LimiterDecision[] = [];
+    for (let i = 0; i < 6; i += 1) ds.push(await a.limit('k'));
+    t.now += 100;
+    await a.limit('k'); // ends the lease (its 3 calls stay in it), and asks Redis
+    a.forceOpen();
+    expect(await a.refund('k', ds[5]?.id as string)).toEqual({ refunded: false, permits: 0, pending: false });
+    a.forceClose();
+    expect(await a.refund('k', ds[4]?.id as string)).toEqual({ refunded: false, permits: 0, pending: false });
+    // A call made alone (before the lease) is Redis's to refund, by its id.
+    expect(await a.refund('k', ds[0]?.id as string)).toEqual({ refunded: true, permits: 1, pending: false });
   });
 
   it('decides calls with a caller id one by one, and admits on a held lease while the breaker is open', async () => {
