@@ -33,6 +33,20 @@ async function leases(redisKey: string): Promise<[string, number][]> {
   return out;
 }
 
+/** Four limiters sharing one key's window (limit 100 per 200 ms, leases of 20 ms), on one injected clock `t`. */
+async function fourOnOneKey() {
+  const t = { now: 1_700_000_000_000 };
+  const prefix = `h:${crypto.randomUUID()}:`;
+  const limit = 100;
+  const windowMs = 200;
+  const limiters = await Promise.all(
+    Array.from({ length: 4 }, () =>
+      lim.limiter({ prefix, limit, windowMs, clock: () => t.now, hotKeys: { validityMs: 20 }, local: { instances: 4 } }),
+    ),
+  );
+  return { t, limiters, limit, windowMs };
+}
+
 describe('hotKeys', () => {
   it('takes a lease once a key is hot, scored at its end, and admits the next calls without Redis', async () => {
     const t = { now: 1_700_000_000_000 };
@@ -88,15 +102,7 @@ describe('hotKeys', () => {
   });
 
   it('never admits more than the limit in any window from four limiters on one key, and refuses only near it', async () => {
-    const t = { now: 1_700_000_000_000 };
-    const prefix = `h:${crypto.randomUUID()}:`;
-    const limit = 100;
-    const windowMs = 200;
-    const limiters = await Promise.all(
-      Array.from({ length: 4 }, () =>
-        lim.limiter({ prefix, limit, windowMs, clock: () => t.now, hotKeys: { validityMs: 20 }, local: { instances: 4 } }),
-      ),
-    );
+    const { t, limiters, limit, windowMs } = await fourOnOneKey();
     const admitted: { at: number; cost: number }[] = [];
     let firstRefusalUsed: number | undefined;
     const random = prng(7);
@@ -124,15 +130,7 @@ describe('hotKeys', () => {
     // Steady traffic keeps the key full and leases at a permit or two, used up at once: this one
     // leaves keys idle past a lease's validity (then its unused permits go back) and bursts on them.
     for (const seed of [1, 2, 3]) {
-      const t = { now: 1_700_000_000_000 };
-      const prefix = `h:${crypto.randomUUID()}:`;
-      const limit = 100;
-      const windowMs = 200;
-      const limiters = await Promise.all(
-        Array.from({ length: 4 }, () =>
-          lim.limiter({ prefix, limit, windowMs, clock: () => t.now, hotKeys: { validityMs: 20 }, local: { instances: 4 } }),
-        ),
-      );
+      const { t, limiters, limit, windowMs } = await fourOnOneKey();
       const admitted: { at: number; cost: number }[] = [];
       const random = prng(seed);
       for (let round = 0; round < 2_000; round += 1) {
