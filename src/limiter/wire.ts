@@ -81,6 +81,11 @@ export function wire(front: Front, resolved: ResolvedLimiterOptions, closed: () 
     },
     (lost) => {
       if (tier.state === 'closed') instances?.outage(); // a disconnection the breaker did not see
+      // Another server, or one that lost its data: the leases of hot keys may be gone with it.
+      void lost.then(
+        (yes) => (yes ? parts.hotKeys?.dropAll() : undefined),
+        () => parts.hotKeys?.dropAll(),
+      );
       recovery.onReconnect(lost);
     },
     (limit) => settings.reserveOf(limit),
@@ -151,6 +156,7 @@ export function wire(front: Front, resolved: ResolvedLimiterOptions, closed: () 
   // answered locally while Redis holds fewer of them (`OneCall.settle`).
   const lost = (loss: DataLoss): void => {
     if (closed()) return;
+    parts.hotKeys?.dropAll(); // flushed or evicted: a lease may be gone, and calls on it would count nowhere
     if (loss.reason === 'flushed') recovery.onReconnect(Promise.resolve(true));
     front.emit('dataLost', loss);
   };

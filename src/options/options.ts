@@ -120,9 +120,10 @@ export type ResilientLimiterOptions = Omit<WindowOptions, 'limit'> & {
   /**
    * Hot keys: a key this process calls often takes permits ahead in Redis (a lease, counted there
    * until its validity ends plus the window), admits its calls on them without a Redis call, and gives
-   * back what it did not use. Never over the limit; a call may be refused up to `validityMs` early,
-   * and while other processes hold leased permits unused. Calls with a caller's `id` are decided one by
-   * one. The exact log only (`resolutionMs` absent or `'auto'`). `true`: the defaults. See docs/resolution.md.
+   * back what it did not use. Never over the limit (when Redis loses data, a lease held admits its
+   * unused part until that is seen); a call may be refused up to `validityMs` early, and while other
+   * processes hold leased permits unused. Calls with a caller's `id` are decided one by one. The exact
+   * log only (`resolutionMs` absent or `'auto'`). `true`: the defaults. See docs/resolution.md.
    * @default false
    */
   hotKeys?: boolean | HotKeyOptions;

@@ -139,7 +139,9 @@ export class HotKeys implements Leases {
     const { tier, settings } = this.parts;
     const { validityMs, maxPermits } = this.options;
     const leaseId = this.#prefix + (this.#seq++).toString(36);
-    const ask = { call, want: Math.min(state.want, maxPermits), validityMs, divisor: 2 * settings.instances, leaseId };
+    // As a batch's calls: the permits left free for instances that may be answering locally are not leased.
+    const effective = Math.max(call.limit - tier.reserve(call.limit), call.cost, 1);
+    const ask = { call, want: Math.min(state.want, maxPermits), validityMs, divisor: 2 * settings.instances, leaseId, effective };
     const pending = Promise.withResolvers<void>();
     state.pending = pending.promise;
     this.#asked.set(call, { state, leaseId, sentAt: 0, done: pending.resolve });
@@ -203,10 +205,26 @@ export class HotKeys implements Leases {
     if (lease !== undefined) lease.left += cost;
   }
 
-  /** Forgets the key's lease (`reset()`, `block()`): its unused permits stay counted in Redis until they leave (the safe side). */
-  drop(key: string): void {
-    clearTimeout(this.#keys.get(key)?.lease?.timer);
+  /**
+   * Ends the key's lease at once: `block()` (its unused permits given back: they count for after the
+   * block), `reset()` (`giveBack` false: Redis's window of the key is gone, the lease with it).
+   */
+  drop(key: string, giveBack: boolean): void {
+    const state = this.#keys.get(key);
+    if (state?.lease !== undefined) {
+      if (giveBack) this.#end(key, state, this.parts.now());
+      else clearTimeout(state.lease.timer);
+    }
     this.#keys.delete(key);
+  }
+
+  /**
+   * Redis lost data (a flush, a restart without it, an eviction): every lease may be gone from it, and
+   * calls admitted on one would count nowhere. Forgets them all, giving nothing back.
+   */
+  dropAll(): void {
+    for (const state of this.#keys.values()) clearTimeout(state.lease?.timer);
+    this.#keys.clear();
   }
 
   /** Ends every lease, giving back what is left, and waits for the give-backs (each within the breaker's deadline). */
@@ -256,10 +274,19 @@ export class LeaseCall extends OneCall {
     return (this.parts.hotKeys as Leases).take(this);
   }
 
+  /**
+   * Settles as the call alone: the warm window learns Redis's count without the lease's permits beyond
+   * this call (they are not used yet: counted as others', they would shrink this instance's share in an
+   * outage, and hide calls Redis lost). The lease is kept only when Redis's answer was trusted (not
+   * `'reconciling'`: Redis lost this instance's calls, and may lose the lease).
+   */
   override settle(reply: BatchOutcome[]): LimiterDecision {
     const outcome = reply[0];
-    (this.parts.hotKeys as Leases).taken(this, outcome instanceof Error ? undefined : (outcome as LeaseDecision));
-    return super.settle(reply);
+    const lease = outcome instanceof Error ? undefined : (outcome as LeaseDecision);
+    const beyond = lease === undefined || !lease.allowed ? 0 : lease.granted - this.cost;
+    const decision = super.settle(beyond === 0 ? reply : [{ ...(lease as LeaseDecision), used: (lease as LeaseDecision).used - beyond }]);
+    (this.parts.hotKeys as Leases).taken(this, decision.reason === 'decided' ? lease : undefined);
+    return decision;
   }
 
   override fallback(reason: DecisionReason): LimiterDecision {

@@ -50,8 +50,10 @@ export interface Leases {
   leaseOf(key: string, seq: number): 'live' | 'ended' | undefined;
   /** Gives `cost` permits of a refunded call back to the key's live lease. */
   refund(key: string, cost: number): void;
-  /** Forgets the key's lease. */
-  drop(key: string): void;
+  /** Ends the key's lease (`giveBack`: its unused permits given back). */
+  drop(key: string, giveBack: boolean): void;
+  /** Redis lost data: forgets every lease. */
+  dropAll(): void;
   /** Ends every lease, the unused permits given back. */
   close(): Promise<void>;
 }

@@ -16,6 +16,8 @@ export type LeaseAsk = {
   /** A lease takes at most the free permits divided by this beyond the call's cost. */
   readonly divisor: number;
   readonly leaseId: string;
+  /** The limit Redis decides it against: the call's, less the permits left free for silent instances (as a batch's). */
+  readonly effective: number;
 };
 
 /** Op t's arguments (see the script's header). */
