@@ -246,6 +246,41 @@ describe('on a Redis Cluster of three masters: exactness across slots', () => {
     }
   });
 
+  it('ResilientLimiter with hotKeys: leases on keys of every master (the lease marker in the key\u2019s slot), never over the limit', async () => {
+    const prefix = `t:${randomUUID()}:`;
+    const limit = 300;
+    // One window longer than the run: every admission of a key is in one window, so the bound is its count.
+    const windowMs = 30_000;
+    const ls = limiters(3, { prefix, limit, windowMs, hotKeys: { validityMs: 100 }, breaker: { timeoutMs: 2000 }, slowCallMs: 2000 });
+    try {
+      const keys = keysOnEveryMaster(prefix, 2);
+      const byKey = new Map<string, LimiterDecision[]>(keys.map((k) => [k, []]));
+      const started = Date.now();
+      const full = (key: string): boolean => (byKey.get(key) ?? []).some((d) => !d.allowed);
+      await Promise.all(
+        keys.flatMap((key) =>
+          ls.map(async (l) => {
+            while (!full(key) && Date.now() - started < 10_000) byKey.get(key)?.push(await l.limit(key));
+          }),
+        ),
+      );
+      for (const [key, decisions] of byKey) {
+        // A take whose marker were in another slot would fail (CROSSSLOT): a reply error, not 'decided'.
+        expect({ key, others: decisions.filter((d) => d.reason !== 'decided' && d.reason !== 'deny-cache').map((d) => d.reason) }).toEqual({
+          key,
+          others: [],
+        });
+        const admitted = decisions.filter((d) => d.allowed).length;
+        expect({ key, admitted: admitted <= limit, refused: full(key) }).toEqual({ key, admitted: true, refused: true });
+        // Leases took part: a member `<permits>*<lease id>` in the key's sorted set.
+        const members = await redis.zrange(redisKey(prefix, key), '0', '-1');
+        expect(members.some((m) => /^\d+\*/.test(m))).toBe(true);
+      }
+    } finally {
+      await Promise.all(ls.map((l) => l.close()));
+    }
+  });
+
   it('runs the resilient limiter, its reconciliation and its heartbeats', async () => {
     // A deadline a loaded machine cannot miss (its Cluster round trips took longer than the default
     // 50 ms once, under two busy loops and the other test files): this test is about reconciliation
