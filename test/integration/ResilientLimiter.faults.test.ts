@@ -316,8 +316,10 @@ describe('ResilientLimiter while Redis is frozen (SIGSTOP)', () => {
     }
     console.log(`changes: ${changes.map((c) => c.state).join(' ')}`);
     console.log(`open periods: ${periods.map((p) => p.toFixed(0)).join(', ')} ms`);
-    const expected = [1, 2, 4, 4, 4].slice(0, periods.length).map((x) => x * RESET_MS);
-    periods.forEach((p, i) => {
+    // The open periods while Redis was frozen: one more after the thaw (11 changes) ends at Redis's first
+    // sign of life (RedisTier's trial on a late reply), by design not at its period: seen 1 ms under load.
+    const expected = [1, 2, 4, 4].slice(0, periods.length).map((x) => x * RESET_MS);
+    periods.slice(0, 4).forEach((p, i) => {
       const want = expected[i] as number;
       expect(p).toBeGreaterThanOrEqual(0.9 * want);
       expect(p).toBeLessThanOrEqual(1.5 * want + 50);
