@@ -144,10 +144,11 @@ export class HotKeys implements Leases {
     const ask = { call, want: Math.min(state.want, maxPermits), validityMs, divisor: 2 * settings.instances, leaseId, effective };
     const pending = Promise.withResolvers<void>();
     state.pending = pending.promise;
-    this.#asked.set(call, { state, leaseId, sentAt: 0, done: pending.resolve });
+    const asked: Asked = { state, leaseId, sentAt: 0, done: pending.resolve };
+    this.#asked.set(call, asked);
     return this.parts.coalescer.ask(call, () =>
       tier.send([call], (notAfter, sentNow) => {
-        (this.#asked.get(call) as Asked).sentAt = sentNow;
+        asked.sentAt = sentNow;
         return tier.window[takeLease](ask, notAfter);
       }),
     );

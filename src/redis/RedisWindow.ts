@@ -179,7 +179,7 @@ export class RedisWindow implements RateWindow {
    */
   async [takeLease](ask: LeaseAsk, notAfterMs?: number): Promise<[LeaseDecision | ResilimitError]> {
     const { redis, prefix, windowMs, blockMs } = this.#options;
-    const args = takeArgs(windowMs, this.#nowArg(), notAfterMs === undefined ? '' : Math.ceil(notAfterMs), blockMs, ask, ask.effective);
+    const args = takeArgs(windowMs, this.#nowArg(), notAfterMs === undefined ? '' : Math.ceil(notAfterMs), blockMs, ask);
     let reply: unknown;
     try {
       const window = redisKey(prefix, ask.call.key);
@@ -187,7 +187,7 @@ export class RedisWindow implements RateWindow {
     } catch (error) {
       throw redisCallError(error);
     }
-    return readTake(reply, ask, ask.effective);
+    return readTake(reply, ask);
   }
 
   /** Gives back `unused` permits of a lease of `granted` on `key`: the permits Redis gave back (0: the lease left the window). @internal */

@@ -1,6 +1,6 @@
 import { loadScript, replyIntegers } from './script.js';
 import type { ResilimitError } from '../../options/errors.js';
-import { readDecisions, type BatchCall, type BatchDecision } from './slidingWindow.js';
+import { decisionsOf, type BatchCall, type BatchDecision } from './slidingWindow.js';
 
 /** The decision of the call that asked for a lease, with the permits granted (its cost included; 0 when refused). */
 export type LeaseDecision = BatchDecision & { readonly granted: number };
@@ -21,9 +21,9 @@ export type LeaseAsk = {
 };
 
 /** Op t's arguments (see the script's header). */
-export function takeArgs(windowMs: number, nowArg: number | '', notAfterArg: number | '', blockMs: number, ask: LeaseAsk, limit: number) {
-  const { call, want, validityMs, divisor, leaseId } = ask;
-  return ['t', windowMs, nowArg, leaseId, notAfterArg, blockMs, limit, call.cost, Math.max(want, call.cost), validityMs, divisor];
+export function takeArgs(windowMs: number, nowArg: number | '', notAfterArg: number | '', blockMs: number, ask: LeaseAsk) {
+  const { call, want, validityMs, divisor, leaseId, effective } = ask;
+  return ['t', windowMs, nowArg, leaseId, notAfterArg, blockMs, effective, call.cost, Math.max(want, call.cost), validityMs, divisor];
 }
 
 /** Op g's arguments. */
@@ -32,8 +32,8 @@ export function giveArgs(windowMs: number, nowArg: number | '', leaseId: string,
 }
 
 /** Op t's reply: the decision of the call that asked (as sliding-window.lua's) with the permits granted, or the error of a key of another type. */
-export function readTake(reply: unknown, ask: LeaseAsk, limit: number): [LeaseDecision | ResilimitError] {
+export function readTake(reply: unknown, ask: LeaseAsk): [LeaseDecision | ResilimitError] {
   const values = replyIntegers(leaseScript, reply, 8);
-  const [outcome] = readDecisions(values.slice(0, 7).join(','), [ask.call], [limit], leaseScript);
+  const [outcome] = decisionsOf(values, [ask.call], [ask.effective]);
   return [outcome instanceof Error ? outcome : Object.assign(outcome as BatchDecision, { granted: values[7] as number })];
 }

@@ -82,7 +82,11 @@ export function readDecisions(
   effective: readonly number[],
   script: Script = slidingWindow,
 ): BatchOutcome[] {
-  const values = replyIntegers(script, reply, 2 + 5 * calls.length);
+  return decisionsOf(replyIntegers(script, reply, 2 + 5 * calls.length), calls, effective);
+}
+
+/** The decisions of {@link readDecisions} from the reply's integers (a reply may hold more after them: lua/lease.lua's grant). */
+export function decisionsOf(values: readonly number[], calls: readonly BatchCall[], effective: readonly number[]): BatchOutcome[] {
   const nowMs = values[0] as RedisMs;
   const decisions: BatchOutcome[] = [];
   for (let c = 0, i = 2; c < calls.length; c += 1, i += 5) {
