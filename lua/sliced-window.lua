@@ -37,16 +37,18 @@ op "r": forgets every permit of the key; a refund of a slice up to the reset's g
 op "b": ARGV[5] ms, integer >= 0: the key refuses every call until ms from now (0 lifts a block).
   Reply: when the block ends (0 when lifted), on the clock of nowMs.
 
-Data model, one hash per user key, its fields ("n", "o", "h", "b", "c" first, at the head of the
-listpack, where a lookup finds them at once: a slice's field is found by a scan of the others):
-  "n"  the permits counted in the slices from "o" on (every live slice, and dead ones not yet dropped)
-  "o"  the oldest slice that may still be stored; "h" the newest slice with calls
-  "b"  the time the key's block ends (0: none)
-  "c"  the permits counted in slice "h": the calls of the current slice touch the head fields only
-  "l"  no slice below it is stored (absent: no slice field at all): where a refusal's walk for the
-       oldest permits starts
-  "e"  the TTL lasts at least until then (an admission sets it a few slices past the newest slice's
-       end plus the window)
+Data model, one hash per user key:
+  "s"  the head: seven numbers packed with Redis's Lua `struct` library (format HEAD below: doubles,
+       exact for integers to 2^53), read and written whole, the first field of the listpack: a call
+       that stays in its slice reads one field and writes one (HGET, HSET). NONE stands for absent.
+       n  the permits counted in the slices from o on (every live slice, and dead ones not yet dropped)
+       o  the oldest slice that may still be stored; h  the newest slice with calls (NONE: none)
+       b  the time the key's block ends (0: none)
+       c  the permits counted in slice h: the calls of the current slice touch the head only
+       l  no slice below it is stored (NONE: no slice field at all): where a refusal's walk for the
+          oldest permits starts
+       e  the TTL lasts at least until then (an admission sets it a few slices past the newest slice's
+          end plus the window)
   "r"  when the key was last reset (op "r"), while a slice from before it may be live
   "<s mod 65536>"  the permits counted in an older slice s: at most windowMs / resolutionMs + 2
        slices are stored, so their numbers modulo 65536 never collide, and stay short (listpack integers).
@@ -84,18 +86,39 @@ local function slotOf(s)
   return fmt('%d', s % SLOTS)
 end
 
+local HEAD = '<ddddddd'
+-- An absent slice or time in the head: below any slice or time a script sees (|window| < 2^31).
+local NONE = -9007199254740992
+
+local function some(x)
+  if x == NONE then return nil end
+  return x
+end
+
+-- Writes the head (nil for an absent o, h, l or e), and the field, value pairs of `extra` if any.
+local function write(key, n, o, h, b, c, l, e, extra)
+  local head = struct.pack(HEAD, n, o or NONE, h or NONE, b, c, l or NONE, e or NONE)
+  if extra then
+    call('HSET', key, 's', head, unpack(extra))
+  else
+    call('HSET', key, 's', head)
+  end
+end
+
 -- The state of `key` as of now: permits in live slices, the newest slice with calls (nil: none) and
 -- its permits, the block's end (0: none), the fields of dead slices to drop (nil: none; true: every
--- slice), and the stored "o", "l" and "e". Returns the error of a key of another type instead
--- (WRONGTYPE), having read nothing else.
+-- slice, and the key with them), and the stored "o", "l" and "e". Returns the error of a key of
+-- another type instead (WRONGTYPE), having read nothing else.
 local function state(key)
-  local v = redis.pcall('HMGET', key, 'n', 'o', 'h', 'b', 'c', 'l', 'e')
-  if v.err then return v end
-  local n, o, h, b, c, l = tonumber(v[1]) or 0, tonumber(v[2]), tonumber(v[3]), tonumber(v[4]) or 0, tonumber(v[5]) or 0, tonumber(v[6])
+  local v = redis.pcall('HGET', key, 's')
+  if type(v) == 'table' then return v end
+  if not v then return 0, nil, 0, 0, nil, nil, nil, nil end
+  local n, o, h, b, c, l, e = struct.unpack(HEAD, v)
+  o, h, l, e = some(o), some(h), some(l), some(e)
   local dead
   if h and h < first then
     -- The newest slice has left the window: so has every other.
-    n, h, c, dead, l = 0, nil, 0, true, nil
+    n, h, c, dead, l, e = 0, nil, 0, true, nil, nil
   elseif o and o < first and l and l < first then
     -- Older than h (which is live), and stored only from "l" on (no slice field without it). At most
     -- windowMs / res + 2 slices from o to h were stored at the last write, so this is short.
@@ -106,27 +129,26 @@ local function state(key)
       if counts[i] then n = n - tonumber(counts[i]) end
     end
   end
-  return n, h, c, b, dead, o, l, tonumber(v[7])
+  return n, h, c, b, dead, o, l, e
 end
 
--- Drops dead slices (see state) before a write; the caller then writes "n" and "o" (unless every slice was dropped).
-local function drop(key, dead, b)
+-- Drops dead slices (see state) before a write of the head: every field (the key) when `dead` is true.
+local function drop(key, dead)
   if dead == true then
     call('DEL', key)
-    if b > now then call('HSET', key, 'b', fmt('%d', b)) end
   elseif dead then
     call('HDEL', key, unpack(dead))
   end
 end
 
--- Sets the key's TTL to when its newest slice leaves the window, or its block ends if later, and
--- "e" to the newest slice's end (the TTL lasts at least until "e": see the admission's fast path).
-local function keep(key, h, b)
+-- Writes the head, "e" set to the newest slice's end, and sets the key's TTL to when that slice
+-- leaves the window, or the block ends if later; deletes the key when both are past.
+local function keep(key, n, o, h, b, c, l, extra)
   local newest = h and (h + 1) * res + window or 0
   local untilMs = math.max(newest, b)
   if untilMs > now then
+    write(key, n, o, h, b, c, l, h and newest or nil, extra)
     call('PEXPIRE', key, fmt('%d', untilMs - now))
-    if h then call('HSET', key, 'e', fmt('%d', newest)) end
   else
     call('DEL', key)
   end
@@ -138,13 +160,11 @@ if op == 'b' then
     return redis.error_reply('ERR resilimit: ms must be an integer >= 0')
   end
   local key = KEYS[1]
-  local n, h, _, b, dead = state(key)
+  local n, h, c, _, dead, _, l = state(key)
   if type(n) == 'table' then return n end
-  drop(key, dead, 0)
+  drop(key, dead)
   local untilMs = ms == 0 and 0 or now + ms
-  call('HSET', key, 'b', fmt('%d', untilMs))
-  if h then call('HSET', key, 'n', fmt('%d', n), 'o', fmt('%d', first)) end
-  keep(key, h, untilMs)
+  keep(key, n, first, h, untilMs, c, l)
   return untilMs
 end
 
@@ -174,7 +194,7 @@ if op == 'w' then
     end
   end
   if written > 0 then
-    drop(key, dead, b)
+    drop(key, dead)
     -- The permits to write per slice older than the newest: h's, if a later slice is now the newest,
     -- move from "c" to its own field.
     local older = {}
@@ -187,22 +207,14 @@ if op == 'w' then
         older[s] = (older[s] or tonumber(call('HGET', key, slotOf(s))) or 0) + cost
       end
     end
-    local fields = { 'n', fmt('%d', n), 'o', fmt('%d', first), 'h', fmt('%d', newest), 'c', fmt('%d', newestCount) }
     -- A slice written below "l" (where walks start) moves it down; the first slice fields make it.
-    local lowest = l
-    for s in pairs(older) do
-      if not lowest or s < lowest then lowest = s end
-    end
-    if lowest ~= l then
-      fields[#fields + 1] = 'l'
-      fields[#fields + 1] = fmt('%d', lowest)
-    end
+    local lowest, fields = l, {}
     for s, count in pairs(older) do
+      if not lowest or s < lowest then lowest = s end
       fields[#fields + 1] = slotOf(s)
       fields[#fields + 1] = fmt('%d', count)
     end
-    call('HSET', key, unpack(fields))
-    keep(key, newest, b)
+    keep(key, n, first, newest, b, newestCount, lowest, #fields > 0 and fields or nil)
   end
   return { written, expired, 0 }
 end
@@ -212,7 +224,7 @@ if op == 'f' then
     return redis.error_reply('ERR resilimit: expected triples of slice, cost, id')
   end
   local key, given = KEYS[1], KEYS[2]
-  local n, h, c, b, dead = state(key)
+  local n, h, c, b, dead, _, l, e = state(key)
   if type(n) == 'table' then return n end
   -- A reset (op "r") at r: the slices up to its own hold no call from before it, none is given back there.
   local r = tonumber(call('HGET', key, 'r'))
@@ -227,7 +239,7 @@ if op == 'f' then
     -- Only a live slice gives back, never more than it holds, and a call once: its id is kept
     -- (KEYS[2], scored with when its slice leaves the window) so that a refund sent again gives nothing.
     if h and s >= first and s <= h and not (resetSlice and s <= resetSlice) then
-      -- The newest slice's permits are in "c", an older one's in its own field.
+      -- The newest slice's permits are in the head's c (here under "c"), an older one's in its own field.
       local field = s == h and 'c' or slotOf(s)
       local count = fields[field] or (s == h and c) or tonumber(call('HGET', key, field)) or 0
       if count >= cost and call('ZADD', given, 'NX', fmt('%d', (s + 1) * res + window), id) == 1 then
@@ -244,17 +256,22 @@ if op == 'f' then
     local last = call('ZRANGE', given, '-1', '-1', 'WITHSCORES')[2]
     if last then call('PEXPIRE', given, fmt('%d', tonumber(last) - now)) end
     if n > 0 then
-      drop(key, dead, b)
-      local args = { 'n', fmt('%d', n), 'o', fmt('%d', first) }
-      for slot, count in pairs(fields) do
-        args[#args + 1] = slot
-        args[#args + 1] = fmt('%d', count)
+      -- The TTL is left as it is: a refund never needs the key longer.
+      drop(key, dead)
+      local extra = {}
+      for field, count in pairs(fields) do
+        if field == 'c' then
+          c = count
+        else
+          extra[#extra + 1] = field
+          extra[#extra + 1] = fmt('%d', count)
+        end
       end
-      call('HSET', key, unpack(args))
+      write(key, n, first, h, b, c, l, e, #extra > 0 and extra or nil)
     else
       -- No permit left: the block alone is kept, if any (until it ends).
-      drop(key, true, b)
-      if b > now then keep(key, nil, b) end
+      drop(key, true)
+      if b > now then keep(key, 0, nil, nil, b, 0, nil) end
     end
   end
   return table.concat(reply, ',')
@@ -304,15 +321,12 @@ else
   end
 end
 
-local firstText = fmt('%d', first)
-local curText = fmt('%d', cur)
 local currentEnd = (cur + 1) * res + window
 local resetText = fmt('%d', currentEnd)
 -- An admission sets the TTL a few slices past the current one's end plus the window, so that the first
 -- calls of the next slices need not set it again (a key touched about once a slice pays a PEXPIRE then
 -- every few slices, not every call); a key lives that much longer after its last call.
 local aheadEnd = currentEnd + res * math.max(1, math.floor(window / res / 8))
-local aheadText = fmt('%d', aheadEnd)
 local ttlText = fmt('%d', aheadEnd - now)
 local reply = { nowText, '0' }
 
@@ -346,58 +360,49 @@ for i = 1, #KEYS do
     reply[m + 1], reply[m + 2], reply[m + 3], reply[m + 4], reply[m + 5] = '0', '0', '0', '0', '4'
   else
     local blocked = b > now
-    if b > 0 and not blocked and cost > 0 then
-      -- The block is over: cleared by the first call after it (not by a peek). Set to 0, not deleted:
-      -- the field keeps its place near the head of the listpack, where HMGET finds it first.
-      call('HSET', key, 'b', '0')
-      b = 0
-    end
+    -- The block is over: cleared by the first call after it that writes (not by a peek).
+    local ended = b > 0 and not blocked and cost > 0
+    if ended then b = 0 end
     if cost > 0 and not blocked and n + cost <= limit then
-      -- Admitted: counted in the current slice, the newest ("c").
+      -- Admitted: counted in the current slice, the newest (c).
       n = n + cost
       if h == cur and o == first and e and e >= currentEnd then
-        -- The slice's later calls: two head fields, two commands in all with the HMGET (the TTL lasts
-        -- until "e", past the current slice's end plus this window; a window lengthened since by
-        -- update() past "e" takes the path below, which sets it again).
-        call('HSET', key, 'n', fmt('%d', n), 'c', fmt('%d', c + cost))
-        if repeated[key] then known[key] = { n, cur, c + cost, b, first, l, e } end
+        -- The slice's later calls: the head alone, one HGET and one HSET in all (the TTL lasts until
+        -- e, past the current slice's end plus this window; a window lengthened since by update()
+        -- past e takes the path below, which sets it again).
+        c = c + cost
+        write(key, n, o, h, b, c, l, e)
       else
-        -- The slice's first call (or dead slices to drop): the newest slice's permits move from "c"
-        -- to their own field, and the TTL is set ahead again once "e" no longer covers the current
-        -- slice's end plus the window (the key is not blocked: no block to outlast). A new key's
-        -- fields come in this order, at the head.
-        drop(key, dead, b)
-        local fields = { 'n', fmt('%d', n), 'o', firstText, 'h', curText, 'b', fmt('%d', b), 'c', fmt('%d', (h == cur and c or 0) + cost) }
-        local renew = not e or e < currentEnd
-        if renew then
-          fields[#fields + 1] = 'e'
-          fields[#fields + 1] = aheadText
-          e = aheadEnd
-        end
+        -- The slice's first call (or dead slices to drop): the newest slice's permits move from c
+        -- to their own field, and the TTL is set ahead again once e no longer covers the current
+        -- slice's end plus the window (the key is not blocked: no block to outlast).
+        drop(key, dead)
+        local extra
         if h and h ~= cur and c > 0 then
-          fields[#fields + 1] = slotOf(h)
-          fields[#fields + 1] = fmt('%d', c)
-          -- The key's first slice field: nothing older is stored ("l" absent: no slice field at all).
-          if not l then
-            l = h
-            fields[#fields + 1] = 'l'
-            fields[#fields + 1] = fmt('%d', h)
-          end
+          extra = { slotOf(h), fmt('%d', c) }
+          -- The key's first slice field: nothing older is stored (l absent: no slice field at all).
+          l = l or h
         end
-        call('HSET', key, unpack(fields))
+        c = (h == cur and c or 0) + cost
+        h, o = cur, first
+        local renew = not e or e < currentEnd
+        if renew then e = aheadEnd end
+        write(key, n, o, h, b, c, l, e, extra)
         if renew then call('PEXPIRE', key, ttlText) end
-        if repeated[key] then known[key] = { n, cur, (h == cur and c or 0) + cost, b, first, l, e } end
       end
+      if repeated[key] then known[key] = { n, h, c, b, o, l, e } end
       reply[m + 1], reply[m + 2], reply[m + 3], reply[m + 4], reply[m + 5] = '1', fmt('%d', n), '0', resetText, '0'
     else
       -- Refused (or a peek): the wait until enough permits leave (slices oldest first), and the block's.
+      -- A peek writes nothing; a refusal writes the head back if it changed (below).
+      local changed = ended
       local retryAfter = 0
       local need = n + math.max(cost, 1) - limit
       if need > 0 and h then
         -- Slices oldest first, eight a read, until enough permits leave: a busy key finds them in its
         -- first read, and a key of few slices has a short hash to look them up in (HGETALL made a Lua
-        -- table of every field: 11 µs of Redis CPU at 25 fields). h's permits are in "c".
-        -- "l": no slice below it is stored (absent: none at all, only "c"), so a walk starts there.
+        -- table of every field: 11 µs of Redis CPU at 25 fields). h's permits are in c.
+        -- l: no slice below it is stored (absent: none at all, only c), so a walk starts there.
         local freed, s, found = 0, math.max(l or h, first), nil
         while s < h and retryAfter == 0 do
           local last = math.min(s + 7, h - 1)
@@ -417,19 +422,22 @@ for i = 1, #KEYS do
           s = last + 1
         end
         if retryAfter == 0 and freed + c >= need then retryAfter = (h + 1) * res + window - now end
-        -- Recorded for the next walk (not by a peek, which writes nothing).
+        -- Recorded for the next walk.
         found = found or h
-        if cost > 0 and l and found > l then call('HSET', key, 'l', fmt('%d', found)) end
+        if cost > 0 and l and found > l then
+          l = found
+          changed = true
+        end
       end
-      -- A refusal drops dead slices too (not a peek, which writes nothing), whatever the branch below:
-      -- the walk may have moved "l" past them, and below "l" state() would never see them again.
+      -- A refusal drops dead slices too, whatever the branch below: the walk may have moved l past
+      -- them, and below l state() would never see them again.
       if cost > 0 and dead then
-        drop(key, dead, b)
-        if h then call('HSET', key, 'n', fmt('%d', n), 'o', firstText) end
-        dead = nil
+        drop(key, dead)
+        o, changed = first, true
       end
-      -- A TTL set for another window (update() changed it since): set again for this one.
-      if cost > 0 and h and not (e and e >= (h + 1) * res + window) then keep(key, h, b) end
+      -- The TTL is set again (keep) when the key was deleted with its dead slices, when it was set
+      -- for another window (update() changed it since), and for a new block.
+      local renew = cost > 0 and (dead == true or (h and not (e and e >= (h + 1) * res + window)))
       local allowed = '0'
       if blocked then
         retryAfter = math.max(retryAfter, b - now)
@@ -437,11 +445,14 @@ for i = 1, #KEYS do
         -- Refused for want of permits, with a penalty (a refusal while blocked does not lengthen it).
         b = now + blockMs
         retryAfter = math.max(retryAfter, blockMs)
-        blocked = true
-        call('HSET', key, 'b', fmt('%d', b), 'n', fmt('%d', n), 'o', firstText)
-        keep(key, h, b)
+        blocked, renew, o = true, true, first
       elseif cost == 0 and need <= 0 then
         allowed = '1'
+      end
+      if renew then
+        keep(key, n, o, h, b, c, l)
+      elseif changed then
+        write(key, n, o, h, b, c, l, e)
       end
       local resetAt = (n > 0 and h) and (h + 1) * res + window or now
       reply[m + 1], reply[m + 2], reply[m + 3], reply[m + 4], reply[m + 5] =

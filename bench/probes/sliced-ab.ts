@@ -15,7 +15,7 @@ const [fileA, fileB] = process.argv.slice(2);
 if (fileA === undefined || fileB === undefined) throw new Error('usage: node bench/probes/sliced-ab.ts <a.lua> <b.lua>');
 const KEYS = 2_000;
 const LIMIT = Number(process.env.LIMIT ?? 1_000_000);
-const BATCH = 16;
+const BATCH = Number(process.env.BATCH ?? 16);
 const PER_ROUND = 12_000;
 const ROUNDS = 7;
 const RLF = `redis.call('set', KEYS[1], 0, 'EX', ARGV[2], 'NX')

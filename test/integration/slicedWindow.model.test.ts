@@ -17,6 +17,7 @@ import { performance } from 'node:perf_hooks';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import type { Redis } from 'ioredis';
 import { startRedisServer, type RedisChild } from '../support/redis.js';
+import { decodeSliced, slicedFields } from '../support/slicedHash.js';
 
 const SRC = readFileSync(process.env['LUA'] ?? new URL('../../lua/sliced-window.lua', import.meta.url), 'utf8');
 let server: RedisChild;
@@ -258,7 +259,7 @@ async function run(seed: number, steps: number): Promise<string[]> {
       expect_ = m.block(now, ms);
       desc = `b t=${now} ms=${ms}`;
     }
-    const before = await r.hgetall(key);
+    const before = await slicedFields(r, key);
     const sentAt = performance.now();
     const out = await r
       .multi()
@@ -267,12 +268,12 @@ async function run(seed: number, steps: number): Promise<string[]> {
       .pttl(fkey)
       .persist(key)
       .persist(fkey)
-      .hgetall(key)
+      .hgetallBuffer(key)
       .exec();
     const reply = out![0]![1] as unknown;
     const ttl = out![1]![1] as number;
     const fttl = out![2]![1] as number;
-    const after = out![5]![1] as Record<string, string>;
+    const after = decodeSliced(key, out![5]![1] as Record<string, Buffer>);
     // PTTL reads Redis's real clock a little after the script set the TTL: at most the round trip of
     // the MULTI later (ms on a loaded machine), so that much is added back, and 1 ms of rounding.
     const slack = Math.ceil(performance.now() - sentAt) + 1;
@@ -319,7 +320,7 @@ async function run(seed: number, steps: number): Promise<string[]> {
     const peek = String(await r.eval(SRC, 1, key, 'd', W, res, now, '', 0, '', 1000000, 0)).split(',');
     const pu = m.used(now);
     if (!changed && Number(peek[3]) !== pu) errs.push(`peek used ${peek[3]} expected ${pu}`);
-    const after2 = await r.hgetall(key);
+    const after2 = await slicedFields(r, key);
     if (JSON.stringify(after2) !== JSON.stringify(after)) errs.push('peek wrote');
   }
   return errs.length ? [...log.slice(-12), ...errs] : [];

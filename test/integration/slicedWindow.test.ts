@@ -15,6 +15,7 @@ import { maxInAnyWindow, prng } from '../support/model.js';
 import { useLimiters } from '../support/limiters.js';
 import { slicedWindow } from '../../src/redis/scripts/slicedWindow.js';
 import { waitReady } from '../support/redis.js';
+import { slicedFields } from '../support/slicedHash.js';
 import { until } from '../support/wait.js';
 
 const lim = useLimiters({ limit: 3, windowMs: 60_000, resolutionMs: 1_000, local: { instances: 1 } });
@@ -188,7 +189,7 @@ describe('a window counted by slices (resolutionMs)', () => {
     t.now += 1_500;
     expect(await run(['w', 10_000, 1_000, t.now, t.now - 3_500, 2, t.now - 1_500, 1, t.now - 300, 4])).toEqual([3, 0, 0]);
     expect((await w.peek('k')).remaining).toBe(100 - 10);
-    const fields = await redis.hgetall(key);
+    const fields = await slicedFields(redis, key);
     expect([fields['h'], fields['c'], fields[String(s0 % 65_536)], fields[String((s0 - 2) % 65_536)]]).toEqual([
       String(s0 + 1),
       '4',
@@ -209,7 +210,7 @@ describe('a window counted by slices (resolutionMs)', () => {
     t.now = (s0 + 2) * 1_000 + 10_000;
     expect((await w.peek('k')).remaining).toBe(100);
     expect((await w.limit('k')).remaining).toBe(99);
-    expect(await redis.hget(key, 'n')).toBe('1');
+    expect((await slicedFields(redis, key))['n']).toBe('1');
   });
 
   it('finds the oldest permits for a refusal\u2019s wait, also a slice written back below where the last refusal looked', async () => {
@@ -237,7 +238,7 @@ describe('a window counted by slices (resolutionMs)', () => {
     // Window 1,000 ms in slices of 100: the TTL is set a slice past the current slice's end plus the
     // window (t0 + 1,200), and "e" says so.
     await decide(t0, 1_000);
-    expect(await redis.hget(key, 'e')).toBe(String(t0 + 1_200));
+    expect((await slicedFields(redis, key))['e']).toBe(String(t0 + 1_200));
     // The TTL the first call set is removed: a window of 1,200 ms needs the key until t0 + 1,300, past
     // "e": the next call must set the TTL again, for its own window (a slice past it: 1,320 ms from t0 + 80).
     await redis.persist(key);
@@ -245,7 +246,7 @@ describe('a window counted by slices (resolutionMs)', () => {
     const ttl = await redis.pttl(key);
     expect(ttl).toBeGreaterThan(1_320 - 200);
     expect(ttl).toBeLessThanOrEqual(1_320);
-    expect(await redis.hget(key, 'e')).toBe(String(t0 + 1_400));
+    expect((await slicedFields(redis, key))['e']).toBe(String(t0 + 1_400));
   });
 
   it('decides a batch that repeats keys as it decides the same calls one by one', async () => {
@@ -268,7 +269,7 @@ describe('a window counted by slices (resolutionMs)', () => {
       for (const call of calls) apart.push(outcome(await single.limit(call.key, { cost: call.cost })));
       expect(together.map(outcome)).toEqual(apart);
     }
-    expect(await redis.hgetall(batched.keyOf('a'))).toEqual(await redis.hgetall(single.keyOf('a')));
+    expect(await slicedFields(redis, batched.keyOf('a'))).toEqual(await slicedFields(redis, single.keyOf('a')));
   });
 
   it('blocks a key and peeks without writing', async () => {
@@ -292,14 +293,38 @@ describe('a window counted by slices (resolutionMs)', () => {
     t.now += 11_000;
     const blocked = await w.limit('k');
     expect([blocked.allowed, blocked.blocked]).toEqual([true, false]);
-    const before = await redis.hgetall(w.keyOf('k'));
+    const before = await slicedFields(redis, w.keyOf('k'));
     const peek = await w.peek('k');
     expect([peek.allowed, peek.remaining]).toEqual([true, 1]);
-    expect(await redis.hgetall(w.keyOf('k'))).toEqual(before);
+    expect(await slicedFields(redis, w.keyOf('k'))).toEqual(before);
     expect(await w.block('k', 3_000)).toBe(t.now + 3_000);
     expect(await w.limit('k')).toMatchObject({ allowed: false, blocked: true, retryAfterMs: 3_000 });
     expect(await w.block('k', 0)).toBe(0);
     expect((await w.limit('k')).allowed).toBe(true);
+  });
+
+  it('keeps a TTL on a key blocked past the end of its slices, refused while blocked', async () => {
+    const redis = await lim.client();
+    const t = { now: 1_700_000_000_000 };
+    const w = new RedisWindow({
+      redis,
+      prefix: `bt:${randomUUID()}:`,
+      limit: 1,
+      windowMs: 1_000,
+      resolutionMs: 100,
+      now: () => t.now,
+      blockMs: 5_000,
+    });
+    expect((await w.limit('k')).allowed).toBe(true);
+    expect((await w.limit('k')).blocked).toBe(true);
+    // Every slice has left the window (1.1 s after the call), the block has 3 s to go: the refusal
+    // drops the slices, and the key must still expire when the block ends.
+    t.now += 2_000;
+    expect(await w.limit('k')).toMatchObject({ allowed: false, blocked: true, retryAfterMs: 3_000 });
+    const ttl = await redis.pttl(w.keyOf('k'));
+    // PTTL runs on Redis's own clock: the TTL was set 3,000 ms ahead a round trip ago.
+    expect(ttl).toBeGreaterThan(0);
+    expect(ttl).toBeLessThanOrEqual(3_000);
   });
 
   it('gives a refunded call back by its slice, once', async () => {
