@@ -9,9 +9,11 @@ t < (s + 1) * resolutionMs + windowMs. So every call counts at least windowMs af
 (never more than `limit` permits in any window of windowMs, as the exact log), and at most one
 slice longer: a call may be refused up to resolutionMs earlier than the exact log would refuse it.
 
-KEYS[1..n]  one hash per call (op "d") or one key (ops "w", "b", "f"): `<prefix>{<escaped key>}:s<resolutionMs>`
+KEYS[1..n]  one hash per call (op "d") or per window (ops "a", "g"), or one key (ops "w", "b", "f",
+            "r"): `<prefix>{<escaped key>}:s<resolutionMs>` (limitAll()'s: `…:w<windowMs>:s<resolutionMs>`)
 ARGV[1]  op            "d" decide a batch of calls; "w" write calls back; "b" block or unblock the key;
-                       "f" give permits back (a refund); "r" reset the key
+                       "f" give permits back (a refund); "r" reset the key; "a" decide several
+                       windows all or nothing; "g" give back what "a" took
 ARGV[2]  windowMs      window length in milliseconds, integer >= 1
 ARGV[3]  resolutionMs  slice length in milliseconds, integer, 1 .. windowMs, windowMs / resolutionMs <= 4096
 ARGV[4]  nowMs         the caller's clock, ms since the epoch (below 9e13), or "" to use Redis's TIME
@@ -36,6 +38,18 @@ op "f": KEYS[2] the key's refunds (`<KEYS[1]>:f`, a sorted set); ARGV[5], ARGV[6
 op "r": forgets every permit of the key; a refund of a slice up to the reset's gives nothing. Reply: 0.
 op "b": ARGV[5] ms, integer >= 0: the key refuses every call until ms from now (0 lifts a block).
   Reply: when the block ends (0 when lifted), on the clock of nowMs.
+op "a": several windows decided together, all or nothing (limitAll()), each key its own window:
+  ARGV[2], ARGV[3] are not read. ARGV[5] "take" (decide and consume) or "check" (decide, consume
+  nothing); ARGV[6] notAfterMs, as op "d"'s; then per key i, ARGV[7 + 4(i-1)] … [10 + 4(i-1)]: limit
+  (integer >= 1), windowMs, resolutionMs (as ARGV[2], ARGV[3]), cost (1 .. limit). A key may repeat (one
+  window: the same windowMs and resolutionMs): its calls are counted together.
+  Reply: the string limit-all.lua replies: "nowMs,stale,admitted" (admitted 1: every window had room
+  and all were consumed; always 0 for "check"), then "fits,remaining,retryAfterMs,resetAtMs,0" per key
+  (remaining after this call when admitted, else now; no call is named, so never a duplicate).
+op "g": gives back what a take of op "a" added; ARGV[2], ARGV[3] are not read. Per key i,
+  ARGV[5 + 4(i-1)] … [8 + 4(i-1)]: windowMs, resolutionMs, the take's slice (floor(its nowMs /
+  resolutionMs)), cost: each live slice gives back at most what it holds. Not idempotent (no call is
+  named): sent once, by the caller that took. Reply: "nowMs,0,keys given back".
 
 Data model, one hash per user key:
   "s"  the head: seven numbers packed with Redis's Lua `struct` library (format HEAD below: doubles,
@@ -59,16 +73,7 @@ TTL is set, in milliseconds, to the moment its newest slice leaves the window, o
 local fmt = string.format
 local call = redis.call
 local op = ARGV[1]
-local window = tonumber(ARGV[2])
-local res = tonumber(ARGV[3])
 local now = tonumber(ARGV[4])
-
-if not window or window < 1 or window % 1 ~= 0 then
-  return redis.error_reply('ERR resilimit: windowMs must be a positive integer')
-end
-if not res or res < 1 or res % 1 ~= 0 or res > window or window / res > 4096 then
-  return redis.error_reply('ERR resilimit: resolutionMs must be an integer from 1 to windowMs, windowMs / resolutionMs at most 4096')
-end
 if not now then
   local t = redis.call('TIME')
   now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -77,9 +82,29 @@ elseif now < 1 or now % 1 ~= 0 or now >= 9e13 then
 end
 local nowText = fmt('%d', now)
 
--- The oldest live slice: slice s counts while now < (s + 1) * res + window.
-local first = math.floor((now - window) / res)
-local cur = math.floor(now / res)
+-- The window the functions below work on, set by use(): its length and its slices', the oldest live
+-- slice (slice s counts while now < (s + 1) * res + window), the current slice and the end it counts
+-- until, and how far ahead an admission sets the TTL: a few slices past the current one's end plus
+-- the window, so that the first calls of the next slices need not set it again (a key touched about
+-- once a slice pays a PEXPIRE every few slices, not every call; a key lives that much longer after
+-- its last call). One window a script call (ARGV[2], ARGV[3]), but op "a"'s: one a limit.
+local window, res, first, cur, currentEnd, aheadEnd
+
+-- Sets the window (see above) from the texts of windowMs and resolutionMs; an error reply if they are not valid.
+local function use(windowText, resText)
+  window, res = tonumber(windowText), tonumber(resText)
+  if not window or window < 1 or window % 1 ~= 0 then
+    return redis.error_reply('ERR resilimit: windowMs must be a positive integer')
+  end
+  if not res or res < 1 or res % 1 ~= 0 or res > window or window / res > 4096 then
+    return redis.error_reply('ERR resilimit: resolutionMs must be an integer from 1 to windowMs, windowMs / resolutionMs at most 4096')
+  end
+  first = math.floor((now - window) / res)
+  cur = math.floor(now / res)
+  currentEnd = (cur + 1) * res + window
+  aheadEnd = currentEnd + res * math.max(1, math.floor(window / res / 8))
+end
+
 local SLOTS = 65536
 
 local function slotOf(s)
@@ -153,6 +178,159 @@ local function keep(key, n, o, h, b, c, l, extra)
     call('DEL', key)
   end
 end
+
+-- Admits `cost` more permits of `key` in the current slice, `key` as state() read it (n, h, c, b,
+-- dead, o, l, e; n without them); returns the head it wrote: n, h, c, o, l, e.
+local function admit(key, n, h, c, b, dead, o, l, e, cost)
+  n = n + cost
+  if h == cur and o == first and e and e >= currentEnd then
+    -- The slice's later calls: the head alone, one HGET and one HSET in all (the TTL lasts until e,
+    -- past the current slice's end plus this window; a window lengthened since by update() past e
+    -- takes the path below, which sets it again).
+    c = c + cost
+    write(key, n, o, h, b, c, l, e)
+    return n, h, c, o, l, e
+  end
+  -- The slice's first call (or dead slices to drop): the newest slice's permits move from c to their
+  -- own field, and the TTL is set ahead again once e no longer covers the current slice's end plus the
+  -- window (an admitted call's key is not blocked: no block to outlast).
+  drop(key, dead)
+  local extra
+  if h and h ~= cur and c > 0 then
+    extra = { slotOf(h), fmt('%d', c) }
+    -- The key's first slice field: nothing older is stored (l absent: no slice field at all).
+    l = l or h
+  end
+  c = (h == cur and c or 0) + cost
+  local renew = not e or e < currentEnd
+  if renew then e = aheadEnd end
+  write(key, n, first, cur, b, c, l, e, extra)
+  if renew then call('PEXPIRE', key, fmt('%d', aheadEnd - now)) end
+  return n, cur, c, first, l, e
+end
+
+-- How long until `need` permits of `key` leave its window (0: they never do, or none is needed),
+-- and the oldest slice found holding permits (nil: none). Slices oldest first, eight a read: a busy
+-- key finds them in its first read, and a key of few slices has a short hash to look them up in
+-- (HGETALL made a Lua table of every field: 11 µs of Redis CPU at 25 fields). h's permits are in c;
+-- l: no slice below it is stored (absent: none at all, only c), so the walk starts there.
+local function wait(key, h, c, l, need)
+  if need <= 0 or not h then return 0, nil end
+  local freed, s, found = 0, math.max(l or h, first), nil
+  while s < h do
+    local last = math.min(s + 7, h - 1)
+    local slots = {}
+    for x = s, last do slots[#slots + 1] = slotOf(x) end
+    local counts = call('HMGET', key, unpack(slots))
+    for j = 1, #counts do
+      if counts[j] then
+        found = found or s + j - 1
+        freed = freed + tonumber(counts[j])
+        if freed >= need then return (s + j) * res + window - now, found end
+      end
+    end
+    s = last + 1
+  end
+  if freed + c >= need then return (h + 1) * res + window - now, found or h end
+  return 0, found or h
+end
+
+if op == 'a' then
+  -- Several windows decided together, all or nothing (limitAll()): see the header.
+  local mode, notAfter = ARGV[5], tonumber(ARGV[6])
+  if mode ~= 'take' and mode ~= 'check' then
+    return redis.error_reply('ERR resilimit: op a takes take or check')
+  end
+  if #KEYS == 0 or #ARGV ~= 6 + 4 * #KEYS then
+    return redis.error_reply('ERR resilimit: expected a limit, a windowMs, a resolutionMs and a cost per key')
+  end
+  if notAfter and now > notAfter then return nowText .. ',1' end
+  -- Phase 1: each key's state, read once (a key may repeat: its calls are counted together).
+  local items, held, allFit = {}, {}, true
+  for i = 1, #KEYS do
+    local at = 7 + 4 * (i - 1)
+    local bad = use(ARGV[at + 1], ARGV[at + 2])
+    if bad then return bad end
+    local limit, cost = tonumber(ARGV[at]), tonumber(ARGV[at + 3])
+    if not limit or limit < 1 or limit % 1 ~= 0 then
+      return redis.error_reply('ERR resilimit: limit must be a positive integer')
+    end
+    if not cost or cost < 1 or cost > limit or cost % 1 ~= 0 then
+      return redis.error_reply('ERR resilimit: cost must be an integer between 1 and limit')
+    end
+    local key = KEYS[i]
+    local k = held[key]
+    if not k then
+      local n, h, c, b, dead, o, l, e = state(key)
+      if type(n) == 'table' then return n end
+      k = { n = n, h = h, c = c, b = b, dead = dead, o = o, l = l, e = e, pending = 0, at = at }
+      held[key] = k
+    end
+    local fits = k.n + k.pending + cost <= limit
+    if fits then k.pending = k.pending + cost else allFit = false end
+    items[i] = { key = key, k = k, limit = limit, cost = cost, fits = fits, at = at }
+  end
+  -- Phase 2: consume everywhere, or nowhere; each key once, in the order of the keys.
+  local consumed = allFit and mode == 'take'
+  if consumed then
+    for i = 1, #items do
+      local k = items[i].k
+      if k.pending > 0 and not k.done then
+        use(ARGV[k.at + 1], ARGV[k.at + 2])
+        k.n, k.h, k.c, k.o, k.l, k.e = admit(items[i].key, k.n, k.h, k.c, k.b, k.dead, k.o, k.l, k.e, k.pending)
+        k.done = true
+      end
+    end
+  end
+  local reply = { nowText, 0, consumed and 1 or 0 }
+  for i = 1, #items do
+    local item, k = items[i], items[i].k
+    use(ARGV[item.at + 1], ARGV[item.at + 2])
+    local retryAfter = 0
+    if not item.fits then retryAfter = wait(item.key, k.h, k.c, k.l, k.n + k.pending + item.cost - item.limit) end
+    local m = #reply
+    reply[m + 1] = item.fits and 1 or 0
+    reply[m + 2] = math.max(item.limit - k.n, 0)
+    reply[m + 3] = retryAfter
+    reply[m + 4] = (k.n > 0 and k.h) and (k.h + 1) * res + window or now
+    reply[m + 5] = 0
+  end
+  return table.concat(reply, ',')
+end
+
+if op == 'g' then
+  -- Gives back what a take of op "a" added, each key from the take's slice (never more than it holds).
+  if #KEYS == 0 or #ARGV ~= 4 + 4 * #KEYS then
+    return redis.error_reply('ERR resilimit: expected a windowMs, a resolutionMs, a slice and a cost per key')
+  end
+  local removed = 0
+  for i = 1, #KEYS do
+    local at = 5 + 4 * (i - 1)
+    local bad = use(ARGV[at], ARGV[at + 1])
+    if bad then return bad end
+    local s, cost = tonumber(ARGV[at + 2]), tonumber(ARGV[at + 3])
+    if not s or s % 1 ~= 0 or not cost or cost < 1 or cost % 1 ~= 0 then
+      return redis.error_reply('ERR resilimit: slice and cost must be integers, cost >= 1')
+    end
+    local key = KEYS[i]
+    local n, h, c, b, dead, _, l, e = state(key)
+    if type(n) ~= 'table' and h and s >= first and s <= h then
+      local count = s == h and c or tonumber(call('HGET', key, slotOf(s))) or 0
+      local back = math.min(cost, count)
+      if back > 0 then
+        drop(key, dead)
+        local extra
+        if s == h then c = c - back else extra = { slotOf(s), fmt('%d', count - back) } end
+        write(key, n - back, first, h, b, c, l, e, extra)
+        removed = removed + 1
+      end
+    end
+  end
+  return nowText .. ',0,' .. removed
+end
+
+local bad = use(ARGV[2], ARGV[3])
+if bad then return bad end
 
 if op == 'b' then
   local ms = tonumber(ARGV[5])
@@ -288,7 +466,7 @@ if op == 'r' then
 end
 
 if op ~= 'd' then
-  return redis.error_reply('ERR resilimit: op must be d, w, b, f or r')
+  return redis.error_reply('ERR resilimit: op must be d, w, b, f, r, a or g')
 end
 
 local notAfter = tonumber(ARGV[5])
@@ -321,13 +499,7 @@ else
   end
 end
 
-local currentEnd = (cur + 1) * res + window
 local resetText = fmt('%d', currentEnd)
--- An admission sets the TTL a few slices past the current one's end plus the window, so that the first
--- calls of the next slices need not set it again (a key touched about once a slice pays a PEXPIRE then
--- every few slices, not every call); a key lives that much longer after its last call.
-local aheadEnd = currentEnd + res * math.max(1, math.floor(window / res / 8))
-local ttlText = fmt('%d', aheadEnd - now)
 local reply = { nowText, '0' }
 
 -- What a call that admitted left its key holding, for the next call of the same key in this script
@@ -365,69 +537,18 @@ for i = 1, #KEYS do
     if ended then b = 0 end
     if cost > 0 and not blocked and n + cost <= limit then
       -- Admitted: counted in the current slice, the newest (c).
-      n = n + cost
-      if h == cur and o == first and e and e >= currentEnd then
-        -- The slice's later calls: the head alone, one HGET and one HSET in all (the TTL lasts until
-        -- e, past the current slice's end plus this window; a window lengthened since by update()
-        -- past e takes the path below, which sets it again).
-        c = c + cost
-        write(key, n, o, h, b, c, l, e)
-      else
-        -- The slice's first call (or dead slices to drop): the newest slice's permits move from c
-        -- to their own field, and the TTL is set ahead again once e no longer covers the current
-        -- slice's end plus the window (the key is not blocked: no block to outlast).
-        drop(key, dead)
-        local extra
-        if h and h ~= cur and c > 0 then
-          extra = { slotOf(h), fmt('%d', c) }
-          -- The key's first slice field: nothing older is stored (l absent: no slice field at all).
-          l = l or h
-        end
-        c = (h == cur and c or 0) + cost
-        h, o = cur, first
-        local renew = not e or e < currentEnd
-        if renew then e = aheadEnd end
-        write(key, n, o, h, b, c, l, e, extra)
-        if renew then call('PEXPIRE', key, ttlText) end
-      end
+      n, h, c, o, l, e = admit(key, n, h, c, b, dead, o, l, e, cost)
       if repeated[key] then known[key] = { n, h, c, b, o, l, e } end
       reply[m + 1], reply[m + 2], reply[m + 3], reply[m + 4], reply[m + 5] = '1', fmt('%d', n), '0', resetText, '0'
     else
       -- Refused (or a peek): the wait until enough permits leave (slices oldest first), and the block's.
       -- A peek writes nothing; a refusal writes the head back if it changed (below).
       local changed = ended
-      local retryAfter = 0
-      local need = n + math.max(cost, 1) - limit
-      if need > 0 and h then
-        -- Slices oldest first, eight a read, until enough permits leave: a busy key finds them in its
-        -- first read, and a key of few slices has a short hash to look them up in (HGETALL made a Lua
-        -- table of every field: 11 µs of Redis CPU at 25 fields). h's permits are in c.
-        -- l: no slice below it is stored (absent: none at all, only c), so a walk starts there.
-        local freed, s, found = 0, math.max(l or h, first), nil
-        while s < h and retryAfter == 0 do
-          local last = math.min(s + 7, h - 1)
-          local slots = {}
-          for x = s, last do slots[#slots + 1] = slotOf(x) end
-          local counts = call('HMGET', key, unpack(slots))
-          for j = 1, #counts do
-            if counts[j] then
-              found = found or s + j - 1
-              freed = freed + tonumber(counts[j])
-              if freed >= need then
-                retryAfter = (s + j) * res + window - now
-                break
-              end
-            end
-          end
-          s = last + 1
-        end
-        if retryAfter == 0 and freed + c >= need then retryAfter = (h + 1) * res + window - now end
-        -- Recorded for the next walk.
-        found = found or h
-        if cost > 0 and l and found > l then
-          l = found
-          changed = true
-        end
+      local retryAfter, found = wait(key, h, c, l, n + math.max(cost, 1) - limit)
+      -- Where the permits start, recorded for the next walk.
+      if cost > 0 and l and found and found > l then
+        l = found
+        changed = true
       end
       -- A refusal drops dead slices too, whatever the branch below: the walk may have moved l past
       -- them, and below l state() would never see them again.
@@ -446,7 +567,7 @@ for i = 1, #KEYS do
         b = now + blockMs
         retryAfter = math.max(retryAfter, blockMs)
         blocked, renew, o = true, true, first
-      elseif cost == 0 and need <= 0 then
+      elseif cost == 0 and n + 1 <= limit then
         allowed = '1'
       end
       if renew then

@@ -20,10 +20,11 @@ const COUNTERS = new Map<ContenderFactory, Counter>([
 
 /**
  * A level reader for resilimit counting by slices of `resolutionMs` (`factory`): its hash
- * `resilimit:{<key>}:s<resolutionMs>` holds the permits counted in the field "n" (lua/sliced-window.lua).
+ * `resilimit:{<key>}:s<resolutionMs>` holds the permits counted as the first number of its head, the
+ * field "s" (seven little-endian doubles: lua/sliced-window.lua), read by {@link levels}.
  */
 export function readSlices(factory: ContenderFactory, resolutionMs: number): void {
-  COUNTERS.set(factory, (p, key) => p.hget(`resilimit:{${key}}:s${resolutionMs}`, 'n'));
+  COUNTERS.set(factory, (p, key) => p.hgetBuffer(`resilimit:{${key}}:s${resolutionMs}`, 's'));
 }
 
 /** Calls per key, over a set of keys. */
@@ -58,7 +59,8 @@ export async function levels(server: BenchServer, factory: ContenderFactory, key
     for (let i = start; i < end; i += 1) {
       const [error, value] = replies[i - start] ?? [new Error('no reply'), null];
       if (error !== null) throw error;
-      out[i] = value === null ? 0 : Number(value);
+      // A sliced window's head (a buffer): its first number is the permits counted.
+      out[i] = value === null ? 0 : Buffer.isBuffer(value) ? value.readDoubleLE(0) : Number(value);
     }
   }
   return out;

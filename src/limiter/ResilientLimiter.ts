@@ -7,7 +7,7 @@ import { ErrorCode, ResilimitError } from '../options/errors.js';
 import { callIdOf, checkCallOptions, checkCost, checkKey } from '../options/input.js';
 import type { InstanceCounter } from '../recovery/InstanceCounter.js';
 import { blockKey } from './block.js';
-import { checkItems, type LimitAllItem } from '../path/limitAll.js';
+import { allSlicesOf, checkItems, type LimitAllItem } from '../path/limitAll.js';
 import {
   resolveLimiterOptions,
   type LimitFunction,
@@ -131,14 +131,14 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
 
   /**
    * Decides several limits together, all or nothing: every limit admits the call and all are consumed,
-   * or none is. Each `{ key, limit, windowMs, cost? }` is its own exact sliding window (never shared with
-   * `limit()`). One script call decides them atomically on a single Redis or when the keys share a slot;
+   * or none is. Each `{ key, limit, windowMs, cost? }` is its own sliding window (never shared with
+   * `limit()`): an exact log, or with `resolutionMs` counted by as many slices a window as `limit()`'s. One script call decides them atomically on a single Redis or when the keys share a slot;
    * on a Cluster, slot after slot, the earlier permits given back if one refuses (under contention it
    * can refuse more than an atomic decision would, never admit more). When Redis cannot answer, the mode
    * decides (in `'local'`, all or nothing on local windows of each limit's share, journalled). In shadow
    * mode a refusal resolves `allowed: true`, `shadowRejected: true`, consuming nothing.
    * @throws {ResilimitError} `ERR_RESILIMIT_INVALID_OPTION` for bad limits (naming the item and the
-   *   field), `ERR_RESILIMIT_INVALID_KEY`, `ERR_RESILIMIT_INVALID_ID`, `ERR_RESILIMIT_CLOSED`.
+   *   field) and for an `id` with `resolutionMs`, `ERR_RESILIMIT_INVALID_KEY`, `ERR_RESILIMIT_INVALID_ID`, `ERR_RESILIMIT_CLOSED`.
    * @example
    * const d = await limiter.limitAll([
    *   { key: `user:${userId}`, limit: 100, windowMs: 60_000 },
@@ -149,7 +149,8 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
   async limitAll(limits: readonly LimitAllItem[], options?: { id?: string }): Promise<LimitAllDecision> {
     this.#open('limitAll()');
     const started = this.#stats.started();
-    const items = checkItems(limits, this.#options.prefix, options);
+    if (options?.id !== undefined) noIdWithSlices(this.#options.resolutionMs, options.id);
+    const items = checkItems(limits, this.#options.prefix, options, allSlicesOf(this.#options));
     const d = this.#path.all(items, callIdOf(options?.id));
     return this.#stats.publishAll(items, d instanceof Promise ? await d : d, started);
   }

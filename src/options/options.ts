@@ -112,7 +112,7 @@ export type ResilientLimiterOptions = Omit<WindowOptions, 'limit'> & {
   /**
    * Counts calls in Redis by time slices of this many ms instead of one by one: memory and Redis work
    * per key bounded by the slices, whatever the limit. Never over the limit in any window; a call may
-   * be refused up to one slice early. Not with a caller's `id`; `limitAll()` keeps exact logs. See
+   * be refused up to one slice early. Not with a caller's `id`; `limitAll()`'s windows are counted by slices too. See
    * {@link RedisWindowOptions.resolutionMs} and docs/resolution.md.
    * @default undefined (the exact log)
    */

@@ -63,14 +63,15 @@ export type RedisWindowOptions = WindowOptions & {
   blockMs?: number;
   /**
    * Counts calls by time slices of this many ms instead of one by one: Redis keeps a key in a few
-   * hundred bytes and decides in two Redis commands (three once a slice), whatever the limit (the exact log keeps one member
+   * hundred bytes and decides with one read and one write of its head, whatever the limit (the exact log keeps one member
    * per call in the window: about 100 KB at a limit of 1,000). Never more than `limit` permits in
    * any window, as the exact log; a call may be refused up to one slice earlier than it would refuse
    * it (a call counts until the end of its slice plus the window). Integer, 1 … `windowMs`, with
    * `windowMs / resolutionMs` at most 4096 (60 slices a window is a good start), or `'auto'`: 60
    * slices a window when `limit` is above 100, else the exact log (decided once, at construction). Not with
    * a caller's `id` (a slice counts calls, it does not name them: `ERR_RESILIMIT_INVALID_OPTION`);
-   * `refund()` goes by the slice in the decision's id, `limitAll()` keeps exact logs. Its keys are not the exact log's: changing it starts
+   * `refund()` goes by the slice in the decision's id; `limitAll()`'s windows are cut in as many slices
+   * as this window (`ResilientLimiter`). Its keys are not the exact log's: changing it starts
    * every key's window afresh, as changing `prefix` does. See docs/resolution.md.
    * @default undefined (the exact log)
    */

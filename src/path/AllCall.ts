@@ -20,7 +20,8 @@ type AllReply = { replies: Map<CheckedItem, ItemReply>; refused: boolean; nowMs:
  * fails leaves those permits used, over-counting, never under).
  */
 export class AllCall implements PathCall<AllReply, LimitAllDecision> {
-  readonly #taken: (readonly CheckedItem[])[] = [];
+  /** The groups taken so far, with their take's nowMs (a give of slices needs it). */
+  readonly #taken: { group: readonly CheckedItem[]; nowMs: RedisMs }[] = [];
 
   constructor(
     readonly parts: Parts,
@@ -47,11 +48,11 @@ export class AllCall implements PathCall<AllReply, LimitAllDecision> {
         nowMs = reply.nowMs;
         for (const [i, item] of group.entries()) replies.set(item, reply.items[i] as ItemReply);
         if (!refused) {
-          if (reply.admitted) this.#taken.push(group);
+          if (reply.admitted) this.#taken.push({ group, nowMs: reply.nowMs });
           else refused = true;
         }
       }
-      const givenBack = new Set(refused ? this.#taken.flat() : []);
+      const givenBack = new Set(refused ? this.#taken.flatMap((t) => t.group) : []);
       if (refused) await this.#giveBack(id);
       return { replies, refused, nowMs, givenBack };
     } catch (error) {
@@ -84,6 +85,6 @@ export class AllCall implements PathCall<AllReply, LimitAllDecision> {
   }
 
   async #giveBack(id: string): Promise<void> {
-    for (const group of this.#taken.splice(0)) await this.parts.tier.sendAll('give', group, id).catch(() => undefined);
+    for (const { group, nowMs } of this.#taken.splice(0)) await this.parts.tier.sendAll('give', group, id, nowMs).catch(() => undefined);
   }
 }

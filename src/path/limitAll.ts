@@ -31,6 +31,8 @@ export type CheckedItem = {
   readonly group: string;
   /** 1 for the first item of its Redis key in this call, 2 for the second, …: its member is `id#n` past 1. */
   readonly occurrence: number;
+  /** Its window's slices' length when counted by slices (see {@link allSlicesOf}), else undefined (an exact log). */
+  readonly resolutionMs: number | undefined;
 };
 
 /** The most limits one call may decide together. */
@@ -46,10 +48,35 @@ export function allKey(prefix: string, key: string, windowMs: number): RedisKey 
   return `${redisKey(prefix, key)}:w${windowMs}` as RedisKey;
 }
 
-/** Checks the items of a `limitAll()` call. @throws {ResilimitError} */
+/**
+ * How many slices a `limitAll()` window is cut in: as many as `limit()`'s window when the limiter
+ * counts it by slices (`resolutionMs`, at construction: `update()` does not change the keys), else
+ * undefined (exact logs).
+ */
+export function allSlicesOf(options: { readonly windowMs: number; readonly resolutionMs: number | undefined }): number | undefined {
+  return options.resolutionMs === undefined ? undefined : Math.ceil(options.windowMs / options.resolutionMs);
+}
+
+/**
+ * The Redis key of a `limitAll()` window and its slices' length: {@link allKey}, or with `slices`
+ * (see {@link allSlicesOf}) a window cut in that many slices of at least 1 ms, `…:s<resolutionMs>`.
+ */
+export function allWindow(
+  prefix: string,
+  key: string,
+  windowMs: number,
+  slices: number | undefined,
+): { readonly redisKey: RedisKey; readonly resolutionMs: number | undefined } {
+  const exact = allKey(prefix, key, windowMs);
+  if (slices === undefined) return { redisKey: exact, resolutionMs: undefined };
+  const resolutionMs = Math.max(1, Math.ceil(windowMs / slices));
+  return { redisKey: `${exact}:s${resolutionMs}` as RedisKey, resolutionMs };
+}
+
+/** Checks the items of a `limitAll()` call; `slices`: see {@link allSlicesOf}. @throws {ResilimitError} */
 const ITEM_OPTIONS = ['key', 'limit', 'windowMs', 'cost'] satisfies (keyof LimitAllItem)[];
 
-export function checkItems(items: unknown, prefix: string, options?: unknown): CheckedItem[] {
+export function checkItems(items: unknown, prefix: string, options?: unknown, slices?: number): CheckedItem[] {
   if (options !== undefined) knownOptions('limitAll()', options, ['id']);
   if (!Array.isArray(items) || items.length === 0 || items.length > MAX_ITEMS) {
     throw new ResilimitError(
@@ -65,10 +92,10 @@ export function checkItems(items: unknown, prefix: string, options?: unknown): C
     const limit = integer(`limits[${i}].limit`, o['limit'], 1, MAX_INT);
     const windowMs = integer(`limits[${i}].windowMs`, o['windowMs'], 1, MAX_INT);
     const cost = o['cost'] === undefined ? 1 : integer(`limits[${i}].cost`, o['cost'], 1, limit);
-    const rk = allKey(prefix, o['key'], windowMs);
+    const { redisKey: rk, resolutionMs } = allWindow(prefix, o['key'], windowMs, slices);
     const occurrence = (seen.get(rk) ?? 0) + 1;
     seen.set(rk, occurrence);
-    return { key: o['key'], limit, windowMs, cost, redisKey: rk, group: groupOf({ key: o['key'], windowMs }), occurrence };
+    return { key: o['key'], limit, windowMs, cost, redisKey: rk, group: groupOf({ key: o['key'], windowMs }), occurrence, resolutionMs };
   });
 }
 

@@ -1,7 +1,7 @@
 import { LRUCache } from 'lru-cache';
 import type { CallId } from '../options/input.js';
 import type { LocalMs } from '../time.js';
-import { allKey } from '../path/limitAll.js';
+import { allKey, allSlicesOf, allWindow } from '../path/limitAll.js';
 import type { LocalTier } from '../local/LocalTier.js';
 import type { ResolvedLimiterOptions } from '../options/options.js';
 import type { PendingRefunds } from './PendingRefunds.js';
@@ -20,7 +20,10 @@ type Passes = { readonly kind: 'idle'; readonly failedAt: number } | { readonly 
 const IDLE: Passes = { kind: 'idle', failedAt: Number.NEGATIVE_INFINITY };
 
 /** What recovery needs of the limiter's options. */
-type RecoveryOptions = Pick<ResolvedLimiterOptions, 'prefix' | 'clock' | 'now' | 'perf' | 'maxPending' | 'maxPendingBytes'>;
+type RecoveryOptions = Pick<
+  ResolvedLimiterOptions,
+  'prefix' | 'clock' | 'now' | 'perf' | 'maxPending' | 'maxPendingBytes' | 'windowMs' | 'resolutionMs'
+>;
 
 /** What a recovery tells its limiter. */
 export type RecoveryReport = {
@@ -290,13 +293,20 @@ export class Recovery {
     let result: ReconcileResult;
     let failed = false;
     const { resolutionMs } = this.tier.window.options;
+    const slices = allSlicesOf(this.#options);
     const write: WriteBatch = (key, calls) => {
       const own = (calls[0] as PendingCall).windowMs;
       const nowArg = clock === undefined ? '' : Math.floor(clock());
-      // limit()'s window counted by slices (limitAll()'s windows, `own`, are exact logs always).
+      // limit()'s window counted by slices, or one of limitAll()'s windows (`own`), counted as limit()'s is.
       if (own === undefined && resolutionMs !== undefined) {
         const args = slicedWriteBackArgs(windowMs, resolutionMs, nowArg, calls, redisAt);
         return this.tier.writeBack(slicedKey(prefix, key, resolutionMs), args, slicedWindow);
+      }
+      if (own !== undefined) {
+        const window = allWindow(prefix, key, own, slices);
+        if (window.resolutionMs !== undefined) {
+          return this.tier.writeBack(window.redisKey, slicedWriteBackArgs(own, window.resolutionMs, nowArg, calls, redisAt), slicedWindow);
+        }
       }
       const args = reconcileArgs(own ?? windowMs, nowArg, calls, redisAt);
       return this.tier.writeBack(own === undefined ? redisKey(prefix, key) : allKey(prefix, key, own), args);

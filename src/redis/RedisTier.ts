@@ -13,7 +13,7 @@ import { RedisWindow, type BatchCall, type BatchOutcome } from './RedisWindow.js
 import type { LocalMs, RedisKey, RedisMs } from '../time.js';
 import { StaleReplyError, type Script } from './scripts/script.js';
 import { heartbeatArgs, heartbeatScript, readBeat } from './scripts/heartbeat.js';
-import { limitAllArgs, limitAllScript, readLimitAll, type GroupReply } from './scripts/limitAll.js';
+import { groupCall, readLimitAll, type GroupReply } from './scripts/limitAll.js';
 import { reconcileScript, type WriteBackReply } from './scripts/reconcile.js';
 import type { BeatOp, BeatReply, BeatTimes } from '../recovery/InstanceCounter.js';
 
@@ -211,33 +211,27 @@ export class RedisTier {
     return decisions;
   }
 
-  /** One call of the limit-all script for a group of `limitAll()`'s windows sharing a slot. */
+  /** One script call for a group of `limitAll()`'s windows sharing a slot (a give: `takenMs`, its take's nowMs). */
   sendAll(op: 'take' | 'check', group: readonly CheckedItem[], id: string): Promise<GroupReply>;
-  sendAll(op: 'give', group: readonly CheckedItem[], id: string): Promise<unknown>;
-  sendAll(op: 'take' | 'give' | 'check', group: readonly CheckedItem[], id: string): Promise<unknown> {
+  sendAll(op: 'give', group: readonly CheckedItem[], id: string, takenMs: RedisMs): Promise<unknown>;
+  sendAll(op: 'take' | 'give' | 'check', group: readonly CheckedItem[], id: string, takenMs?: RedisMs): Promise<unknown> {
     return this.fire(group.length, () => {
       const clock = this.#clock;
       const sentNow = this.#now();
       // A late give-back only removes what its take added: no staleness guard.
       const notAfter = op === 'give' ? undefined : this.#notAfter(sentNow);
-      const args = limitAllArgs(
-        op,
-        group,
-        id,
-        clock === undefined ? '' : Math.floor(clock()),
-        notAfter === undefined ? '' : Math.ceil(notAfter),
-        this.reserve,
-      );
+      const nowArg = clock === undefined ? '' : Math.floor(clock());
+      const { script, args } = groupCall(op, group, id, nowArg, notAfter === undefined ? '' : Math.ceil(notAfter), this.reserve, takenMs);
       return this.#redis
         .run(
-          limitAllScript,
+          script,
           group.map((item) => item.redisKey),
           args,
         )
         .then(
           (reply) => {
             if (op === 'give') return reply;
-            const read = readLimitAll(reply, group.length);
+            const read = readLimitAll(reply, group.length, script);
             this.#learnOffset(sentNow, read.nowMs);
             return read;
           },

@@ -7,7 +7,8 @@ import calculateSlot from 'cluster-key-slot';
 import type { Cluster } from 'ioredis';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { ResilientLimiter } from '../../src/index.js';
-import { allKey } from '../../src/path/limitAll.js';
+import { allKey, allWindow } from '../../src/path/limitAll.js';
+import { slicedFields } from '../support/slicedHash.js';
 import { useCluster } from '../support/useCluster.js';
 
 const cluster = useCluster({ clients: 1 });
@@ -76,6 +77,46 @@ describe('limitAll() on a Redis Cluster', () => {
       // So a call without the full key is admitted on all of them.
       const rest = keys.filter((k) => k !== last);
       expect((await l.limitAll(rest.map((key) => ({ key, limit: 1, windowMs: 60_000 })))).allowed).toBe(true);
+    } finally {
+      await l.close();
+    }
+  });
+
+  it('with resolutionMs, gives back from the slice the earlier slots took in when a later slot refuses', async () => {
+    const prefix = `allcs:${randomUUID()}:`;
+    let t = 1_700_000_000_000;
+    const l = new ResilientLimiter({
+      redis,
+      limit: 100,
+      windowMs: 60_000,
+      resolutionMs: 1_000,
+      clock: () => t,
+      prefix,
+      local: { instances: 1 },
+      breaker: { timeoutMs: 1000 },
+    });
+    const windowOf = (key: string) => allWindow(prefix, key, 60_000, 60).redisKey;
+    const used = async (key: string) => Number((await slicedFields(redis, windowOf(key)))['n'] ?? 0);
+    try {
+      const keys = ['p', 'q', 'r', 's'].map((k) => `gb:${k}`);
+      const bySlot = [...keys].sort((x, y) => calculateSlot(windowOf(x)) - calculateSlot(windowOf(y)));
+      expect(new Set(keys.map((k) => calculateSlot(windowOf(k)))).size).toBe(4);
+      const last = bySlot.at(-1) as string;
+      const all = (limit: number, of = keys) => l.limitAll(of.map((key) => ({ key, limit, windowMs: 60_000 })));
+      // Every key holds one call from slices ago, and the last one is full.
+      expect((await all(2)).allowed).toBe(true);
+      t += 5_000;
+      expect((await l.limitAll([{ key: last, limit: 2, windowMs: 60_000 }])).allowed).toBe(true);
+      t += 3_000;
+      const d = await all(2);
+      expect(d.allowed).toBe(false);
+      expect(d.decisions.map((x, i) => [keys[i], x.allowed])).toEqual(keys.map((k) => [k, k !== last]));
+      // The other slots took in the current slice and gave it back: one call each, from the first slice.
+      for (const k of keys) expect(await used(k)).toBe(k === last ? 2 : 1);
+      expect(d.decisions.filter((_, i) => keys[i] !== last).every((x) => x.remaining === 1)).toBe(true);
+      const rest = keys.filter((k) => k !== last);
+      expect((await all(2, rest)).allowed).toBe(true);
+      for (const k of rest) expect(await used(k)).toBe(2);
     } finally {
       await l.close();
     }

@@ -11,7 +11,7 @@ import { describe, expect, it } from 'vitest';
 import { RedisWindow, ResilientLimiter, type RedisDecision } from '../../src/index.js';
 import { decideBatch } from '../../src/internal.js';
 import type { BatchDecision } from '../../src/redis/RedisWindow.js';
-import { maxInAnyWindow, prng } from '../support/model.js';
+import { maxInAnyWindow, prng, SliceModel } from '../support/model.js';
 import { useLimiters } from '../support/limiters.js';
 import { slicedWindow } from '../../src/redis/scripts/slicedWindow.js';
 import { waitReady } from '../support/redis.js';
@@ -19,53 +19,6 @@ import { slicedFields } from '../support/slicedHash.js';
 import { until } from '../support/wait.js';
 
 const lim = useLimiters({ limit: 3, windowMs: 60_000, resolutionMs: 1_000, local: { instances: 1 } });
-
-/** The slice rule, as docs/resolution.md states it: a call at t counts while now < (floor(t / r) + 1) * r + W. */
-class SliceModel {
-  readonly calls: { at: number; cost: number }[] = [];
-  constructor(
-    readonly limit: number,
-    readonly windowMs: number,
-    readonly r: number,
-  ) {}
-  #ends(at: number): number {
-    return (Math.floor(at / this.r) + 1) * this.r + this.windowMs;
-  }
-  used(now: number): number {
-    return this.calls.filter((c) => now < this.#ends(c.at)).reduce((n, c) => n + c.cost, 0);
-  }
-  decide(now: number, cost: number): { allowed: boolean; used: number; retryAfterMs: number; resetAtMs: number } {
-    const used = this.used(now);
-    if (used + cost <= this.limit) {
-      this.calls.push({ at: now, cost });
-      return { allowed: true, used: used + cost, retryAfterMs: 0, resetAtMs: this.#ends(now) };
-    }
-    const live = this.calls.filter((c) => now < this.#ends(c.at));
-    let freed = 0;
-    let retryAfterMs = 0;
-    for (const c of live) {
-      freed += c.cost;
-      if (freed >= used + cost - this.limit) {
-        retryAfterMs = this.#ends(c.at) - now;
-        break;
-      }
-    }
-    const resetAtMs = live.length === 0 ? now : Math.max(...live.map((c) => this.#ends(c.at)));
-    return { allowed: false, used, retryAfterMs, resetAtMs };
-  }
-  /** The exact log's wait for the same admitted calls: when enough of them are a window old. */
-  exactRetryAfter(now: number, cost: number): number {
-    const live = this.calls.filter((c) => now < c.at + this.windowMs);
-    const used = live.reduce((n, c) => n + c.cost, 0);
-    if (used + cost <= this.limit) return 0;
-    let freed = 0;
-    for (const c of live) {
-      freed += c.cost;
-      if (freed >= used + cost - this.limit) return c.at + this.windowMs - now;
-    }
-    return 0;
-  }
-}
 
 describe('a window counted by slices (resolutionMs)', () => {
   it('decides as the model of the slice rule, and refuses at most one slice earlier than the exact log', async () => {

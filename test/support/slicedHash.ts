@@ -1,5 +1,3 @@
-import type { Redis } from 'ioredis';
-
 /** The numbers of a sliced window's head (lua/sliced-window.lua: field "s", seven little-endian doubles), in order. */
 const HEAD = ['n', 'o', 'h', 'b', 'c', 'l', 'e'] as const;
 /** The script's NONE: an absent o, h, l or e. */
@@ -9,7 +7,10 @@ const NONE = -(2 ** 53);
  * A sliced window's hash as strings: the head unpacked into its numbers (`n`, `o`, `h`, `b`, `c`, `l`,
  * `e`; absent ones left out), every other field as it is. `{}` when the key does not exist.
  */
-export async function slicedFields(redis: Redis, key: string): Promise<Record<string, string>> {
+export async function slicedFields(
+  redis: { hgetallBuffer(key: string): Promise<Record<string, Buffer>> },
+  key: string,
+): Promise<Record<string, string>> {
   return decodeSliced(key, await redis.hgetallBuffer(key));
 }
 
