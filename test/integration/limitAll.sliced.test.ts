@@ -5,38 +5,20 @@
  * and when Redis cannot answer (local windows, written back into the slices).
  */
 import { randomUUID } from 'node:crypto';
-import type { Redis } from 'ioredis';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { createRedisClient, ErrorCode, ResilientLimiter, type ResilientLimiterOptions } from '../../src/index.js';
+import { describe, expect, it } from 'vitest';
+import { ErrorCode, type ResilientLimiter, type ResilientLimiterOptions } from '../../src/index.js';
 import { allWindow } from '../../src/path/limitAll.js';
+import { useLimiters } from '../support/limiters.js';
 import { prng, SliceModel } from '../support/model.js';
-import { useRedis, waitReady, type RedisHandle } from '../support/redis.js';
 import { slicedFields } from '../support/slicedHash.js';
 
-let server: RedisHandle;
-let redis: Redis;
-let made: ResilientLimiter[] = [];
+/** limit()'s window of 6 s in slices of 100 ms: 60 slices a window, for limitAll()'s windows too. */
+const lim = useLimiters({ limit: 1000, windowMs: 6_000, resolutionMs: 100, local: { instances: 1 } });
 const prefixes = new Map<ResilientLimiter, string>();
 
-beforeAll(async () => {
-  server = await useRedis();
-  redis = createRedisClient(server.url);
-  await waitReady(redis);
-});
-afterEach(async () => {
-  await Promise.all(made.map((l) => l.close()));
-  made = [];
-});
-afterAll(async () => {
-  await redis?.quit();
-  await server?.close();
-});
-
-/** limit()'s window of 6 s in slices of 100 ms: 60 slices a window, for limitAll()'s windows too. */
-function limiter(options: Partial<ResilientLimiterOptions> = {}): ResilientLimiter {
+async function limiter(options: Partial<ResilientLimiterOptions> = {}): Promise<ResilientLimiter> {
   const prefix = options.prefix ?? `alls:${randomUUID()}:`;
-  const l = new ResilientLimiter({ redis, limit: 1000, windowMs: 6_000, resolutionMs: 100, local: { instances: 1 }, ...options, prefix });
-  made.push(l);
+  const l = await lim.limiter({ ...options, prefix });
   prefixes.set(l, prefix);
   return l;
 }
@@ -48,18 +30,18 @@ function windowOf(l: ResilientLimiter, key: string, windowMs: number) {
 
 /** Permits counted in a limitAll() window's hash, read from Redis (the head's n). */
 async function used(l: ResilientLimiter, key: string, windowMs: number): Promise<number> {
-  return Number((await slicedFields(redis, windowOf(l, key, windowMs).redisKey))['n'] ?? 0);
+  return Number((await slicedFields(lim.admin, windowOf(l, key, windowMs).redisKey))['n'] ?? 0);
 }
 
 describe('limitAll() with resolutionMs', () => {
   it('cuts each window in as many slices as limit()’s, in keys of its own', async () => {
-    const l = limiter();
+    const l = await limiter();
     expect(windowOf(l, 'u', 6_000).resolutionMs).toBe(100);
     expect(windowOf(l, 'u', 10_000).resolutionMs).toBe(167);
     expect(windowOf(l, 'u', 50).resolutionMs).toBe(1);
     expect(windowOf(l, 'u', 10_000).redisKey).toMatch(/:w10000:s167$/);
     expect((await l.limitAll([{ key: 'u', limit: 2, windowMs: 10_000 }])).allowed).toBe(true);
-    expect(await redis.type(windowOf(l, 'u', 10_000).redisKey)).toBe('hash');
+    expect(await lim.admin.type(windowOf(l, 'u', 10_000).redisKey)).toBe('hash');
     expect(await used(l, 'u', 10_000)).toBe(1);
     // limit()'s own window is another key.
     expect((await l.limit('u')).remaining).toBe(999);
@@ -68,7 +50,7 @@ describe('limitAll() with resolutionMs', () => {
   it('matches a model of all-or-nothing over windows counted by slices, call by call', async () => {
     let t = 1_700_000_000_000;
     // A test of Redis's decisions: a deadline a loaded machine cannot miss.
-    const l = limiter({ clock: () => t, breaker: { timeoutMs: 2000 } });
+    const l = await limiter({ clock: () => t, breaker: { timeoutMs: 2000 } });
     const random = prng(11);
     const specs = [
       { key: 'u1', limit: 4, windowMs: 6_000 },
@@ -116,7 +98,7 @@ describe('limitAll() with resolutionMs', () => {
   it('never lets any limit exceed under concurrent calls from several limiters', async () => {
     const prefix = `alls:${randomUUID()}:`;
     // A burst of 600 script calls at once: a deadline that lets Redis decide them all.
-    const ls = [0, 1, 2].map(() => limiter({ prefix, breaker: { timeoutMs: 5000 }, slowCallMs: 5000 }));
+    const ls = await Promise.all([0, 1, 2].map(() => limiter({ prefix, breaker: { timeoutMs: 5000 }, slowCallMs: 5000 })));
     const random = prng(3);
     const calls = Array.from({ length: 600 }, (_, i) => {
       const user = `user:${Math.floor(random() * 5)}`;
@@ -141,7 +123,7 @@ describe('limitAll() with resolutionMs', () => {
 
   it('counts a repeated key once per occurrence, and tells the wait of the one that does not fit', async () => {
     let t = 1_700_000_000_000;
-    const l = limiter({ clock: () => t, breaker: { timeoutMs: 2000 } });
+    const l = await limiter({ clock: () => t, breaker: { timeoutMs: 2000 } });
     expect((await l.limitAll([{ key: 'k', limit: 4, windowMs: 6_000 }])).allowed).toBe(true);
     t += 1_000;
     const twice = [
@@ -161,7 +143,7 @@ describe('limitAll() with resolutionMs', () => {
 
   it('keeps a window of limit 100,000 in a few hundred bytes, full', async () => {
     let t = 1_700_000_000_000;
-    const l = limiter({ clock: () => t, breaker: { timeoutMs: 2000 } });
+    const l = await limiter({ clock: () => t, breaker: { timeoutMs: 2000 } });
     const item = { key: 'big', limit: 100_000, windowMs: 6_000 };
     // 60 slices of 1,666 or 1,667 permits: the window full.
     for (let s = 0; s < 60; s += 1) {
@@ -174,18 +156,18 @@ describe('limitAll() with resolutionMs', () => {
     expect(refused.allowed).toBe(false);
     // The oldest slice (1,667 permits) leaves at its end plus the window: 100 ms from the newest slice's start.
     expect(refused.retryAfterMs).toBe(100 - 59 * 100 + 6_000);
-    expect(await redis.memory('USAGE', windowOf(l, 'big', 6_000).redisKey)).toBeLessThan(1_000);
+    expect(await lim.admin.memory('USAGE', windowOf(l, 'big', 6_000).redisKey)).toBeLessThan(1_000);
   });
 
   it('refuses a caller’s id, naming the option', async () => {
-    const l = limiter();
+    const l = await limiter();
     const error = await l.limitAll([{ key: 'k', limit: 5, windowMs: 6_000 }], { id: 'req-1' }).catch((e: unknown) => e);
     expect(error).toMatchObject({ code: ErrorCode.INVALID_OPTION });
     expect((error as Error).message).toMatch(/id.*resolutionMs/);
   });
 
   it('answers from the local windows while the breaker is open, and writes those calls back into the slices', async () => {
-    const l = limiter();
+    const l = await limiter();
     l.forceOpen();
     const items = [
       { key: 'u', limit: 2, windowMs: 60_000 },
