@@ -45,7 +45,8 @@ op "a": several windows decided together, all or nothing (limitAll()), each key 
   window: the same windowMs and resolutionMs): its calls are counted together.
   Reply: the string limit-all.lua replies: "nowMs,stale,admitted" (admitted 1: every window had room
   and all were consumed; always 0 for "check"), then "fits,remaining,retryAfterMs,resetAtMs,0" per key
-  (remaining after this call when admitted, else now; no call is named, so never a duplicate).
+  (remaining after this call when admitted, else now; retryAfterMs, for a call that can never fit, until
+  every permit counted now has left; no call is named, so never a duplicate).
 op "g": gives back what a take of op "a" added; ARGV[2], ARGV[3] are not read. Per key i,
   ARGV[5 + 4(i-1)] … [8 + 4(i-1)]: windowMs, resolutionMs, the take's slice (floor(its nowMs /
   resolutionMs)), cost: each live slice gives back at most what it holds. Not idempotent (no call is
@@ -287,7 +288,11 @@ if op == 'a' then
     local item, k = items[i], items[i].k
     use(ARGV[item.at + 1], ARGV[item.at + 2])
     local retryAfter = 0
-    if not item.fits then retryAfter = wait(item.key, k.h, k.c, k.l, k.n + k.pending + item.cost - item.limit) end
+    if not item.fits then
+      retryAfter = wait(item.key, k.h, k.c, k.l, k.n + k.pending + item.cost - item.limit)
+      -- A call that can never fit (a repeated key's costs above its limit): until every permit counted now has left.
+      if retryAfter == 0 then retryAfter = currentEnd - now end
+    end
     local m = #reply
     reply[m + 1] = item.fits and 1 or 0
     reply[m + 2] = math.max(item.limit - k.n, 0)
@@ -303,7 +308,7 @@ if op == 'g' then
   if #KEYS == 0 or #ARGV ~= 4 + 4 * #KEYS then
     return redis.error_reply('ERR resilimit: expected a windowMs, a resolutionMs, a slice and a cost per key')
   end
-  local removed = 0
+  -- Every argument checked before anything is written.
   for i = 1, #KEYS do
     local at = 5 + 4 * (i - 1)
     local bad = use(ARGV[at], ARGV[at + 1])
@@ -312,6 +317,12 @@ if op == 'g' then
     if not s or s % 1 ~= 0 or not cost or cost < 1 or cost % 1 ~= 0 then
       return redis.error_reply('ERR resilimit: slice and cost must be integers, cost >= 1')
     end
+  end
+  local removed = 0
+  for i = 1, #KEYS do
+    local at = 5 + 4 * (i - 1)
+    use(ARGV[at], ARGV[at + 1])
+    local s, cost = tonumber(ARGV[at + 2]), tonumber(ARGV[at + 3])
     local key = KEYS[i]
     local n, h, c, b, dead, _, l, e = state(key)
     if type(n) ~= 'table' and h and s >= first and s <= h then

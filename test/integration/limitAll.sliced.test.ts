@@ -8,6 +8,7 @@ import { randomUUID } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { ErrorCode, type ResilientLimiter, type ResilientLimiterOptions } from '../../src/index.js';
 import { allWindow } from '../../src/path/limitAll.js';
+import { slicedWindow } from '../../src/redis/scripts/slicedWindow.js';
 import { useLimiters } from '../support/limiters.js';
 import { prng, SliceModel } from '../support/model.js';
 import { slicedFields } from '../support/slicedHash.js';
@@ -139,6 +140,27 @@ describe('limitAll() with resolutionMs', () => {
     t += 5_100;
     expect((await l.limitAll(twice)).allowed).toBe(true);
     expect(await used(l, 'k', 6_000)).toBe(4);
+  });
+
+  it('tells a wait, never 0, to a call that can never fit, and gives back nothing when an argument is bad', async () => {
+    const t = 1_700_000_000_000;
+    const l = await limiter({ clock: () => t, breaker: { timeoutMs: 2000 } });
+    // 2 + 2 of a limit of 3 on one key: never fits. Told to wait until every permit counted now has
+    // left (the current slice's end plus the window), as the exact log tells a window.
+    const never = await l.limitAll([
+      { key: 'k', limit: 3, windowMs: 6_000, cost: 2 },
+      { key: 'k', limit: 3, windowMs: 6_000, cost: 2 },
+    ]);
+    expect([never.allowed, never.retryAfterMs]).toEqual([false, 100 + 6_000]);
+    // Op "g" checks every key's arguments before it gives anything back.
+    expect((await l.limitAll([{ key: 'g', limit: 3, windowMs: 6_000, cost: 3 }])).allowed).toBe(true);
+    const g = windowOf(l, 'g', 6_000).redisKey;
+    const give = (cost: number) =>
+      lim.admin.eval(slicedWindow.source, 2, g, `${g}x`, 'g', '', '', t, 6_000, 100, t / 100, 3, 6_000, 100, t / 100, cost);
+    await expect(give(0)).rejects.toThrow(/slice and cost must be integers/);
+    expect(await used(l, 'g', 6_000)).toBe(3);
+    expect(await give(3)).toBe(`${t},0,1`);
+    expect(await used(l, 'g', 6_000)).toBe(0);
   });
 
   it('keeps a window of limit 100,000 in a few hundred bytes, full', async () => {
