@@ -121,14 +121,11 @@ local function some(x)
   return x
 end
 
+local NO_FIELDS = {}
+
 -- Writes the head (nil for an absent o, h, l or e), and the field, value pairs of `extra` if any.
 local function write(key, n, o, h, b, c, l, e, extra)
-  local head = struct.pack(HEAD, n, o or NONE, h or NONE, b, c, l or NONE, e or NONE)
-  if extra then
-    call('HSET', key, 's', head, unpack(extra))
-  else
-    call('HSET', key, 's', head)
-  end
+  call('HSET', key, 's', struct.pack(HEAD, n, o or NONE, h or NONE, b, c, l or NONE, e or NONE), unpack(extra or NO_FIELDS))
 end
 
 -- The state of `key` as of now: permits in live slices, the newest slice with calls (nil: none) and
@@ -403,7 +400,7 @@ if op == 'w' then
       fields[#fields + 1] = slotOf(s)
       fields[#fields + 1] = fmt('%d', count)
     end
-    keep(key, n, first, newest, b, newestCount, lowest, #fields > 0 and fields or nil)
+    keep(key, n, first, newest, b, newestCount, lowest, fields)
   end
   return { written, expired, 0 }
 end
@@ -456,7 +453,7 @@ if op == 'f' then
           extra[#extra + 1] = fmt('%d', count)
         end
       end
-      write(key, n, first, h, b, c, l, e, #extra > 0 and extra or nil)
+      write(key, n, first, h, b, c, l, e, extra)
     else
       -- No permit left: the block alone is kept, if any (until it ends).
       drop(key, true)

@@ -1,7 +1,7 @@
 import { LRUCache } from 'lru-cache';
 import type { CallId } from '../options/input.js';
 import type { LocalMs } from '../time.js';
-import { allKey, allSlicesOf, allWindow } from '../path/limitAll.js';
+import { allSlicesOf, allWindow } from '../path/limitAll.js';
 import type { LocalTier } from '../local/LocalTier.js';
 import type { ResolvedLimiterOptions } from '../options/options.js';
 import type { PendingRefunds } from './PendingRefunds.js';
@@ -297,19 +297,15 @@ export class Recovery {
     const write: WriteBatch = (key, calls) => {
       const own = (calls[0] as PendingCall).windowMs;
       const nowArg = clock === undefined ? '' : Math.floor(clock());
-      // limit()'s window counted by slices, or one of limitAll()'s windows (`own`), counted as limit()'s is.
-      if (own === undefined && resolutionMs !== undefined) {
-        const args = slicedWriteBackArgs(windowMs, resolutionMs, nowArg, calls, redisAt);
-        return this.tier.writeBack(slicedKey(prefix, key, resolutionMs), args, slicedWindow);
-      }
-      if (own !== undefined) {
-        const window = allWindow(prefix, key, own, slices);
-        if (window.resolutionMs !== undefined) {
-          return this.tier.writeBack(window.redisKey, slicedWriteBackArgs(own, window.resolutionMs, nowArg, calls, redisAt), slicedWindow);
-        }
-      }
-      const args = reconcileArgs(own ?? windowMs, nowArg, calls, redisAt);
-      return this.tier.writeBack(own === undefined ? redisKey(prefix, key) : allKey(prefix, key, own), args);
+      // limit()'s window, or one of limitAll()'s (`own`): an exact log, or counted by slices as limit()'s is.
+      const window =
+        own !== undefined
+          ? allWindow(prefix, key, own, slices)
+          : { redisKey: resolutionMs === undefined ? redisKey(prefix, key) : slicedKey(prefix, key, resolutionMs), resolutionMs };
+      const length = own ?? windowMs;
+      if (window.resolutionMs === undefined) return this.tier.writeBack(window.redisKey, reconcileArgs(length, nowArg, calls, redisAt));
+      const args = slicedWriteBackArgs(length, window.resolutionMs, nowArg, calls, redisAt);
+      return this.tier.writeBack(window.redisKey, args, slicedWindow);
     };
     try {
       // Half-open lets one call through: the first batch alone, as the trial (unless the clock's read was).

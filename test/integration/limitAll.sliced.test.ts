@@ -9,6 +9,7 @@ import { describe, expect, it } from 'vitest';
 import { ErrorCode, type ResilientLimiter, type ResilientLimiterOptions } from '../../src/index.js';
 import { allWindow } from '../../src/path/limitAll.js';
 import { slicedWindow } from '../../src/redis/scripts/slicedWindow.js';
+import { expectGlobalLimitBinds } from '../support/limitAllBurst.js';
 import { useLimiters } from '../support/limiters.js';
 import { prng, SliceModel } from '../support/model.js';
 import { slicedFields } from '../support/slicedHash.js';
@@ -100,26 +101,7 @@ describe('limitAll() with resolutionMs', () => {
     const prefix = `alls:${randomUUID()}:`;
     // A burst of 600 script calls at once: a deadline that lets Redis decide them all.
     const ls = await Promise.all([0, 1, 2].map(() => limiter({ prefix, breaker: { timeoutMs: 5000 }, slowCallMs: 5000 })));
-    const random = prng(3);
-    const calls = Array.from({ length: 600 }, (_, i) => {
-      const user = `user:${Math.floor(random() * 5)}`;
-      return (ls[i % 3] as ResilientLimiter).limitAll([
-        { key: user, limit: 20, windowMs: 60_000 },
-        { key: 'global', limit: 70, windowMs: 60_000 },
-      ]);
-    });
-    const decisions = await Promise.all(calls);
-    expect(new Set(decisions.map((d) => d.source))).toEqual(new Set(['redis']));
-    expect(decisions.filter((d) => d.allowed).length).toBe(70); // 5 users × 20 > 70: the global limit binds exactly
-    const l = ls[0] as ResilientLimiter;
-    expect(await used(l, 'global', 60_000)).toBe(70);
-    let users = 0;
-    for (let u = 0; u < 5; u++) {
-      const n = await used(l, `user:${u}`, 60_000);
-      expect(n).toBeLessThanOrEqual(20);
-      users += n;
-    }
-    expect(users).toBe(70); // every admitted call consumed its user limit too, no refused one did
+    await expectGlobalLimitBinds(ls, (key) => used(ls[0] as ResilientLimiter, key, 60_000));
   });
 
   it('counts a repeated key once per occurrence, and tells the wait of the one that does not fit', async () => {

@@ -7,6 +7,7 @@ import type { Redis } from 'ioredis';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { createRedisClient, ResilientLimiter, type LimitAllItem, type ResilientLimiterOptions } from '../../src/index.js';
 import { allKey } from '../../src/path/limitAll.js';
+import { expectGlobalLimitBinds } from '../support/limitAllBurst.js';
 import { prng, ReferenceWindow } from '../support/model.js';
 import { useRedis, waitReady, type RedisHandle } from '../support/redis.js';
 
@@ -121,26 +122,7 @@ describe('limitAll()', () => {
     const prefix = `all:${randomUUID()}:`;
     // A burst of 600 script calls at once: a deadline that lets Redis decide them all.
     const ls = [0, 1, 2].map(() => limiter({ prefix, breaker: { timeoutMs: 5000 }, slowCallMs: 5000 }));
-    const random = prng(3);
-    const calls = Array.from({ length: 600 }, (_, i) => {
-      const user = `user:${Math.floor(random() * 5)}`;
-      return (ls[i % 3] as ResilientLimiter).limitAll([
-        { key: user, limit: 20, windowMs: 60_000 },
-        { key: 'global', limit: 70, windowMs: 60_000 },
-      ]);
-    });
-    const decisions = await Promise.all(calls);
-    const admitted = decisions.filter((d) => d.allowed).length;
-    expect(new Set(decisions.map((d) => d.source))).toEqual(new Set(['redis']));
-    expect(admitted).toBe(70); // 5 users × 20 > 70: the global limit binds exactly
-    expect(await used(ls[0] as ResilientLimiter, 'global', 60_000)).toBe(70);
-    let users = 0;
-    for (let u = 0; u < 5; u++) {
-      const n = await used(ls[0] as ResilientLimiter, `user:${u}`, 60_000);
-      expect(n).toBeLessThanOrEqual(20);
-      users += n;
-    }
-    expect(users).toBe(70); // every admitted call consumed its user limit too, no refused one did
+    await expectGlobalLimitBinds(ls, (key) => used(ls[0] as ResilientLimiter, key, 60_000));
   });
 
   it('counts a repeated key once per occurrence, and a retried id once', async () => {

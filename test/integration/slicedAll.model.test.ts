@@ -17,7 +17,8 @@ import { performance } from 'node:perf_hooks';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import type { Redis } from 'ioredis';
 import { startRedisServer, type RedisChild } from '../support/redis.js';
-import { decodeSliced } from '../support/slicedHash.js';
+import { prng, SliceCounts } from '../support/model.js';
+import { decodeSliced, sliceFieldErrors } from '../support/slicedHash.js';
 
 const SRC = readFileSync(process.env['LUA'] ?? new URL('../../lua/sliced-window.lua', import.meta.url), 'utf8');
 let server: RedisChild;
@@ -30,50 +31,19 @@ afterAll(async () => {
   await server.close();
 });
 
-function rng(seed: number) {
-  let s = seed >>> 0 || 1;
-  return () => {
-    s ^= s << 13;
-    s >>>= 0;
-    s ^= s >>> 17;
-    s ^= s << 5;
-    s >>>= 0;
-    return s / 4294967296;
-  };
-}
-
 /** One window (one Redis key) by the slice rule: permits per slice. */
-class Win {
-  slices = new Map<number, number>();
-  /** The newest slice written (the script's h while live). */
-  h: number | undefined;
+class Win extends SliceCounts {
   constructor(
     readonly key: string,
-    readonly W: number,
-    readonly res: number,
-  ) {}
-  first(now: number) {
-    return Math.floor((now - this.W) / this.res);
+    W: number,
+    res: number,
+  ) {
+    super(W, res);
   }
-  live(now: number) {
-    const f = this.first(now);
-    return [...this.slices.entries()].filter(([s]) => s >= f).sort((a, b) => a[0] - b[0]);
-  }
-  used(now: number) {
-    return this.live(now).reduce((n, [, c]) => n + c, 0);
-  }
-  liveH(now: number) {
-    return this.h !== undefined && this.h >= this.first(now) ? this.h : undefined;
-  }
-  retry(now: number, need: number) {
+  override retry(now: number, need: number): number {
     if (need <= 0) return 0;
-    let freed = 0;
-    for (const [s, c] of this.live(now)) {
-      freed += c;
-      if (c > 0 && freed >= need) return (s + 1) * this.res + this.W - now;
-    }
     // Never fits (a repeated key's costs above its limit): until every permit counted now has left.
-    return (Math.floor(now / this.res) + 1) * this.res + this.W - now;
+    return super.retry(now, need) || (Math.floor(now / this.res) + 1) * this.res + this.W - now;
   }
   /** The rule's resetAt: when the newest live permit leaves (now: none). */
   resetAtRule(now: number) {
@@ -86,10 +56,6 @@ class Win {
   resetAtHead(now: number) {
     const h = this.liveH(now);
     return this.used(now) > 0 && h !== undefined ? (h + 1) * this.res + this.W : now;
-  }
-  add(s: number, cost: number) {
-    this.slices.set(s, (this.slices.get(s) ?? 0) + cost);
-    if (this.h === undefined || s > this.h) this.h = s;
   }
   gc(now: number) {
     const f = this.first(now);
@@ -148,24 +114,8 @@ function modelGive(now: number, gives: { w: Win; s: number; cost: number }[]): s
   return `${now},0,${removed}`;
 }
 
-function modelWrite(now: number, w: Win, calls: [number, number][]): string {
-  const cur = Math.floor(now / w.res);
-  let written = 0,
-    expired = 0;
-  for (const [at, cost] of calls) {
-    let s = Math.floor(at / w.res);
-    if (s > cur) s = cur;
-    if (s < w.first(now)) expired++;
-    else {
-      written++;
-      w.add(s, cost);
-    }
-  }
-  return [written, expired, 0].join(',');
-}
-
 async function run(seed: number, steps: number, resetRule: boolean): Promise<string[]> {
-  const rand = rng(seed);
+  const rand = prng(seed);
   const pick = <T>(a: T[]) => a[Math.floor(rand() * a.length)] as T;
   // 2–4 windows of different lengths and slices, each its own key (a key is one window).
   const wins: Win[] = [];
@@ -257,7 +207,7 @@ async function run(seed: number, steps: number, resetRule: boolean): Promise<str
         calls.push([now - Math.floor(rand() * (w.W + 2 * w.res)) + (rand() < 0.1 ? 5 * w.res : 0), 1 + Math.floor(rand() * 3)]);
       keys = [w.key];
       args = ['w', w.W, w.res, now, ...calls.flat()];
-      expected = modelWrite(now, w, calls);
+      expected = w.writeBack(now, calls).join(',');
       desc = `w [${wins.indexOf(w)}] t=${now} ${JSON.stringify(calls)}`;
     }
     let tx = r.multi().eval(SRC, keys.length, ...keys, ...args);
@@ -278,19 +228,11 @@ async function run(seed: number, steps: number, resetRule: boolean): Promise<str
       const where = `[${j}] ${w.key}`;
       const fields = Object.entries(after).filter(([f]) => /^\d+$/.test(f));
       const hh = after['h'] !== undefined ? Number(after['h']) : undefined;
-      const l = after['l'] !== undefined ? Number(after['l']) : undefined;
       const n = after['n'] !== undefined ? Number(after['n']) : 0;
       const c = after['c'] !== undefined ? Number(after['c']) : 0;
       const sum = c + fields.reduce((x, [, v]) => x + Number(v), 0);
       if (Object.keys(after).length > 0 && after['n'] !== undefined && n !== sum) errs.push(`${where}: n=${n} but c + fields = ${sum}`);
-      if (fields.length > 0 && l === undefined) errs.push(`${where}: slice fields without l`);
-      if (fields.length > w.W / w.res + 2) errs.push(`${where}: ${fields.length} slice fields > W/res+2`);
-      if (hh !== undefined && l !== undefined) {
-        for (const [f] of fields) {
-          const s = hh - (((((hh % 65536) - Number(f)) % 65536) + 65536) % 65536);
-          if (s < l) errs.push(`${where}: field ${f} (slice ${s}) below l=${l}`);
-        }
-      }
+      for (const e of sliceFieldErrors(after, w.W, w.res)) errs.push(`${where}: ${e}`);
       const liveUntil = w
         .live(now)
         .filter(([, x]) => x > 0)

@@ -16,8 +16,9 @@ import { readFileSync } from 'node:fs';
 import { performance } from 'node:perf_hooks';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import type { Redis } from 'ioredis';
+import { prng, SliceCounts } from '../support/model.js';
 import { startRedisServer, type RedisChild } from '../support/redis.js';
-import { decodeSliced, slicedFields } from '../support/slicedHash.js';
+import { decodeSliced, sliceFieldErrors, slicedFields } from '../support/slicedHash.js';
 
 const SRC = readFileSync(process.env['LUA'] ?? new URL('../../lua/sliced-window.lua', import.meta.url), 'utf8');
 let server: RedisChild;
@@ -30,54 +31,16 @@ afterAll(async () => {
   await server.close();
 });
 
-function rng(seed: number) {
-  let s = seed >>> 0 || 1;
-  return () => {
-    s ^= s << 13;
-    s >>>= 0;
-    s ^= s >>> 17;
-    s ^= s << 5;
-    s >>>= 0;
-    return s / 4294967296;
-  };
-}
-
 type Op = string;
-class Model {
-  slices = new Map<number, number>();
-  h: number | undefined;
+class Model extends SliceCounts {
   b = 0;
   ids = new Set<string>();
-  constructor(
-    public W: number,
-    public res: number,
-  ) {}
-  first(now: number) {
-    return Math.floor((now - this.W) / this.res);
-  }
-  live(now: number) {
-    const f = this.first(now);
-    return [...this.slices.entries()].filter(([s]) => s >= f).sort((a, b) => a[0] - b[0]);
-  }
-  used(now: number) {
-    return this.live(now).reduce((n, [, c]) => n + c, 0);
-  }
-  retry(now: number, need: number) {
-    if (need <= 0) return 0;
-    let freed = 0;
-    for (const [s, c] of this.live(now)) {
-      freed += c;
-      if (c > 0 && freed >= need) return (s + 1) * this.res + this.W - now;
-    }
-    return 0;
-  }
   decide(now: number, cost: number, limit: number, blockMs: number) {
     const n = this.used(now);
     const blocked = this.b > now;
     const cur = Math.floor(now / this.res);
     if (cost > 0 && !blocked && n + cost <= limit) {
-      this.slices.set(cur, (this.slices.get(cur) ?? 0) + cost);
-      if (this.h === undefined || cur > this.h) this.h = cur;
+      this.add(cur, cost);
       return { allowed: 1, used: n + cost, retry: 0, flags: 0 };
     }
     let retry = this.retry(now, n + Math.max(cost, 1) - limit);
@@ -91,27 +54,9 @@ class Model {
     } else if (cost === 0 && n + 1 - limit <= 0) allowed = 1;
     return { allowed, used: n, retry, flags: isBlocked && !allowed ? 2 : 0 };
   }
-  write(now: number, calls: [number, number][]) {
-    const cur = Math.floor(now / this.res);
-    let w = 0,
-      e = 0;
-    for (const [at, cost] of calls) {
-      let s = Math.floor(at / this.res);
-      if (s > cur) s = cur;
-      if (s < this.first(now)) e++;
-      else {
-        w++;
-        this.slices.set(s, (this.slices.get(s) ?? 0) + cost);
-        if (this.h === undefined || s > this.h) this.h = s;
-      }
-    }
-    return [w, e, 0];
-  }
   refund(now: number, s: number, cost: number, id: string) {
-    const f = this.first(now);
-    // script's h: newest slice with calls, if live
-    const liveH = this.h !== undefined && this.h >= f ? this.h : undefined;
-    if (liveH === undefined || s < f || s > liveH) return 0;
+    const liveH = this.liveH(now);
+    if (liveH === undefined || s < this.first(now) || s > liveH) return 0;
     // A slice up to a reset's holds no call from before it.
     if (this.resetAt !== undefined && s <= Math.floor(this.resetAt / this.res)) return 0;
     const c = this.slices.get(s) ?? 0;
@@ -142,7 +87,7 @@ class Model {
 }
 
 async function run(seed: number, steps: number): Promise<string[]> {
-  const rand = rng(seed);
+  const rand = prng(seed);
   const pick = <T>(a: T[]) => a[Math.floor(rand() * a.length)] as T;
   let W = pick([1000, 700, 100, 4000]);
   const res = pick([1, 7, 100, 250, W].filter((x) => x <= W && W / x <= 4096));
@@ -231,7 +176,7 @@ async function run(seed: number, steps: number): Promise<string[]> {
       for (let i = 0; i < k; i++)
         calls.push([now - Math.floor(rand() * (W + 2 * res)) + (rand() < 0.1 ? 5 * res : 0), 1 + Math.floor(rand() * 3)]);
       args = ['w', W, res, now, ...calls.flat()];
-      expect_ = m.write(now, calls).join(',');
+      expect_ = m.writeBack(now, calls).join(',');
       desc = `w t=${now} ${JSON.stringify(calls)}`;
     } else if (kind < 0.85) {
       let s: number, cost: number, id: string;
@@ -305,17 +250,7 @@ async function run(seed: number, steps: number): Promise<string[]> {
     // On the hash itself: the key lives until its newest slice with permits leaves this window.
     const newestEnd = after['h'] !== undefined && Number(after['n']) > 0 ? (Number(after['h']) + 1) * res + W : 0;
     if (changed && !stale && newestEnd > now && exp < newestEnd) errs.push(`TTL ends at ${exp} before the newest slice's end ${newestEnd}`);
-    const fieldsN = Object.keys(after).filter((f) => /^\d+$/.test(f));
-    const hh = after['h'] !== undefined ? Number(after['h']) : undefined;
-    const l = after['l'] !== undefined ? Number(after['l']) : undefined;
-    if (fieldsN.length > 0 && l === undefined) errs.push(`slice fields without l`);
-    if (fieldsN.length > W / res + 2) errs.push(`too many slice fields: ${fieldsN.length}`);
-    if (hh !== undefined && l !== undefined) {
-      for (const f of fieldsN) {
-        const s = hh - (((((hh % 65536) - Number(f)) % 65536) + 65536) % 65536);
-        if (s < l) errs.push(`field ${f} (slice ${s}) below l=${l}`);
-      }
-    }
+    errs.push(...sliceFieldErrors(after, W, res));
     // peek to compare state
     const peek = String(await r.eval(SRC, 1, key, 'd', W, res, now, '', 0, '', 1000000, 0)).split(',');
     const pu = m.used(now);

@@ -156,3 +156,61 @@ export class SliceModel {
     return 0;
   }
 }
+
+/**
+ * The permits of one window counted by slices (lua/sliced-window.lua's rule: slice s counts while now
+ * < (s + 1) × res + W), slice by slice, for the models of the script's ops.
+ */
+export class SliceCounts {
+  readonly slices = new Map<number, number>();
+  /** The newest slice written (the script's h while live). */
+  h: number | undefined;
+  constructor(
+    public W: number,
+    public res: number,
+  ) {}
+  first(now: number): number {
+    return Math.floor((now - this.W) / this.res);
+  }
+  /** The live slices, oldest first, with their permits. */
+  live(now: number): [number, number][] {
+    const f = this.first(now);
+    return [...this.slices.entries()].filter(([s]) => s >= f).sort((a, b) => a[0] - b[0]);
+  }
+  used(now: number): number {
+    return this.live(now).reduce((n, [, c]) => n + c, 0);
+  }
+  /** h while it is live, else undefined. */
+  liveH(now: number): number | undefined {
+    return this.h !== undefined && this.h >= this.first(now) ? this.h : undefined;
+  }
+  /** When `need` permits will have left (0: none needed, or never). */
+  retry(now: number, need: number): number {
+    if (need <= 0) return 0;
+    let freed = 0;
+    for (const [s, c] of this.live(now)) {
+      freed += c;
+      if (c > 0 && freed >= need) return (s + 1) * this.res + this.W - now;
+    }
+    return 0;
+  }
+  add(s: number, cost: number): void {
+    this.slices.set(s, (this.slices.get(s) ?? 0) + cost);
+    if (this.h === undefined || s > this.h) this.h = s;
+  }
+  /** Op "w": calls admitted elsewhere added to their slices (a future one to the current). [written, expired, 0] */
+  writeBack(now: number, calls: readonly [number, number][]): [number, number, number] {
+    const cur = Math.floor(now / this.res);
+    let written = 0;
+    let expired = 0;
+    for (const [at, cost] of calls) {
+      const s = Math.min(Math.floor(at / this.res), cur);
+      if (s < this.first(now)) expired++;
+      else {
+        written++;
+        this.add(s, cost);
+      }
+    }
+    return [written, expired, 0];
+  }
+}

@@ -30,3 +30,24 @@ export function decodeSliced(key: string, raw: Record<string, Buffer>): Record<s
   }
   return fields;
 }
+
+/**
+ * What is wrong with the slice fields of `fields` (as {@link slicedFields} gives them) for a window of
+ * `windowMs` in slices of `resolutionMs`: slice fields without `l`, more than windowMs / resolutionMs
+ * + 2 of them, a field of a slice below `l` (a field names its slice modulo 65536, counted back from `h`).
+ */
+export function sliceFieldErrors(fields: Record<string, string>, windowMs: number, resolutionMs: number): string[] {
+  const errors: string[] = [];
+  const slots = Object.keys(fields).filter((f) => /^\d+$/.test(f));
+  const h = fields['h'] !== undefined ? Number(fields['h']) : undefined;
+  const l = fields['l'] !== undefined ? Number(fields['l']) : undefined;
+  if (slots.length > 0 && l === undefined) errors.push('slice fields without l');
+  if (slots.length > windowMs / resolutionMs + 2) errors.push(`too many slice fields: ${slots.length}`);
+  if (h !== undefined && l !== undefined) {
+    for (const f of slots) {
+      const s = h - (((((h % 65536) - Number(f)) % 65536) + 65536) % 65536);
+      if (s < l) errors.push(`field ${f} (slice ${s}) below l=${l}`);
+    }
+  }
+  return errors;
+}
