@@ -10,8 +10,9 @@ import { byIp } from './http/honoKeys.js';
 import type { ClosingResponse, CommonHttpOptions, HttpLimiter } from './http/options.js';
 import type { Decision } from './types.js';
 
-export { byHeader, byIp, byIpFrom, byRoute } from './http/honoKeys.js';
-export { combine, headerKey, type KeyFunction } from './http/keys.js';
+export type { AddressOptions } from './http/address.js';
+export { byHeader, byIp, byIpFrom, byRoute, byRouteTemplate, byRouteWith } from './http/honoKeys.js';
+export { combine, headerKey, type KeyFunction, type RouteKeyOptions } from './http/keys.js';
 export type { HttpLimiter, ReducedCapacityAnswer } from './http/options.js';
 
 /**

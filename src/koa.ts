@@ -11,7 +11,19 @@ import type { Decision } from './types.js';
 
 // Koa's context is a RequestLike (it has `headers`, `method`, `url`, `originalUrl` and `socket`): the
 // Node helpers take it as it is.
-export { byHeader, byIp, byRoute, combine, headerKey, type KeyFunction, type RequestLike } from './http/keys.js';
+export { type AddressOptions, byIpFrom } from './http/address.js';
+export {
+  byHeader,
+  byIp,
+  byRoute,
+  byRouteTemplate,
+  byRouteWith,
+  combine,
+  headerKey,
+  type KeyFunction,
+  type RequestLike,
+  type RouteKeyOptions,
+} from './http/keys.js';
 export type { HttpLimiter, ReducedCapacityAnswer } from './http/options.js';
 
 /**

@@ -1,6 +1,7 @@
 import type { Context } from 'hono';
-import { describe, ErrorCode, invalidOption, ResilimitError } from '../options/errors.js';
-import { addressKey, headerKeyOf, routeKey, type KeyFunction } from './keys.js';
+import { ErrorCode, ResilimitError } from '../options/errors.js';
+import { type AddressOptions, addressKey, byIpFrom as sharedByIpFrom } from './address.js';
+import { headerKeyOf, type KeyFunction, type RouteKeyOptions, routeKeyFunction } from './keys.js';
 
 // The key helpers of `resilimit/hono`: they read Hono's context (a Web `Request` and the runtime's
 // `env`) and make the very keys the Node helpers make of the same request, so that a limit keeps its
@@ -38,20 +39,18 @@ export function byIp(c: Context): string {
 /**
  * A {@link byIp} for any runtime: the key of the address `address(c)` returns, such as
  * `getConnInfo(c).remote.address` with the `getConnInfo` of your runtime's adapter (`@hono/bun`,
- * `@hono/deno`, `@hono/cloudflare-workers`, …). Behind a proxy, return the address your proxy vouches for.
- * @throws {ResilimitError} `ERR_RESILIMIT_INVALID_OPTION` for an `address` that is not a function. The
- *   key function throws `ERR_RESILIMIT_INVALID_KEY` for a request whose address is not a non-empty string.
+ * `@hono/deno`, `@hono/cloudflare-workers`, …), keyed as `byIp` keys one. Behind a proxy, return the
+ * address your proxy vouches for. `options.nat64Prefixes`: the NAT64 prefixes whose addresses count
+ * as their IPv4 client (default `['64:ff9b::/96']`).
+ * @throws {ResilimitError} `ERR_RESILIMIT_INVALID_OPTION` for an `address` that is not a function, or
+ *   a bad option. The key function throws `ERR_RESILIMIT_INVALID_KEY` for a request whose address is
+ *   not an IP address (absent, `host:port`, a list), naming its shape, not its content.
  * @example
  * import { getConnInfo } from '@hono/bun';
  * app.use(rateLimit(limiter, { key: byIpFrom((c) => getConnInfo(c).remote.address) }));
  */
-export function byIpFrom<C extends Context = Context>(address: (c: C) => string | undefined): KeyFunction<C> {
-  if (typeof address !== 'function') throw invalidOption('address', 'a function', address);
-  return (c) => {
-    const found: unknown = address(c);
-    if (typeof found === 'string' && found !== '') return addressKey(found);
-    throw new ResilimitError(ErrorCode.INVALID_KEY, `byIpFrom: expected the address function to return an address, got ${describe(found)}`);
-  };
+export function byIpFrom<C extends Context = Context>(address: (c: C) => string | undefined, options?: AddressOptions): KeyFunction<C> {
+  return sharedByIpFrom(address, options);
 }
 
 /**
@@ -68,14 +67,44 @@ function honoHeader(c: Context, field: string): string | undefined {
   return c.req.header(field);
 }
 
-/**
- * The method and path of the request, without the query, as `resilimit/http`'s `byRoute`:
- * `route:GET /orders`, lower-cased, without repeated or trailing slashes. The path is the request
- * URL's, percent-encoded as sent (not `c.req.path`, which is decoded), and the whole of it under a
- * `basePath` or `app.route()`.
- */
-export function byRoute(c: Context): string {
-  const url = c.req.url;
-  const path = url.indexOf('/', url.indexOf('://') + 3);
-  return routeKey(c.req.method, path === -1 ? '/' : url.slice(path));
+/** The route Hono matched for the request's handler: the last matched route of a method (not `app.use()`'s `ALL`). */
+function honoTemplate(c: Context): string | undefined {
+  const routes = c.req.matchedRoutes;
+  for (let i = routes.length - 1; i >= 0; i -= 1) {
+    const route = routes[i];
+    if (route !== undefined && route.method !== 'ALL') return route.path;
+  }
+  return undefined;
 }
+
+function honoTarget(c: Context): string {
+  return c.req.url;
+}
+
+function honoMethod(c: Context): string {
+  return c.req.method;
+}
+
+/**
+ * `resilimit/http`'s `byRouteWith`: `from: 'template'` keys by the route Hono matched (the path of
+ * the last route of a method that matched, as `hono/route`'s `matchedRoutes` lists them: known to
+ * an `app.use()` middleware too), `headAsGet: false` counts HEAD apart from GET.
+ * @throws {ResilimitError} `ERR_RESILIMIT_INVALID_OPTION` for an option of the wrong type or an unknown one.
+ */
+export function byRouteWith<C extends Context = Context>(options: RouteKeyOptions = {}): KeyFunction<C> {
+  return routeKeyFunction<C>(options, honoMethod, honoTarget, honoTemplate);
+}
+
+/**
+ * The method and path of the request, as `resilimit/http`'s `byRoute`: `route:GET /orders`, the path
+ * as Hono's router serves it whatever its spelling (no query or fragment, percent-encoded octets
+ * decoded but `%2F` and `%25`, lower-cased, without dot segments or repeated and trailing slashes),
+ * the whole of it under a `basePath` or `app.route()`. HEAD counts as GET.
+ */
+export const byRoute: KeyFunction<Context> = byRouteWith();
+
+/**
+ * The method and the route Hono matched: `route:GET /orders/:id`, as `resilimit/http`'s
+ * `byRouteTemplate`. A request no route of a method matched (a 404) is keyed by its path, as {@link byRoute}.
+ */
+export const byRouteTemplate: KeyFunction<Context> = byRouteWith({ from: 'template' });

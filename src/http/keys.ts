@@ -1,7 +1,10 @@
 import { createHash } from 'node:crypto';
 import type { IncomingHttpHeaders } from 'node:http';
+import { unknownOption } from '../options/checks.js';
 import { ErrorCode, invalidOption, ResilimitError } from '../options/errors.js';
 import { MAX_KEY_LENGTH } from '../options/options.js';
+import { addressKey } from './address.js';
+import { routePath } from './routePath.js';
 
 /**
  * What the key helpers read from a request: Node's `IncomingMessage` (plain `node:http`, Express,
@@ -42,40 +45,18 @@ function bounded(tag: string, value: string): string {
 }
 
 /**
- * The first 64 bits of an IPv6 address, written in full hextets: `2001:db8:0:1`. A host picks any
- * address in its /64 (privacy addresses), so a per-address key would let one client rotate through
- * 2^64 keys.
- */
-function prefix64(address: string): string {
-  const zone = address.indexOf('%');
-  const bare = zone === -1 ? address : address.slice(0, zone);
-  const gap = bare.indexOf('::');
-  let groups: string[];
-  if (gap === -1) {
-    groups = bare.split(':');
-  } else {
-    const head = gap === 0 ? [] : bare.slice(0, gap).split(':');
-    const rest = bare.slice(gap + 2);
-    const tail = rest === '' ? [] : rest.split(':');
-    const width = tail.length + (tail.at(-1)?.includes('.') === true ? 1 : 0); // a dotted quad is two groups
-    groups = [...head, ...Array<string>(Math.max(0, 8 - head.length - width)).fill('0'), ...tail];
-  }
-  return groups
-    .slice(0, 4)
-    .map((g) => (Number.parseInt(g, 16) || 0).toString(16))
-    .join(':');
-}
-
-/**
  * The client's address as the TCP connection reports it (`socket.remoteAddress`): `ip:203.0.113.7`,
- * or for IPv6 its /64 network, `ip:2001:db8:0:1::/64` (IPv4 clients of a dual-stack server,
- * `::ffff:203.0.113.7`, count as their IPv4 address).
+ * or for IPv6 its /64 network, `ip:2001:db8:0:1::/64`. An IPv6 form that carries an IPv4 client
+ * counts as that IPv4 address, however it is written: mapped (`::ffff:203.0.113.7`, what a
+ * dual-stack server reports), translated, compatible, and NAT64's well-known prefix `64:ff9b::/96`
+ * (other NAT64 prefixes: {@link byIpFrom}'s `nat64Prefixes`).
  *
  * It never reads `X-Forwarded-For` or `Forwarded`: a client writes those headers itself unless a
  * proxy you trust overwrites them, and a client that picks its own key picks a fresh limit for every
  * request. Behind a proxy, every request comes from the proxy's address: key by what your framework
  * derives from your explicit proxy configuration (`req.ip` with Express's `trust proxy`, `request.ip`
- * with Fastify's `trustProxy`, `ctx.ip` with Koa's `app.proxy`), or by an authenticated identity.
+ * with Fastify's `trustProxy`, `ctx.ip` with Koa's `app.proxy`) through {@link byIpFrom}, or by an
+ * authenticated identity.
  * @throws {ResilimitError} `ERR_RESILIMIT_INVALID_KEY` when the socket has no address (a server on a
  *   Unix socket, or a connection already closed): such a server needs another key.
  */
@@ -88,16 +69,6 @@ export function byIp(request: RequestLike): string {
     );
   }
   return addressKey(address);
-}
-
-/**
- * The key of a client's address, as {@link byIp} makes it: `ip:<IPv4>`, or `ip:<first 64 bits>::/64`
- * for IPv6 (an IPv4-mapped IPv6 address counts as its IPv4 address). Shared by every framework's `byIp`.
- */
-export function addressKey(address: string): string {
-  if (!address.includes(':')) return `ip:${address}`;
-  if (address.startsWith('::ffff:') && address.includes('.')) return `ip:${address.slice(7)}`;
-  return `ip:${prefix64(address.toLowerCase())}::/64`;
 }
 
 // RFC 9110 token characters: what a field name may contain.
@@ -171,30 +142,113 @@ function checkFieldName(name: unknown): asserts name is string {
   }
 }
 
-/**
- * The method and path of the request, without the query: `route:GET /orders`. The path is taken
- * from `originalUrl` when the framework sets it (Express and Connect rewrite `url` under a mount
- * path), lower-cased and stripped of repeated and trailing slashes, so that spellings a router
- * serves alike (Express matches without regard to case or a trailing slash by default) share a key.
- * A path over 200 characters is replaced by its SHA-256.
- *
- * It is the path, not the route pattern: `/orders/1` and `/orders/2` are two keys. Alone, it makes
- * one limit per resource shared by all clients; combine it with a client key for per-client,
- * per-route limits.
- */
-export function byRoute(request: RequestLike): string {
-  const url = (request as { originalUrl?: unknown }).originalUrl;
-  return routeKey(request.method ?? 'GET', typeof url === 'string' ? url : (request.url ?? '/'));
+/** Options of {@link byRouteWith}. */
+export interface RouteKeyOptions {
+  /**
+   * `'path'`: the path the client sent, as the router serves it ({@link byRoute}). `'template'`: the
+   * route the router matched, `/orders/:id` ({@link byRouteTemplate}).
+   * @default 'path'
+   */
+  readonly from?: 'path' | 'template';
+  /**
+   * Counts a HEAD request as a GET of the same route: every framework answers HEAD with the GET
+   * handler, so apart, alternating the two would run it twice the limit. `false`: apart.
+   * @default true
+   */
+  readonly headAsGet?: boolean;
 }
 
-/** The key {@link byRoute} makes of a method and a URL (its path, or path and query): shared by every framework's `byRoute`. */
-export function routeKey(method: string, url: string): string {
-  const query = url.indexOf('?');
-  let path = (query === -1 ? url : url.slice(0, query)).toLowerCase();
-  if (path.includes('//')) path = path.replace(/\/{2,}/g, '/');
-  if (path.length > 1 && path.endsWith('/')) path = path.slice(0, -1);
-  return bounded(`route:${method} `, path);
+/**
+ * The route template the framework matched, on its request: Fastify's `request.routeOptions.url`,
+ * Express's `req.baseUrl` + `req.route.path` (set only for middleware on the route itself), Koa
+ * router's `ctx._matchedRoute` (likewise); undefined when none is set.
+ */
+function nodeTemplate(request: RequestLike): string | undefined {
+  const r = request as {
+    routeOptions?: { url?: unknown };
+    route?: { path?: unknown };
+    baseUrl?: unknown;
+    _matchedRoute?: unknown;
+  };
+  const fastify = r.routeOptions?.url;
+  if (typeof fastify === 'string') return fastify;
+  const express = r.route?.path;
+  if (typeof express === 'string' || express instanceof RegExp)
+    return `${typeof r.baseUrl === 'string' ? r.baseUrl : ''}${String(express)}`;
+  const koa = r._matchedRoute;
+  if (typeof koa === 'string' || koa instanceof RegExp) return String(koa);
+  return undefined;
 }
+
+function nodeTarget(request: RequestLike): string {
+  // Express and Connect rewrite `url` under a mount path; `originalUrl` is the target as sent.
+  const url = (request as { originalUrl?: unknown }).originalUrl;
+  return typeof url === 'string' ? url : (request.url ?? '/');
+}
+
+/**
+ * {@link byRoute} with options: `from: 'template'` keys by the route the router matched, `headAsGet:
+ * false` counts HEAD apart from GET.
+ * @throws {ResilimitError} `ERR_RESILIMIT_INVALID_OPTION` for an option of the wrong type or an unknown one.
+ * @example
+ * app.get('/orders/:id', rateLimit(limiter, { key: combine(byIp, byRouteWith({ from: 'template' })) }), handler);
+ */
+export function byRouteWith(options: RouteKeyOptions = {}): KeyFunction {
+  return routeKeyFunction(options, (request) => request.method ?? 'GET', nodeTarget, nodeTemplate);
+}
+
+/**
+ * A route key function of a framework's request: `method`, `target` (the URL as sent) and `template`
+ * (the matched route, or undefined) read it. Shared by every framework's `byRouteWith`.
+ */
+export function routeKeyFunction<R>(
+  options: unknown,
+  method: (request: R) => string,
+  target: (request: R) => string,
+  template: (request: R) => string | undefined,
+): KeyFunction<R> {
+  if (typeof options !== 'object' || options === null || Array.isArray(options)) throw invalidOption('options', 'an object', options);
+  const o = options as Record<string, unknown>;
+  for (const name of Object.keys(o)) {
+    if (name !== 'from' && name !== 'headAsGet') throw unknownOption('byRouteWith()', name, o[name], ['from', 'headAsGet']);
+  }
+  const { from = 'path', headAsGet = true } = o;
+  if (from !== 'path' && from !== 'template') throw invalidOption('from', "'path' or 'template'", from);
+  if (typeof headAsGet !== 'boolean') throw invalidOption('headAsGet', 'a boolean', headAsGet);
+  const verb = (request: R) => {
+    const m = method(request);
+    return headAsGet && m === 'HEAD' ? 'GET' : m;
+  };
+  if (from === 'path') return (request) => bounded(`route:${verb(request)} `, routePath(target(request)));
+  return (request) => {
+    const matched = template(request);
+    return bounded(`route:${verb(request)} `, matched === undefined ? routePath(target(request)) : matched);
+  };
+}
+
+/**
+ * The method and path of the request: `route:GET /orders`. The path is the one the router serves,
+ * whatever the spelling: without the query or a fragment, without the `http://host` of an
+ * absolute-form target, percent-encoded octets decoded (but `%2F` and `%25`), lower-cased, without
+ * dot segments or repeated and trailing slashes. Express and Connect: from `originalUrl` (they
+ * rewrite `url` under a mount path). HEAD counts as GET. A path over 200 characters is replaced by
+ * its SHA-256.
+ *
+ * It is the path, not the route pattern: `/orders/1` and `/orders/2` are two keys (for the pattern,
+ * {@link byRouteTemplate}). Alone, it makes one limit per resource shared by all clients; combine it
+ * with a client key for per-client, per-route limits.
+ */
+export const byRoute: KeyFunction = byRouteWith();
+
+/**
+ * The method and the route the router matched: `route:GET /orders/:id`, one key for every order.
+ * Fastify: `request.routeOptions.url`, in a hook of the app or of the route. Express: `req.baseUrl`
+ * + `req.route.path`, and Koa: `@koa/router`'s `ctx._matchedRoute`, set only once the router has
+ * matched, so only for a middleware given on the route itself (`app.get(path, rateLimit(…),
+ * handler)`). A request with no matched route (a 404, or a middleware mounted before the router) is
+ * keyed by its path, as {@link byRoute}. HEAD counts as GET.
+ */
+export const byRouteTemplate: KeyFunction = byRouteWith({ from: 'template' });
 
 /**
  * A key made of several: `combine(byHeader('x-user-id'), byRoute)` limits each user on each path

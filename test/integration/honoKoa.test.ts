@@ -721,8 +721,9 @@ describe('the package entry points', () => {
     `;
     const { stdout } = await promisify(execFile)(process.execPath, ['--input-type=module', '-e', script], { cwd: root });
     const { hono, koa, loaded } = JSON.parse(stdout) as { hono: string[]; koa: string[]; loaded: string[] };
-    expect(hono).toEqual(['byHeader', 'byIp', 'byIpFrom', 'byRoute', 'combine', 'headerKey', 'rateLimit']);
-    expect(koa).toEqual(['byHeader', 'byIp', 'byRoute', 'combine', 'headerKey', 'rateLimit']);
+    const keys = ['byHeader', 'byIp', 'byIpFrom', 'byRoute', 'byRouteTemplate', 'byRouteWith', 'combine', 'headerKey'];
+    expect(hono).toEqual([...keys, 'rateLimit']);
+    expect(koa).toEqual([...keys, 'rateLimit']);
     const files = loaded.filter((url) => url.startsWith('file:')).map((url) => url.slice(url.indexOf('/dist/') + 1));
     expect(files).toEqual(expect.arrayContaining(['dist/hono.js', 'dist/koa.js']));
     expect(files.every((f) => f.startsWith('dist/'))).toBe(true); // no dependency, no framework

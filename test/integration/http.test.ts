@@ -813,7 +813,7 @@ describe('key helpers', () => {
     socket: { remoteAddress },
   });
 
-  it('byIp keys IPv4 by address, IPv4-mapped IPv6 as IPv4, and IPv6 by its /64', () => {
+  it('byIp keys IPv4 by address, IPv6 forms that carry an IPv4 client (mapped, NAT64) as IPv4, and IPv6 by its /64', () => {
     expect(byIp(from('203.0.113.7'))).toBe('ip:203.0.113.7');
     expect(byIp(from('::ffff:203.0.113.7'))).toBe('ip:203.0.113.7');
     expect(byIp(from('2001:db8:0:1:aaaa::1'))).toBe('ip:2001:db8:0:1::/64');
@@ -822,7 +822,7 @@ describe('key helpers', () => {
     expect(byIp(from('2001:db8:0:2::1'))).toBe('ip:2001:db8:0:2::/64');
     expect(byIp(from('::1'))).toBe('ip:0:0:0:0::/64');
     expect(byIp(from('fe80::1%eth0'))).toBe('ip:fe80:0:0:0::/64');
-    expect(byIp(from('64:ff9b::192.0.2.1'))).toBe('ip:64:ff9b:0:0::/64');
+    expect(byIp(from('64:ff9b::192.0.2.1'))).toBe('ip:192.0.2.1');
   });
 
   it('byIp throws ERR_RESILIMIT_INVALID_KEY for a request without a peer address', () => {
@@ -980,7 +980,18 @@ describe('the package entry point', () => {
     `;
     const { stdout } = await promisify(execFile)(process.execPath, ['--input-type=module', '-e', script], { cwd: root });
     const { exports, loaded } = JSON.parse(stdout) as { exports: string[]; loaded: string[] };
-    expect(exports).toEqual(['byHeader', 'byIp', 'byRoute', 'combine', 'headerKey', 'rateLimit', 'rateLimitHook']);
+    expect(exports).toEqual([
+      'byHeader',
+      'byIp',
+      'byIpFrom',
+      'byRoute',
+      'byRouteTemplate',
+      'byRouteWith',
+      'combine',
+      'headerKey',
+      'rateLimit',
+      'rateLimitHook',
+    ]);
     const files = loaded.filter((url) => url.startsWith('file:')).map((url) => url.slice(url.indexOf('/dist/') + 1));
     expect(files).toContain('dist/http.js');
     expect(files.every((f) => f.startsWith('dist/'))).toBe(true); // no dependency, no framework
