@@ -31,6 +31,9 @@ const NO_REASONS: Record<DecisionReason, number> = {
   'deny-cache': 0,
   reconciling: 0,
   disabled: 0,
+  'lease-ended': 0,
+  'no-lease': 0,
+  'no-share': 0,
 };
 
 /** A made-up timeline: `shape(atMs)` says how many decisions each source made in the bucket and how many were admitted. */

@@ -16,18 +16,33 @@ ARGV[6]  holdMs     how long after this beat the others keep this instance's sha
                     (what it admitted on the lease stays in its windows that much longer)
 ARGV[7]  quietMs    an instance whose last beat is older than this may be answering locally: it is
                     never fresh (its share is kept reserved), though it still counts as beating
+ARGV[8]  usedClaim  the claim this instance answers on now (a fraction of the limit, 0 … 1; "" for none):
+                    recorded until the reply that lowers it has reached it
 
 Data model: member <id> scored with its last beat; member "!" .. <id> scored with its last dirty beat,
 removed by a clean one; member "-" .. <id> scored with the time it left (kept for ttlMs); member
 "~" .. <id> scored with the time until which its share is held (its last beat + holdMs), removed when
-it leaves; member "#lost" scored with the time a beat found the set gone (kept for ttlMs, and while
-an instance is silent on a hold). Reply:
-{count, fresh, leftAt, silent, lostAt}: count = instances beating within ttlMs (this one
+it leaves; member "=" .. <id> scored with its claim (below), removed with its hold or when it leaves;
+member "#lost" scored with the time a beat found the set gone (kept for ttlMs, and while an instance
+is silent on a hold).
+
+Claims: the share of the limit each instance answers on locally should Redis fail it, as a fraction.
+The claims sum to at most 1, so that every instance answering locally at once stays within the limit
+(but for rounding), whatever joined or left meanwhile. A silent instance's claim is kept with its hold:
+the others reserve what IT answers on, not a share of their own count. The instances that beat share
+equally what the silent ones do not claim, and a beat is granted at most what the others' recorded
+claims leave (a joiner gets what is left; an instance gets more only once the others have lowered
+theirs). Recorded is the larger of the granted claim and the one used now: a lowered claim counts
+only once its instance has it.
+
+Reply: {count, fresh, leftAt, silent, lostAt, granted, reserved, othersClaim}: count = instances beating within ttlMs (this one
 included unless it left) plus the silent ones; silent = the OTHER instances not beating within ttlMs
 whose hold has not ended (silence is not departure: they may be answering locally on a lease);
 fresh = the OTHER instances beating within quietMs whose last beat is clean and at or after sinceMs;
 leftAt = when the last instance left within ttlMs, 0 if none (a count that falls with a leave need not
-be held); lostAt = when a beat last found the set gone, 0 if none within ttlMs. Live instances beat
+be held); lostAt = when a beat last found the set gone, 0 if none within ttlMs; granted = this
+instance's claim from now on; reserved = the claims of the OTHER instances that are not fresh;
+othersClaim = the claims of every other instance (the last three as strings: fractions). Live instances beat
 more often than ttlMs, so the set is gone only when Redis lost it (a FLUSHALL, a restart, an eviction)
 or when no instance beat for ttlMs and every hold: each instance that sees a new lostAt re-seeds
 Redis from its warm windows (the first beater recreates the set; the others would see it there).
@@ -43,6 +58,7 @@ local since = tonumber(ARGV[4])
 local notAfter = tonumber(ARGV[5])
 local hold = tonumber(ARGV[6])
 local quiet = tonumber(ARGV[7])
+local used = tonumber(ARGV[8]) or 0
 if not ttl or ttl < 1 then
   return redis.error_reply('ERR resilimit: ttlMs must be a positive integer')
 end
@@ -55,13 +71,13 @@ end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 if notAfter and now > notAfter then
-  return { -1, 0, 0, 0, 0 }
+  return { -1, 0, 0, 0, 0, '0', '0', '0' }
 end
 if redis.call('EXISTS', key) == 0 and op ~= 'leave' then
   redis.call('ZADD', key, now, '#lost')
 end
 if op == 'leave' then
-  redis.call('ZREM', key, id, '!' .. id, '~' .. id)
+  redis.call('ZREM', key, id, '!' .. id, '~' .. id, '=' .. id)
   redis.call('ZADD', key, now, '-' .. id)
 else
   redis.call('ZADD', key, now, id)
@@ -77,6 +93,7 @@ local members = redis.call('ZRANGE', key, 0, -1, 'WITHSCORES')
 local dirty = {}
 local beating = {}
 local holds = {}
+local claims = {}
 local leftAt = 0
 local lostAt = 0
 local expired = {}
@@ -92,6 +109,8 @@ for i = 1, #members, 2 do
       holds[string.sub(member, 2)] = true
       if score > keepUntil then keepUntil = score end
     end
+  elseif mark == '=' then
+    claims[string.sub(member, 2)] = score
   elseif score <= now - ttl and mark ~= '#' then
     expired[#expired + 1] = member
   elseif mark == '!' then
@@ -108,10 +127,12 @@ if #expired > 0 then redis.call('ZREM', key, unpack(expired)) end
 local live = 0
 local fresh = 0
 local silent = 0
+local freshOnes = {}
 for member, beat in pairs(beating) do
   live = live + 1
   if member ~= id and not dirty[member] and beat > now - quiet and (not since or beat >= since) then
     fresh = fresh + 1
+    freshOnes[member] = true
   end
 end
 for other in pairs(holds) do
@@ -123,5 +144,28 @@ if lostAt > 0 and silent == 0 and (lostAt <= now - ttl or (op == 'leave' and liv
   redis.call('ZREM', key, '#lost')
   lostAt = 0
 end
+-- Claims: a claim goes with its instance (neither beating nor held).
+local silentClaim = 0
+local othersClaim = 0
+local reserved = 0
+local gone = {}
+for other, claim in pairs(claims) do
+  if not beating[other] and not holds[other] then
+    gone[#gone + 1] = '=' .. other
+  elseif other ~= id then
+    othersClaim = othersClaim + claim
+    if not beating[other] then silentClaim = silentClaim + claim end
+    if not freshOnes[other] then reserved = reserved + claim end
+  end
+end
+if #gone > 0 then redis.call('ZREM', key, unpack(gone)) end
+local granted = 0
+if op ~= 'leave' then
+  granted = math.max(0, math.min((1 - silentClaim) / live, 1 - othersClaim))
+  redis.call('ZADD', key, math.max(granted, used), '=' .. id)
+end
 redis.call('PEXPIRE', key, keepUntil - now)
-return { live + silent, fresh, leftAt, silent, lostAt }
+local function fraction(x)
+  return string.format('%.17g', x)
+end
+return { live + silent, fresh, leftAt, silent, lostAt, fraction(granted), fraction(reserved), fraction(othersClaim) }

@@ -25,6 +25,7 @@ export {
 } from './limiter/ResilientLimiter.js';
 export type { AcquireOptions } from './limiter/Waiters.js';
 export type { BreakerState } from './redis/Breaker.js';
+export type { CapacityChange, CapacityReason } from './limiter/capacity.js';
 export type { ReconcileResult } from './recovery/Journal.js';
 export { closeRedisClient, type CloseRedisClientOptions } from './client/closeRedisClient.js';
 export { createRedisClient, SAFE_CLIENT_OPTIONS, type ClientOptions } from './client/redisClient.js';

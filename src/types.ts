@@ -14,7 +14,10 @@ export type DecisionSource = 'redis' | 'local' | 'fail-open' | 'fail-closed' | '
  * - `deny-cache`: Redis rejected this key and its `retryAfterMs` has not passed;
  * - `reconciling`: Redis is back, and the calls admitted while it was not (or that it lost) are being
  *   written into it first; or calls of this key admitted locally are not sent to Redis yet;
- * - `disabled`: the limiter is switched off (`setEnabled(false)`).
+ * - `disabled`: the limiter is switched off (`setEnabled(false)`);
+ * - `lease-ended`, `no-lease`, `no-share` (mode `'local'`, whatever kept Redis from deciding): this
+ *   instance answers on less than its share, because its lease ended, because it has never reached
+ *   Redis, or because its share is 0 (see `CapacityReason` and the `capacity` event).
  */
 export type DecisionReason =
   | 'decided'
@@ -27,7 +30,10 @@ export type DecisionReason =
   | 'slow'
   | 'deny-cache'
   | 'reconciling'
-  | 'disabled';
+  | 'disabled'
+  | 'lease-ended'
+  | 'no-lease'
+  | 'no-share';
 
 /**
  * The answer to "may this call go ahead?". A rejection is a decision, never an exception.

@@ -133,12 +133,17 @@ process.on('message', (message: ToWorker) => {
   if (message.kind === 'go') void load();
   if (message.kind === 'stop') {
     running = false;
+    // Alive until the calls are sent (the limiter's timers are unref'd).
+    const alive = setInterval(() => undefined, 1000);
     void (async () => {
       await Promise.allSettled([...pending]);
       await limiter?.close().catch((error: unknown) => errors.push(`close: ${String(error)}`));
       redis?.disconnect();
-      send({ kind: 'done', calls, stalls, errors });
-      process.disconnect();
+      // Disconnected once the message is out: a large one (a long run's calls) is not sent at once.
+      process.send?.({ kind: 'done', calls, stalls, errors } satisfies FromWorker, () => {
+        clearInterval(alive);
+        process.disconnect();
+      });
     })();
   }
 });

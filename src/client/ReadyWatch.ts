@@ -1,7 +1,11 @@
 import type { RedisPort } from './port.js';
 
-/** How long after the limiter is made a client never ready is reported, ms. */
-export const NOT_READY_AFTER_MS = 5_000;
+/**
+ * How long after the limiter is made a client never ready is reported, ms: within a second, so that a
+ * service started with Redis down says at once what it answers on (a connection made on start takes
+ * a few ms on a good network: a second is no false alarm).
+ */
+export const NOT_READY_AFTER_MS = 1_000;
 /** How often it is reported again while it stays so, ms. */
 export const NOT_READY_EVERY_MS = 60_000;
 
@@ -29,8 +33,8 @@ const nodeTimers: Timers = {
  * with `lazyConnect` and never connected. Then every call is answered by the fallback with reason
  * `'not-ready'` and the breaker stays closed (no call reaches it): limiting per instance that looks
  * healthy. So, `afterMs` after the limiter is made and every `everyMs` after that while the client
- * stays so, it emits a process warning (`RESILIMIT_REDIS_NOT_READY`) and calls `report` (the limiter's
- * `notReady` event). Once the client has been ready, outages show in the breaker's state instead, and
+ * stays so, it emits a process warning (`RESILIMIT_REDIS_NOT_READY`) that says what the limiter
+ * answers on meanwhile (`options.answering`), and calls `report` (the limiter's `notReady` event). Once the client has been ready, outages show in the breaker's state instead, and
  * the watch stops at its next turn. Its one timer is unref'd and cleared by {@link stop}.
  */
 export class ReadyWatch {
@@ -42,7 +46,13 @@ export class ReadyWatch {
 
   constructor(
     readonly tier: { readonly everReady: boolean },
-    readonly options: { readonly redis: RedisPort; readonly prefix: string; readonly perf: { now(): number } },
+    readonly options: {
+      readonly redis: RedisPort;
+      readonly prefix: string;
+      readonly perf: { now(): number };
+      /** What the limiter answers on meanwhile, in words (the warning says it). */
+      readonly answering?: () => string;
+    },
     readonly report: (info: NotReady) => void,
     readonly timers: Timers = nodeTimers,
     readonly afterMs = NOT_READY_AFTER_MS,
@@ -89,7 +99,8 @@ export class ReadyWatch {
       `The Redis client of the limiter with prefix ${JSON.stringify(this.options.prefix)} has not been ready in the ` +
         `${Math.round(info.forMs / 1000)} s since the limiter was made (status '${info.status}', ${this.options.redis.describe()}` +
         `${lastError === undefined ? '' : `; its last error: ${lastError}`}). ` +
-        "Every call is answered by the fallback (reason 'not-ready'): check the Redis address and credentials.",
+        `Every call is answered without Redis: ${this.options.answering?.() ?? "by the fallback (reason 'not-ready')"}. ` +
+        'Check the Redis address and credentials.',
       { type: 'ResilimitWarning', code: 'RESILIMIT_REDIS_NOT_READY' },
     );
     this.report(info);

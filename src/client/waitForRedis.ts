@@ -11,7 +11,8 @@ export type WaitForRedisOptions = {
 
 /**
  * Waits until `redis` is ready, for at most `timeoutMs`, and never throws: resolves `true` once the
- * client is ready, `false` when the time is up. For a service's start-up: with Redis down, a wrong
+ * client is ready, `false` when the time is up (with the process warning `RESILIMIT_WAIT_FOR_REDIS`,
+ * naming the client's status and last error). For a service's start-up: with Redis down, a wrong
  * address or a wrong password, the service still starts, and the limiter answers locally (reason
  * `'not-ready'`) until the client connects; the limiter's `notReady` warning then names the cause.
  * (`events.once(redis, 'ready')` rejects on the client's first `'error'` and so stops the start-up,
@@ -36,9 +37,21 @@ export function waitForRedis(client: RedisClient, options: WaitForRedisOptions =
     resolve(ready);
   };
   const onReady = (): void => done(true);
-  // Errors are the client's to report (and the limiter's `notReady` names the last); waiting, they only mean "not yet".
-  const ignore = (): void => {};
-  const timer = setTimeout(() => done(false), timeoutMs);
-  const listening = [redis.on('ready', onReady), redis.on('error', ignore)];
+  // Errors only mean "not yet" while waiting; the last one is named if the wait gives up.
+  let lastError: string | undefined;
+  const onError = (error: unknown): void => {
+    lastError = (error instanceof Error ? error.message : String(error)).slice(0, 200);
+  };
+  const giveUp = (): void => {
+    done(false);
+    process.emitWarning(
+      `waitForRedis: the client (${redis.describe()}, status '${redis.status}'${lastError === undefined ? '' : `; its last error: ${lastError}`}) ` +
+        `was not ready within ${timeoutMs} ms. Starting without Redis: each limiter answers as its mode says until it connects ` +
+        '(its RESILIMIT_REDIS_NOT_READY warning, a second after it is made, says on what).',
+      { type: 'ResilimitWarning', code: 'RESILIMIT_WAIT_FOR_REDIS' },
+    );
+  };
+  const timer = setTimeout(giveUp, timeoutMs);
+  const listening = [redis.on('ready', onReady), redis.on('error', onError)];
   return promise;
 }

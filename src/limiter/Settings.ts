@@ -18,6 +18,9 @@ import type { RedisWindow } from '../redis/RedisWindow.js';
 /** Once its lease has ended, `afterLease: 'shrink'` answers locally at a share of this many times less. */
 const SHRINK = 10;
 
+/** What a claim may be off by, once multiplied by a limit: a fraction's last bits (see `#claimedShareOf`). */
+const CLAIM_SLACK = 1e-9;
+
 /**
  * The settings a limiter changes at run time: the limit (a number, or a function of the key called at
  * every call), the window, the mode, shadow mode and the kill switch. It owns them, and alone applies a
@@ -40,14 +43,31 @@ export class Settings {
   constructor(
     readonly options: Pick<
       ResolvedLimiterOptions,
-      'limit' | 'limitFn' | 'windowMs' | 'mode' | 'shadow' | 'localLimit' | 'instances' | 'afterLease' | 'heartbeatMs' | 'hotKeys'
+      | 'limit'
+      | 'limitFn'
+      | 'windowMs'
+      | 'mode'
+      | 'shadow'
+      | 'localLimit'
+      | 'instances'
+      | 'maxInstances'
+      | 'afterLease'
+      | 'heartbeatMs'
+      | 'hotKeys'
     >,
     readonly redis: RedisWindow,
     readonly local: LocalTier,
     readonly deny: DenyCache,
     /** The instance counter when `instances: 'auto'`, else undefined. */
     readonly counter: () =>
-      | { readonly count: number; readonly unrecovered: number; leasedAt(now: number): boolean; readonly lastSeenAt: number }
+      | {
+          readonly count: number;
+          readonly unrecovered: number;
+          readonly claim: number | undefined;
+          readonly reservedClaim: number;
+          leasedAt(now: number): boolean;
+          readonly lastSeenAt: number;
+        }
       | undefined,
   ) {
     this.#limitFn = options.limitFn;
@@ -75,10 +95,12 @@ export class Settings {
   /**
    * The share of `limit` to give the local window of `limit()` with a call: undefined without a limit
    * function (the window's own limit is the share then, kept up to date: nothing to compute per call),
-   * unless the lease has ended with `afterLease: 'shrink'` ({@link fallbackShareOf}).
+   * unless the lease has ended with `afterLease: 'shrink'`, or the share is 0 (a window's own limit
+   * is at least 1) ({@link fallbackShareOf}).
    */
   localShareOf(limit: number, now?: number): number | undefined {
-    return this.#limitFn === undefined && (now === undefined || !this.#shrunk(now)) ? undefined : this.fallbackShareOf(limit, now);
+    if (this.#limitFn === undefined && (now === undefined || !this.#shrunk(now)) && this.#rawLocalLimit >= 1) return undefined;
+    return this.fallbackShareOf(limit, now);
   }
 
   /**
@@ -87,7 +109,7 @@ export class Settings {
    */
   fallbackShareOf(limit: number, now?: number, item = false): number {
     // limitAll()'s items: their limits are not `limit()`'s, so `local.limit` is not theirs either.
-    const share = item ? Math.ceil(limit / this.instances) : this.shareOf(limit);
+    const share = item ? this.#claimedShareOf(limit) : this.shareOf(limit);
     return now !== undefined && this.#shrunk(now) ? Math.floor(share / SHRINK) : share;
   }
 
@@ -116,15 +138,62 @@ export class Settings {
     if (seen !== undefined && seen > Number.NEGATIVE_INFINITY) local.lost(seen, this.options.heartbeatMs * 3);
   }
 
-  /** In mode `'local'`, the lease has ended and `afterLease` is `'shrink'`. */
-  #shrunk(now: number): boolean {
-    return this.options.afterLease === 'shrink' && this.#mode === 'local' && this.counter()?.leasedAt(now) === false;
+  /** What a call is answered on while Redis does not decide, at `now`, in words (for warnings). */
+  answering(now: number): string {
+    const mode = this.fallbackMode(now);
+    if (mode !== 'local') return `mode '${mode}' (${mode === 'fail-open' ? 'every call admitted' : 'every call refused'})`;
+    const lease = this.leaseReason(now);
+    const limit = this.#limitFn === undefined ? `${this.#limit}` : "each key's limit";
+    const share = this.#limitFn === undefined ? `${this.fallbackShareOf(this.#limit, now)} of ` : 'a share of ';
+    const why =
+      lease === 'no-lease'
+        ? `limit / local.maxInstances (${this.options.maxInstances}): this instance has never reached Redis, so no other reserves a share for it`
+        : lease === 'lease-ended'
+          ? 'its lease ended (local.afterLease)'
+          : this.options.localLimit !== undefined
+            ? 'local.limit'
+            : `its share of ${this.instances} instances`;
+    return `mode 'local', on ${share}${limit} calls a ${this.#windowMs} ms window (${why})`;
   }
 
-  /** This instance's local share of `limit`: `local.limit` (at most `limit`), or `ceil(limit / instances)`. */
+  /**
+   * Why, in mode `'local'` with `instances: 'auto'`, this instance answers at `now` (local clock)
+   * without a lease: `'lease-ended'`, `'no-lease'` (it never had one), or undefined (leased; another
+   * mode; a fixed instance count).
+   */
+  leaseReason(now: number): 'lease-ended' | 'no-lease' | undefined {
+    const counter = this.counter();
+    if (counter === undefined || this.#mode !== 'local' || counter.leasedAt(now)) return undefined;
+    return counter.claim === undefined ? 'no-lease' : 'lease-ended';
+  }
+
+  /** In mode `'local'`, a lease this instance had has ended and `afterLease` is `'shrink'` (an instance that never had one answers on its cold share). */
+  #shrunk(now: number): boolean {
+    if (this.options.afterLease !== 'shrink' || this.#mode !== 'local') return false;
+    const counter = this.counter();
+    return counter !== undefined && counter.claim !== undefined && !counter.leasedAt(now);
+  }
+
+  /**
+   * This instance's local share of `limit`: `local.limit` (at most `limit`), or its claim's share
+   * ({@link #claimedShareOf}).
+   */
   shareOf(limit: number): number {
     const local = this.options.localLimit;
-    return local === undefined ? Math.ceil(limit / this.instances) : Math.min(local, limit);
+    return local === undefined ? this.#claimedShareOf(limit) : Math.min(local, limit);
+  }
+
+  /**
+   * `ceil(limit × claim)` with `instances: 'auto'` (the claim its last beat was granted: see
+   * `InstanceCounter.claim`), or `ceil(limit / maxInstances)` before any (an instance that never
+   * reached Redis: the others reserve nothing for it); `ceil(limit / instances)` with a fixed count.
+   */
+  #claimedShareOf(limit: number): number {
+    const counter = this.counter();
+    if (counter === undefined) return Math.ceil(limit / this.instances);
+    const claim = counter.claim;
+    // The slack absorbs a claim's last bit: 1/3 of 60 is 20, never 21.
+    return claim === undefined ? Math.ceil(limit / this.options.maxInstances) : Math.ceil(limit * claim - CLAIM_SLACK);
   }
 
   get windowMs(): number {
@@ -151,17 +220,29 @@ export class Settings {
 
   /**
    * Permits of a limit (`limit()`'s, or a `limitAll()` item's) that Redis's decisions leave free now:
-   * the local shares of the instances that may be answering locally with calls Redis has not seen
-   * yet (`InstanceCounter.unrecovered`), at most all but one. 0 unless `instances: 'auto'`.
+   * the shares the instances that may be answering locally with calls Redis has not seen yet
+   * (`InstanceCounter.unrecovered`) answer on, their claims (`InstanceCounter.reservedClaim`), at
+   * most all but one. 0 unless `instances: 'auto'`.
    */
   reserveOf(limit: number): number {
-    const unrecovered = this.counter()?.unrecovered ?? 0;
-    if (unrecovered === 0) return 0;
-    return Math.min(unrecovered * this.shareOf(limit), limit - 1);
+    const counter = this.counter();
+    const unrecovered = counter?.unrecovered ?? 0;
+    if (counter === undefined || unrecovered === 0) return 0;
+    const local = this.options.localLimit;
+    const reserve = local === undefined ? Math.ceil(limit * counter.reservedClaim - CLAIM_SLACK) : unrecovered * Math.min(local, limit);
+    return Math.min(reserve, limit - 1);
   }
 
-  /** The local window's own limit: the share of the `limit` option (MAX_INT's with a function: every call then gives its share). */
+  /**
+   * The local window's own limit: the share of the `limit` option (MAX_INT's with a function: every
+   * call then gives its share), at least 1 (a share of 0, a claim not yet granted, is given with each
+   * call: see {@link localShareOf}).
+   */
   get localLimit(): number {
+    return Math.max(1, this.#rawLocalLimit);
+  }
+
+  get #rawLocalLimit(): number {
     return this.shareOf(this.#limitFn === undefined ? this.#limit : MAX_INT);
   }
 

@@ -1,4 +1,5 @@
 import type { BreakerState } from '../redis/Breaker.js';
+import type { CapacityChange } from './capacity.js';
 import type { DataLoss } from '../recovery/DataWatch.js';
 import type { ShadowedDecision } from '../path/decisions.js';
 import type { ResilimitError } from '../options/errors.js';
@@ -35,6 +36,14 @@ export type LimiterEvents = {
   dataLost: [loss: DataLoss];
   /** The count of live instances changed (`instances: 'auto'`). */
   instances: [count: number];
+  /**
+   * This instance answers on less than its share while Redis does not decide (mode `'local'`): its
+   * lease ended, it has never reached Redis, or its share is 0. Once when it starts (again after
+   * capacity was back), with the process warning `RESILIMIT_REDUCED_CAPACITY`: from how many permits
+   * a window to how many, why, and until what. Its decisions carry the reason (`'lease-ended'`,
+   * `'no-lease'`, `'no-share'`), and its refusals `reducedCapacity`.
+   */
+  capacity: [change: CapacityChange];
   /**
    * The client has not been ready since the limiter was made (a wrong address or password, a
    * `lazyConnect` client never connected): every call is answered by the fallback (reason

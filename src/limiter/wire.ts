@@ -14,6 +14,7 @@ import type { InstanceCounter } from '../recovery/InstanceCounter.js';
 import { LocalTier } from '../local/LocalTier.js';
 import type { ResolvedLimiterOptions } from '../options/options.js';
 import { PendingRefunds } from '../recovery/PendingRefunds.js';
+import { CapacityWatch } from './capacity.js';
 import { claimPrefix } from './prefixes.js';
 import { ReadyWatch } from '../client/ReadyWatch.js';
 import { Recovery } from '../recovery/Recovery.js';
@@ -130,6 +131,7 @@ export function wire(front: Front, resolved: ResolvedLimiterOptions, closed: () 
     now,
     reconcile: resolved.reconcile,
     blockMs: resolved.blockMs,
+    capacity: new CapacityWatch(resolved.prefix, (change) => front.emit('capacity', change)),
   });
   const parts: { -readonly [K in keyof Parts]: Parts[K] } = {
     ...{ now, settings, tier, offset: tier.offset, gate, coalescer, local, deny, reserved, recovery, fallback },
@@ -146,7 +148,7 @@ export function wire(front: Front, resolved: ResolvedLimiterOptions, closed: () 
     (key, id) => refund(parts, key, id),
     resolved,
   );
-  const watch = new ReadyWatch(tier, resolved, (info) => front.emit('notReady', info));
+  const watch = new ReadyWatch(tier, { ...resolved, answering: () => settings.answering(now()) }, (info) => front.emit('notReady', info));
   const path = new DecisionPath(parts, (error) => {
     if (front.listenerCount('redisReplyError') > 0) front.emit('redisReplyError', error);
   });
@@ -175,6 +177,7 @@ export function wire(front: Front, resolved: ResolvedLimiterOptions, closed: () 
       },
       () => lost({ reason: 'flushed' }),
     );
+    settings.applyLocalLimit(); // no claim yet: the share of an instance that has never reached Redis
   }
   const watches = {
     get notReadyForMs(): number {

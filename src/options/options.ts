@@ -41,6 +41,12 @@ import {
   type WindowOptions,
 } from './windowOptions.js';
 
+/**
+ * The default `local.leaseMs`: how long a total outage leaves every instance on its whole share, and
+ * how long a crashed instance's share stays reserved (docs/options.md, "Partial failures: leases").
+ */
+const DEFAULT_LEASE_MS = 600_000;
+
 /** What answers when Redis cannot: the local window, an allow, or a deny. */
 export type Mode = 'local' | 'fail-open' | 'fail-closed';
 const MODES: readonly Mode[] = ['local', 'fail-open', 'fail-closed'];
@@ -67,12 +73,21 @@ export type LocalTierOptions = {
   /** Keys kept by the local window and by the deny cache (each). @default 10000 (range 1 … 2^24) */
   maxKeys?: number;
   /**
+   * With `instances: 'auto'`: the most instances this limit runs on. An instance that has never
+   * reached Redis (started while it was down) has no claim the others reserve: it answers on
+   * `ceil(limit / maxInstances)`, so that up to `maxInstances` of them stay within the limit, and k
+   * such instances beside the others add at most k × that to a window.
+   * @default 10 (range 1 … 10^6)
+   */
+  maxInstances?: number;
+  /**
    * With `instances: 'auto'`: how long, in ms, each heartbeat that Redis answered lets this instance
    * answer locally at its share. The other instances keep a silent instance's share reserved for its
    * lease plus its longest window (silence is not departure), so the limit holds when one instance
    * alone loses Redis; a crashed instance's share stays reserved that long (a clean `close()` frees
-   * it at once). At least 3 × `heartbeatMs`.
-   * @default 60000 (range 3 × heartbeatMs … 2^31 - 1)
+   * it at once, and so does a restart under the same `local.name`). At least 3 × `heartbeatMs`.
+   * @default 600000, ten minutes: a Redis down for everyone that long leaves every instance on its
+   *   whole share (range 3 × heartbeatMs … 2^31 - 1; see docs/options.md for the trade-offs)
    */
   leaseMs?: number;
   /**
@@ -235,6 +250,7 @@ export type ResolvedLimiterOptions = Readonly<{
   localLimit: number | undefined;
   instances: number | 'auto';
   maxKeys: number;
+  maxInstances: number;
   leaseMs: number;
   afterLease: AfterLease;
   breaker: ResolvedBreakerOptions;
@@ -289,7 +305,14 @@ const LIMITER_OPTIONS = [
   ...['clock', 'perf'],
   ...['heartbeatMs', 'maxPending', 'maxPendingBytes', 'reconcile', 'coalesce', 'maxWaiters', 'shadow'],
 ] as const satisfies readonly (keyof ResilientLimiterOptions)[];
-const LOCAL_OPTIONS = ['limit', 'instances', 'maxKeys', 'leaseMs', 'afterLease'] as const satisfies readonly (keyof LocalTierOptions)[];
+const LOCAL_OPTIONS = [
+  'limit',
+  'instances',
+  'maxKeys',
+  'maxInstances',
+  'leaseMs',
+  'afterLease',
+] as const satisfies readonly (keyof LocalTierOptions)[];
 const BREAKER_OPTIONS = [
   ...['timeoutMs', 'errorThresholdPercentage', 'volumeThreshold', 'resetTimeoutMs', 'maxResetTimeoutMs', 'rollingWindowMs'],
 ] as const satisfies readonly (keyof BreakerOptions)[];
@@ -332,7 +355,8 @@ export function resolveLimiterOptions(raw: unknown): ResolvedLimiterOptions {
     localLimit: local['limit'] === undefined ? undefined : integer('local.limit', local['limit'], 1, MAX_INT),
     instances: integerOrAuto('local.instances', local['instances'], 1_000_000),
     maxKeys: optionalInteger('local.maxKeys', local['maxKeys'], 1, 2 ** 24, 10_000),
-    leaseMs: optionalInteger('local.leaseMs', local['leaseMs'], heartbeatMs * 3, MAX_INT, Math.max(60_000, heartbeatMs * 3)),
+    maxInstances: optionalInteger('local.maxInstances', local['maxInstances'], 1, 1_000_000, 10),
+    leaseMs: optionalInteger('local.leaseMs', local['leaseMs'], heartbeatMs * 3, MAX_INT, Math.max(DEFAULT_LEASE_MS, heartbeatMs * 3)),
     afterLease: afterLease as AfterLease,
     breaker: Object.freeze({
       timeoutMs,

@@ -8,6 +8,7 @@ import type { Recovery } from '../recovery/Recovery.js';
 import type { Reservations } from './Reservations.js';
 import type { Settings } from '../limiter/Settings.js';
 import type { DecisionReason } from '../types.js';
+import type { CapacityReason, CapacityWatch } from '../limiter/capacity.js';
 
 /**
  * Whether a local answer for `reason` may mean that this instance lost Redis (its beats may stop): then
@@ -41,8 +42,12 @@ export class Fallback {
   readonly reconcile: boolean;
   /** `blockMs` option: a call the local tier refuses for want of permits blocks its key for that long. */
   readonly blockMs: number;
+  /** Announces, once, that this instance answers on less than its share (see `CapacityWatch`). */
+  readonly capacity: CapacityWatch;
 
-  constructor(parts: Pick<Fallback, 'settings' | 'local' | 'reserved' | 'recovery' | 'breaker' | 'now' | 'reconcile' | 'blockMs'>) {
+  constructor(
+    parts: Pick<Fallback, 'settings' | 'local' | 'reserved' | 'recovery' | 'breaker' | 'now' | 'reconcile' | 'blockMs' | 'capacity'>,
+  ) {
     ({
       settings: this.settings,
       local: this.local,
@@ -52,16 +57,26 @@ export class Fallback {
       now: this.now,
       reconcile: this.reconcile,
       blockMs: this.blockMs,
+      capacity: this.capacity,
     } = parts);
   }
 
   /** `limit()`'s answer, for a call of `limit` (`Settings.limitOf`), at `now` (the caller's reading of the clock, if it has one). */
   one(key: string, cost: number, id: CallId, reason: DecisionReason, limit: number, now = this.now()): LimiterDecision {
+    const lease = this.settings.leaseReason(now);
+    const why = lease ?? reason;
     const mode = this.settings.fallbackMode(now);
-    if (mode !== 'local') return fixedDecision(mode === 'fail-open', mode, reason, now, limit, this.breaker.resetTimeoutMs, id);
+    if (mode !== 'local') {
+      if (lease !== undefined) this.#note(lease, limit, 0);
+      return fixedDecision(mode === 'fail-open', mode, why, now, limit, this.breaker.resetTimeoutMs, id);
+    }
     const share = this.settings.localShareOf(limit, now);
-    // A lease ended, and a tenth of the share is none.
-    if (share === 0) return fixedDecision(false, 'fail-closed', reason, now, limit, this.breaker.resetTimeoutMs, id);
+    // A lease ended and a tenth of the share is none, or a share rounds to 0: refused, in mode 'local'.
+    if (share === 0) {
+      this.#note(lease ?? 'no-share', limit, 0);
+      return fixedDecision(false, 'local', lease ?? 'no-share', now, limit, this.breaker.resetTimeoutMs, id);
+    }
+    this.#note(lease, limit, share);
     if (mayBeLost(reason)) this.settings.lost(this.local);
     const journalled = this.#journals(reason);
     // A journalled call keeps its id in the local window even if it was never sent to Redis: once
@@ -75,25 +90,39 @@ export class Fallback {
       // Its Redis call was sent and not answered: Redis may have run it.
       if (reason === 'timeout' || reason === 'redis-error') this.recovery.markUnanswered(key, memberOf(id));
     }
-    return localDecision(d, reason, id);
+    return localDecision(d, why, id);
+  }
+
+  /**
+   * Tells the capacity watch why this instance answers on less than its share (undefined: it does
+   * not), with the figures for a call of `limit` answered on `share` (undefined: the window's own).
+   */
+  #note(reason: CapacityReason | undefined, limit: number, share: number | undefined): void {
+    this.capacity.note(reason, () => ({
+      from: reason === 'no-lease' || reason === 'no-share' ? limit : this.settings.shareOf(limit),
+      to: share ?? this.settings.shareOf(limit),
+      windowMs: this.settings.windowMs,
+    }));
   }
 
   /** `limitAll()`'s answer: in `'local'`, all or nothing on local windows of each limit's share. */
   all(items: readonly CheckedItem[], id: CallId, reason: DecisionReason): LimitAllDecision {
     const now = this.now();
+    const lease = this.settings.leaseReason(now);
+    const why = lease ?? reason;
     const mode = this.settings.fallbackMode(now);
     if (mode !== 'local')
       return combine(
-        items.map((item) => this.#fixed(mode, reason, now, item.limit)),
+        items.map((item) => this.#fixed(mode, why, now, item.limit)),
         mode,
-        reason,
+        why,
       );
     const share = (item: CheckedItem): number => this.settings.fallbackShareOf(item.limit, now, true);
     if (items.some((item) => share(item) === 0))
       return combine(
-        items.map((item) => this.#fixed('fail-closed', reason, now, item.limit)),
-        'fail-closed',
-        reason,
+        items.map((item) => this.#fixed('local', lease ?? 'no-share', now, item.limit)),
+        'local',
+        lease ?? 'no-share',
       );
     if (mayBeLost(reason)) this.settings.lost(this.local);
     const journalled = this.#journals(reason);
@@ -121,26 +150,31 @@ export class Fallback {
       });
     }
     return combine(
-      decisions.map((d) => localDecision(d, reason)),
+      decisions.map((d) => localDecision(d, why)),
       'local',
-      reason,
+      why,
     );
   }
 
   /** `peek()`'s answer: what a call of cost 1 and `limit` would get, consuming nothing. */
   peek(key: string, reason: DecisionReason, limit: number): LimitDecision {
     const now = this.now();
+    const lease = this.settings.leaseReason(now);
+    const why = lease ?? reason;
     const mode = this.settings.fallbackMode(now);
-    if (mode !== 'local') return this.#fixed(mode, reason, now, limit);
+    if (mode !== 'local') return this.#fixed(mode, why, now, limit);
     const share = this.settings.fallbackShareOf(limit, now);
-    if (share === 0) return this.#fixed('fail-closed', reason, now, limit);
+    if (share === 0) return this.#fixed('local', lease ?? 'no-share', now, limit);
     if (mayBeLost(reason)) this.settings.lost(this.local);
-    return localDecision(this.local.main[inspect](key, 1, undefined, now, this.reserved.of(key), share, limit), reason);
+    return localDecision(this.local.main[inspect](key, 1, undefined, now, this.reserved.of(key), share, limit), why);
   }
 
-  /** The fixed answer of mode `'fail-open'` (admit) or `'fail-closed'` (refuse until the breaker's open period has passed). */
-  #fixed(mode: 'fail-open' | 'fail-closed', reason: DecisionReason, now: number, limit: number): LimitDecision {
-    return fixedDecision(mode === 'fail-open', mode, reason, now, limit, this.breaker.resetTimeoutMs);
+  /**
+   * The fixed answer of mode `'fail-open'` (admit) or `'fail-closed'` (refuse until the breaker's open
+   * period has passed); `'local'`: a refusal of mode `'local'` with no share to answer on, until then too.
+   */
+  #fixed(source: 'fail-open' | 'fail-closed' | 'local', reason: DecisionReason, now: number, limit: number): LimitDecision {
+    return fixedDecision(source === 'fail-open', source, reason, now, limit, this.breaker.resetTimeoutMs);
   }
 
   /**

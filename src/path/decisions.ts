@@ -83,6 +83,9 @@ export const REASONS: readonly DecisionReason[] = [
   'deny-cache',
   'reconciling',
   'disabled',
+  'lease-ended',
+  'no-lease',
+  'no-share',
 ];
 
 // The builders below are every place a limiter decision is made (and `Waiters`' repeated refusal,

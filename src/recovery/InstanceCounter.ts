@@ -12,10 +12,11 @@ const FAST_BEATS = 5;
 export type Beats = {
   /**
    * Sends one beat; `since` (local clock, or undefined for no bound) is when this instance last lost
-   * Redis: only instances that beat clean after it are fresh. Rejects when Redis cannot answer, or
-   * when the beat reached Redis after its deadline (a frozen Redis ran it late).
+   * Redis: only instances that beat clean after it are fresh; `usedClaim` the claim this instance
+   * answers on now (0 before the first). Rejects when Redis cannot answer, or when the beat reached
+   * Redis after its deadline (a frozen Redis ran it late).
    */
-  send(op: BeatOp, since: number | undefined): Promise<BeatReply>;
+  send(op: BeatOp, since: number | undefined, usedClaim: number): Promise<BeatReply>;
   /** True when nothing of this instance's is missing from Redis (no journalled call, no re-seed to write). */
   clean(): boolean;
   /** The local clock. */
@@ -24,6 +25,8 @@ export type Beats = {
   readonly leaseMs: number;
   /** The held count changed. */
   changed(count: number): void;
+  /** This instance's claim changed (see {@link InstanceCounter.claim}). */
+  claimed?(): void;
   /** Fewer instances are unrecovered than before: denials made while their shares were left free may end early. */
   recovered(): void;
   /** A beat found the heartbeat set gone since this instance's previous beat: Redis lost data (see `lua/heartbeat.lua`). */
@@ -55,6 +58,11 @@ export type Beats = {
  *   the beat plus the lease plus its longest window: by then what it admitted on the lease has left
  *   its windows. Only a `leave` (a clean `close()`) frees it sooner. What an instance answers once its
  *   lease has ended is `local.afterLease` (see `Settings.fallbackMode`).
+ * - **Claims.** Each beat Redis answers grants this instance a claim, the fraction of the limit it
+ *   answers on locally ({@link claim}); the claims of all instances sum to at most 1, a silent one's
+ *   kept with its hold, so that the others reserve what it answers on, whoever joins meanwhile (see
+ *   `lua/heartbeat.lua`). {@link reservedClaim} is what Redis's decisions leave free for the
+ *   unrecovered ones.
  */
 export class InstanceCounter {
   #count = 1;
@@ -78,6 +86,12 @@ export class InstanceCounter {
   #leaseUntil = Number.NEGATIVE_INFINITY;
   /** The newest `BeatReply.lostAt` seen (Redis's clock); undefined before the first answer. */
   #lostAt: number | undefined;
+  /** This instance's claim, as the last beat Redis answered granted it; undefined before the first. */
+  #claim: number | undefined;
+  /** The claims of the unrecovered instances: what Redis's decisions leave free. */
+  #reserved = 0;
+  /** The claims of every other instance, as the last beat said. */
+  #othersClaim = 0;
 
   constructor(
     readonly intervalMs: number,
@@ -92,6 +106,19 @@ export class InstanceCounter {
   /** The other instances that may be answering locally with calls Redis has not seen. */
   get unrecovered(): number {
     return this.#unrecovered;
+  }
+
+  /**
+   * The fraction of the limit this instance answers on locally, as granted by the last beat Redis
+   * answered; undefined before the first (an instance that never reached Redis: `Settings.shareOf`).
+   */
+  get claim(): number | undefined {
+    return this.#claim;
+  }
+
+  /** The claims of the unrecovered instances (a fraction of the limit): Redis's decisions leave them free. 0 when none is. */
+  get reservedClaim(): number {
+    return this.#unrecovered === 0 ? 0 : this.#reserved;
   }
 
   /**
@@ -131,6 +158,7 @@ export class InstanceCounter {
     this.#since = this.beats.now();
     this.#epoch += 1;
     this.#unrecovered = this.#count - 1;
+    this.#reserved = this.#othersClaim;
   }
 
   /** Beats now (this instance is back: the others should know), or right after the beat in flight. */
@@ -145,7 +173,7 @@ export class InstanceCounter {
     this.#stopped = true;
     clearInterval(this.#timer);
     clearTimeout(this.#fast);
-    await this.beats.send('leave', undefined).catch(() => undefined);
+    await this.beats.send('leave', undefined, this.#claim ?? 0).catch(() => undefined);
   }
 
   async #beat(regular: boolean): Promise<void> {
@@ -155,13 +183,17 @@ export class InstanceCounter {
     const epoch = this.#epoch;
     const sentAt = this.beats.now();
     try {
-      reply = await this.beats.send(this.beats.clean() ? 'clean' : 'dirty', this.#since);
+      reply = await this.beats.send(this.beats.clean() ? 'clean' : 'dirty', this.#since, this.#claim ?? 0);
     } catch {
       // Keep the last count and the unrecovered ones during an outage.
     }
     this.#beating = false;
     if (this.#stopped) return;
+    let settling = false;
     if (reply !== undefined) {
+      // A claim that changed is recorded by the next beat (the larger one is, until then): soon, so
+      // that an instance waiting for what this one gave up gets it within a fraction of a period.
+      settling = reply.granted !== this.#claim;
       // A loss newer than the last one seen; the first answer only tells which one that is.
       const lostAt = reply.lostAt ?? 0;
       if (this.#lostAt !== undefined && lostAt > this.#lostAt) this.beats.vanished?.();
@@ -172,7 +204,7 @@ export class InstanceCounter {
     if (this.#again) {
       this.#again = false;
       void this.#beat(false);
-    } else if ((this.#unrecovered > 0 || this.#startBeats > 0) && this.#fast === undefined) {
+    } else if ((this.#unrecovered > 0 || this.#startBeats > 0 || settling) && this.#fast === undefined) {
       if (this.#startBeats > 0) this.#startBeats -= 1;
       this.#fast = setTimeout(() => {
         this.#fast = undefined;
@@ -196,13 +228,20 @@ export class InstanceCounter {
       if (this.#recent.length > HOLD_BEATS) this.#recent.shift();
     }
     const live = Math.max(...this.#recent, reply.live, 1);
+    this.#othersClaim = reply.othersClaim;
     if (current) {
       const unrecovered = Math.max(0, live - 1 - reply.fresh);
       const fewer = unrecovered < this.#unrecovered;
       this.#unrecovered = unrecovered;
+      this.#reserved = reply.reserved;
       if (fewer) this.beats.recovered();
     } else {
       this.#unrecovered = Math.max(this.#unrecovered, live - 1); // since the outage, every other one
+      this.#reserved = Math.max(this.#reserved, reply.othersClaim);
+    }
+    if (reply.granted !== this.#claim) {
+      this.#claim = reply.granted;
+      this.beats.claimed?.();
     }
     if (live !== this.#count) {
       this.#count = live;

@@ -36,10 +36,10 @@ export function countInstances(
   const ttlMs = heartbeatMs * 3;
   const member = nextId();
   const counter = new InstanceCounter(heartbeatMs, {
-    send: (op, since) => {
+    send: (op, since, usedClaim) => {
       // Held for the lease plus the longest window this instance admits on (limitAll's may be longer).
       const times = { ttlMs, quietMs: heartbeatMs * QUIET_BEATS, holdMs: leaseMs + local.longestWindowMs(settings.windowMs) };
-      return tier.beat(`${prefix}instances`, member, times, op, since);
+      return tier.beat(`${prefix}instances`, member, times, op, since, usedClaim);
     },
     leaseMs,
     clean: () => {
@@ -50,6 +50,7 @@ export function countInstances(
     },
     now,
     changed,
+    claimed: () => settings.applyLocalLimit(),
     recovered: () => deny.clear(),
     vanished: lost,
   });

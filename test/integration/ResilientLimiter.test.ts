@@ -307,7 +307,8 @@ describe('instances: auto', () => {
         await sleep(20);
       }
     };
-    await waitFor('both to count 2', () => a.stats().instances === 2 && b.stats().instances === 2);
+    // Counted, and each holds half: a claim granted to b is what a leaves free for it.
+    await waitFor('both to count 2 and hold half', () => [a, b].every((l) => l.stats().instances === 2 && l.stats().localLimit === 10));
     a.forceOpen();
     b.forceOpen();
     expect(a.stats().unrecovered).toBe(1);

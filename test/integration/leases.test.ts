@@ -34,7 +34,7 @@ describe('one instance loses Redis, the other does not', () => {
     const prefix = `lease:${randomUUID()}:`;
     const a = await limiter({ prefix });
     const b = await limiter({ prefix });
-    await waitFor('both to count 2', () => a.stats().instances === 2 && b.stats().instances === 2);
+    await waitFor('both to count 2 and hold half', () => [a, b].every((l) => l.stats().instances === 2 && l.stats().localLimit === 10));
     await sleep(150); // past a beat: b's lease is fresh
     b.forceOpen();
     // b answers locally at its share (10 of 20) while its lease is in force.
@@ -83,7 +83,7 @@ describe('afterLease', () => {
     const prefix = `lease:${randomUUID()}:`;
     const a = await limiter({ prefix, limit: 10, local: { afterLease } });
     const b = await limiter({ prefix, limit: 10, local: { afterLease } });
-    await waitFor('both to count 2', () => a.stats().instances === 2 && b.stats().instances === 2);
+    await waitFor('both to count 2 and hold half', () => [a, b].every((l) => l.stats().instances === 2 && l.stats().localLimit === 5));
     b.forceOpen();
     await waitFor("b's lease to end", () => b.stats().leaseLeftMs === 0);
     const ds = await run(b, 'k', 5);
@@ -91,12 +91,16 @@ describe('afterLease', () => {
     expect(ds.filter((d) => d.allowed)).toHaveLength(allowed);
   });
 
-  it('an instance that never beat has no lease: it answers on a tenth of its share', async () => {
+  it('an instance that never beat has no lease: it answers on limit / local.maxInstances, reason no-lease', async () => {
     const down = createRedisClient({ host: '127.0.0.1', port: 1, lazyConnect: true });
     const l = redis.track(new ResilientLimiter({ redis: down, prefix: `lease:${randomUUID()}:`, limit: 30, windowMs: 60_000 }));
     const ds = await run(l, 'k', 10);
-    expect(ds.every((d) => d.source === 'local' && d.reason === 'not-ready')).toBe(true);
-    expect(ds.filter((d) => d.allowed)).toHaveLength(3);
+    expect(ds.every((d) => d.source === 'local' && d.reason === 'no-lease')).toBe(true);
+    expect(ds.filter((d) => d.allowed)).toHaveLength(3); // 30 / 10
+    const four = redis.track(
+      new ResilientLimiter({ redis: down, prefix: `lease:${randomUUID()}:`, limit: 30, windowMs: 60_000, local: { maxInstances: 4 } }),
+    );
+    expect((await run(four, 'k', 10)).filter((d) => d.allowed)).toHaveLength(8); // ceil(30 / 4)
   });
 });
 

@@ -29,15 +29,30 @@ describe('waitForRedis', () => {
     }
   });
 
-  it('resolves false after timeoutMs when nothing listens, and leaves no listener of its own', async () => {
-    const redis = createRedisClient({ host: '127.0.0.1', port: await freePort() });
+  it('resolves false after timeoutMs when nothing listens, says so in one warning, and leaves no listener of its own', async () => {
+    const port = await freePort();
+    const redis = createRedisClient({ host: '127.0.0.1', port });
     const before = { ready: redis.listenerCount('ready'), error: redis.listenerCount('error') };
+    const warnings: string[] = [];
+    const onWarning = (w: Error & { code?: string }) => {
+      if (w.code === 'RESILIMIT_WAIT_FOR_REDIS' && w.message.includes(`:${port}`)) warnings.push(w.message);
+    };
+    process.on('warning', onWarning);
     try {
       const started = performance.now();
       expect(await waitForRedis(redis, { timeoutMs: 300 })).toBe(false);
       expect(performance.now() - started).toBeGreaterThanOrEqual(299); // a timer fires late, never early
       expect({ ready: redis.listenerCount('ready'), error: redis.listenerCount('error') }).toEqual(before);
+      await new Promise((resolve) => setImmediate(resolve)); // warnings are emitted on the next tick
+      expect(warnings).toEqual([
+        expect.stringMatching(
+          new RegExp(
+            `^waitForRedis: the client \\(connecting to 127\\.0\\.0\\.1:${port}, status '(re)?connecting'; its last error: connect ECONNREFUSED 127\\.0\\.0\\.1:${port}\\) was not ready within 300 ms\\. Starting without Redis`,
+          ),
+        ),
+      ]);
     } finally {
+      process.off('warning', onWarning);
       await closeRedisClient(redis);
     }
   });

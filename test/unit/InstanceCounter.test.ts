@@ -2,6 +2,12 @@ import { afterEach, describe, expect, it, vi } from 'vitest';
 import { InstanceCounter, type BeatOp, type BeatReply, type Beats } from '../../src/recovery/InstanceCounter.js';
 import { ticks } from '../support/ticks.js';
 
+/** A beat's reply with the claims an even split gives, unless `r` says otherwise. */
+function R(r: Omit<BeatReply, 'granted' | 'reserved' | 'othersClaim'> & Partial<BeatReply>): BeatReply {
+  const live = Math.max(1, r.live);
+  return { granted: 1 / live, reserved: 0, othersClaim: (live - 1) / live, ...r };
+}
+
 describe('InstanceCounter', () => {
   afterEach(() => {
     vi.useRealTimers();
@@ -27,10 +33,10 @@ describe('InstanceCounter', () => {
       async send(op, since) {
         beats.push(op === 'leave');
         options.ops?.push([op, since]);
-        if (op === 'leave') return { live: 0, fresh: 0 };
+        if (op === 'leave') return R({ live: 0, fresh: 0 });
         const answer = typeof answers === 'function' ? answers(Date.now() - t0) : (answers[Math.min(i++, answers.length - 1)] as Answer);
         if (answer instanceof Error) throw answer;
-        return typeof answer === 'number' ? { live: answer, fresh: Math.max(0, answer - 1) } : answer;
+        return typeof answer === 'number' ? R({ live: answer, fresh: Math.max(0, answer - 1) }) : answer;
       },
       clean: options.clean ?? (() => true),
       now: () => (at += 1),
@@ -53,9 +59,9 @@ describe('InstanceCounter', () => {
     let failing = false;
     const parts: Beats = {
       async send(op) {
-        if (op === 'leave') return { live: 0, fresh: 0 };
+        if (op === 'leave') return R({ live: 0, fresh: 0 });
         if (failing) throw new Error('Redis could not answer');
-        return { live: 2, fresh: 1 };
+        return R({ live: 2, fresh: 1 });
       },
       clean: () => true,
       now: () => Date.now(),
@@ -85,7 +91,7 @@ describe('InstanceCounter', () => {
     let lostAt = 5; // a loss before this instance started: nothing of its own was lost
     const parts: Beats = {
       async send(op) {
-        return op === 'leave' ? { live: 0, fresh: 0 } : { live: 1, fresh: 0, lostAt };
+        return op === 'leave' ? R({ live: 0, fresh: 0 }) : R({ live: 1, fresh: 0, lostAt });
       },
       clean: () => true,
       now: () => Date.now(),
@@ -195,7 +201,10 @@ describe('InstanceCounter', () => {
     vi.useFakeTimers();
     const down = new Error('down');
     const { parts, beats } = beatsOf([down]);
-    const c = new InstanceCounter(100, { ...parts, send: (op, since) => parts.send(op, since).then(() => Promise.reject(down)) });
+    const c = new InstanceCounter(100, {
+      ...parts,
+      send: (op, since, claim) => parts.send(op, since, claim).then(() => Promise.reject(down)),
+    });
     c.start();
     await expect(c.stop()).resolves.toBeUndefined();
     expect(beats).toEqual([false, true]);
@@ -206,7 +215,7 @@ describe('InstanceCounter', () => {
     const ops: [BeatOp, number | undefined][] = [];
     // 4 live; after the outage, 1 of the 3 others is back, then all 3.
     const { c, beats } = counter(
-      (ms) => (ms < 100 ? 4 : ms < 200 ? { live: 4, fresh: 0 } : ms < 240 ? { live: 4, fresh: 1 } : { live: 4, fresh: 3 }),
+      (ms) => (ms < 100 ? 4 : ms < 200 ? R({ live: 4, fresh: 0 }) : ms < 240 ? R({ live: 4, fresh: 1 }) : R({ live: 4, fresh: 3 })),
       100,
       { ops },
     );
@@ -247,7 +256,10 @@ describe('InstanceCounter', () => {
 
   it('does not let extra beats lower the held count', async () => {
     // Regular beats see 4; after a restart the extra beats see 1 and 2 (members come back one at a time).
-    const { c } = counter([4, { live: 1, fresh: 0 }, { live: 2, fresh: 1 }, { live: 2, fresh: 1 }, { live: 2, fresh: 1 }], 1000);
+    const { c } = counter(
+      [4, R({ live: 1, fresh: 0 }), R({ live: 2, fresh: 1 }), R({ live: 2, fresh: 1 }), R({ live: 2, fresh: 1 })],
+      1000,
+    );
     c.start();
     await vi.advanceTimersByTimeAsync(0);
     c.outage();
@@ -272,7 +284,7 @@ describe('InstanceCounter', () => {
 
   it('lets the count fall at once when an instance left, not after a period', async () => {
     // 3 instances; one leaves at 450 ms (Redis says when).
-    const { c } = counter((ms) => (ms < 450 ? 3 : { live: 2, fresh: 1, leftAt: 1_000_450 }), 100);
+    const { c } = counter((ms) => (ms < 450 ? 3 : R({ live: 2, fresh: 1, leftAt: 1_000_450 })), 100);
     c.start();
     await vi.advanceTimersByTimeAsync(400);
     expect(c.count).toBe(3);
@@ -287,12 +299,12 @@ describe('InstanceCounter', () => {
     const { parts } = beatsOf([4]);
     const c = new InstanceCounter(1000, {
       ...parts,
-      send: (op) => (op === 'leave' ? Promise.resolve({ live: 0, fresh: 0 }) : pending.promise),
+      send: (op) => (op === 'leave' ? Promise.resolve(R({ live: 0, fresh: 0 })) : pending.promise),
     });
     c.start(); // a beat on its way
     await vi.advanceTimersByTimeAsync(0);
     c.outage();
-    pending.resolve({ live: 4, fresh: 3 }); // everyone clean: true before the outage, not since
+    pending.resolve(R({ live: 4, fresh: 3 })); // everyone clean: true before the outage, not since
     await ticks();
     expect(c.count).toBe(4);
     expect(c.unrecovered).toBe(3);
@@ -305,11 +317,11 @@ describe('InstanceCounter', () => {
     const { parts, changes } = beatsOf([7]);
     const c = new InstanceCounter(100, {
       ...parts,
-      send: (op) => (op === 'leave' ? Promise.resolve({ live: 0, fresh: 0 }) : pending.promise),
+      send: (op) => (op === 'leave' ? Promise.resolve(R({ live: 0, fresh: 0 })) : pending.promise),
     });
     c.start();
     await c.stop();
-    pending.resolve({ live: 7, fresh: 6 });
+    pending.resolve(R({ live: 7, fresh: 6 }));
     await ticks();
     expect(c.count).toBe(1);
     expect(changes).toEqual([]);

@@ -484,9 +484,12 @@ describe('ResilientLimiter without Redis', () => {
     expect(l.stats()).toMatchObject({ limit: 100, localLimit: 7 });
   });
 
-  it('counts one instance with instances auto until a heartbeat answers', () => {
+  it('counts one instance with instances auto until a heartbeat answers, and answers on limit / local.maxInstances meanwhile', () => {
     const l = limiter({ limit: 10, local: { instances: 'auto' } });
-    expect(l.stats()).toMatchObject({ instances: 1, localLimit: 10 });
+    expect(l.stats()).toMatchObject({ instances: 1, localLimit: 1 });
+    const four = limiter({ limit: 10, local: { instances: 'auto', maxInstances: 4 } });
+    expect(four.stats()).toMatchObject({ instances: 1, localLimit: 3 });
+    expect(() => limiter({ limit: 10, local: { maxInstances: 0 } })).toThrow('Expected `local.maxInstances` to be');
   });
 
   it.each([
@@ -546,7 +549,8 @@ describe('ResilientLimiter without Redis', () => {
     {
       await using l = new ResilientLimiter({ redis: client(), limit: 1, windowMs: 1000 });
       escaped = l;
-      expect((await l.limit('k')).reason).toBe('not-ready');
+      // Never reached Redis, and counting instances: on limit / local.maxInstances, said by the reason.
+      expect((await l.limit('k')).reason).toBe('no-lease');
     }
     await expect(escaped.limit('k')).rejects.toMatchObject({ code: 'ERR_RESILIMIT_CLOSED' });
   });
@@ -635,6 +639,9 @@ describe('ResilientLimiter without Redis', () => {
         'deny-cache': 0,
         reconciling: 0,
         disabled: 2,
+        'lease-ended': 0,
+        'no-lease': 0,
+        'no-share': 0,
       },
       inFlight: 0,
       redisLatencyMs: 1,

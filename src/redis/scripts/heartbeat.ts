@@ -11,8 +11,18 @@ export type BeatOp = 'clean' | 'dirty' | 'leave';
  * A beat's answer: the instances (this one included, and the silent ones whose lease may still be in
  * force), the other instances that are fresh, when an instance last left the count (Redis's clock; 0
  * when none did lately), and when a beat last found the heartbeat set gone (see `lua/heartbeat.lua`).
+ * Claims, fractions of the limit: `granted` this instance's from now on, `reserved` the other
+ * instances' that are not fresh, `othersClaim` every other instance's.
  */
-export type BeatReply = { readonly live: number; readonly fresh: number; readonly leftAt?: number; readonly lostAt?: number };
+export type BeatReply = {
+  readonly live: number;
+  readonly fresh: number;
+  readonly leftAt?: number;
+  readonly lostAt?: number;
+  readonly granted: number;
+  readonly reserved: number;
+  readonly othersClaim: number;
+};
 
 /**
  * How long a beat counts, in ms: `ttlMs` as beating, `quietMs` as fresh (older, the instance may be
@@ -30,13 +40,23 @@ export function heartbeatArgs(
   op: BeatOp,
   sinceArg: number | '',
   notAfterArg: number | '',
+  usedClaim: number,
 ): (string | number)[] {
-  return [member, times.ttlMs, op, sinceArg, notAfterArg, Math.ceil(times.holdMs), Math.ceil(times.quietMs)];
+  return [member, times.ttlMs, op, sinceArg, notAfterArg, Math.ceil(times.holdMs), Math.ceil(times.quietMs), usedClaim];
 }
 
 /** Reads a beat's reply. @throws {ResilimitError} `ERR_RESILIMIT_REDIS_UNAVAILABLE` when the beat reached Redis after its deadline. */
 export function readBeat(reply: unknown): BeatReply {
-  const [live, fresh, leftAt, , lostAt] = reply as [number, number, number, number, number];
+  const [live, fresh, leftAt, , lostAt, granted, reserved, othersClaim] = reply as [
+    number,
+    number,
+    number,
+    number,
+    number,
+    string,
+    string,
+    string,
+  ];
   if (live < 0) throw new ResilimitError(ErrorCode.REDIS_UNAVAILABLE, 'A heartbeat reached Redis after its deadline');
-  return { live, fresh, leftAt, lostAt };
+  return { live, fresh, leftAt, lostAt, granted: Number(granted), reserved: Number(reserved), othersClaim: Number(othersClaim) };
 }
