@@ -16,7 +16,7 @@ import type { ResolvedLimiterOptions } from '../options/options.js';
 import { PendingRefunds } from '../recovery/PendingRefunds.js';
 import { claimPrefix } from './prefixes.js';
 import { ReadyWatch } from '../client/ReadyWatch.js';
-import { Recovery } from '../recovery/Recovery.js';
+import { CLOSE_DEADLINES, Recovery } from '../recovery/Recovery.js';
 import { refund } from './refund.js';
 import { warnIfUnsafe } from '../client/redisClient.js';
 import { redisKey } from '../redis/redisKey.js';
@@ -100,7 +100,10 @@ export function wire(front: Front, resolved: ResolvedLimiterOptions, closed: () 
     closed,
     report: {
       reconciled: (result) => front.emit('reconciled', result),
-      dropped: (calls, total) => front.emit('dropped', { calls, total }),
+      dropped: (calls, total, reason) => {
+        if (reason === 'closed') warnDropped(prefix, calls, resolved.breaker.timeoutMs);
+        front.emit('dropped', { calls, total, reason });
+      },
       caughtUp: () => instances?.beatNow(),
       // The beat tells whether the heartbeat set vanished too; at most one every fifth of a period.
       suspected: () => {
@@ -186,4 +189,15 @@ export function wire(front: Front, resolved: ResolvedLimiterOptions, closed: () 
     },
   };
   return { settings, tier, recovery, path, parts, stats, instances, releasePrefix, watch: watches, waiters };
+}
+
+/** The warning of calls answered locally that Redis had not taken when the limiter closed: never lost unsaid. */
+function warnDropped(prefix: string, calls: number, timeoutMs: number): void {
+  const waitMs = CLOSE_DEADLINES * timeoutMs;
+  process.emitWarning(
+    `The limiter with prefix ${JSON.stringify(prefix)} closed with ${calls} call${calls === 1 ? '' : 's'} answered locally ` +
+      `that Redis had not taken (close() waits up to ${waitMs} ms, ${CLOSE_DEADLINES} × breaker.timeoutMs, for a Redis once ready): ` +
+      "Redis's windows may admit that many more calls of their keys until those calls would have left them.",
+    { type: 'ResilimitWarning', code: 'RESILIMIT_JOURNAL_DROPPED' },
+  );
 }
