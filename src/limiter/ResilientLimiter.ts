@@ -302,10 +302,12 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
   }
 
   /**
-   * Stops the limiter: rejects every waiting `acquire()` with `ERR_RESILIMIT_CLOSED`, writes pending
-   * reconciliation if Redis is healthy, leaves the instance count, waits for outstanding calls (at most
-   * about `breaker.timeoutMs`), then clears every timer and listener it created. The Redis client stays
-   * open (it is yours: then `closeRedisClient(redis)`). Idempotent.
+   * Stops the limiter: rejects every waiting `acquire()` with `ERR_RESILIMIT_CLOSED`; writes the calls answered
+   * locally (and pending refunds) if Redis takes them within 4 × `breaker.timeoutMs` (at most 5 s), asking it at once when the
+   * breaker is open (calls are still answered meanwhile); leaves the instance count, waits for outstanding calls
+   * (at most about `breaker.timeoutMs`), then clears every timer and listener it created. Calls Redis did not take
+   * are dropped and told: the `dropped` event (`reason: 'closed'`) and the warning `RESILIMIT_JOURNAL_DROPPED`.
+   * The Redis client stays open (it is yours: then `closeRedisClient(redis)`). Idempotent.
    */
   close(): Promise<void> {
     if (this.#life.kind !== 'open') return this.#life.done;
@@ -318,7 +320,7 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
   async #close(done: Promise<void>): Promise<void> {
     this.#waiters.close();
     this.#watch.stop();
-    if (this.#recovery.journal.size > 0 || this.#recovery.refunds.size > 0) await this.#recovery.reconcile();
+    await this.#recovery.drain();
     this.#life = { kind: 'closed', done };
     this.#releasePrefix();
     await this.#instances?.stop();
@@ -327,6 +329,7 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
     await this.#waiters.settled(); // the permits admitted for waiters close() rejected: given back
     await this.#parts.hotKeys?.close(); // the leases' unused permits: given back
     this.#tier.close();
+    this.#recovery.dropUnwritten(); // last: a listener that throws stops nothing
   }
 
   /** Throws `ERR_RESILIMIT_CLOSED` for `name` (a call, or a setting that would be lost unsaid) once the limiter is closed. */

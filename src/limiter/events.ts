@@ -18,12 +18,13 @@ export type LimiterEvents = {
   /** Redis answered with an error about the request (not counted by the breaker); the call was answered by the fallback. */
   redisReplyError: [error: ResilimitError];
   /**
-   * The journal dropped calls (past `maxPending` or `maxPendingBytes`, the oldest first): calls
-   * admitted locally that Redis will never see, so the window after recovery may admit that many
-   * more. `calls` since the last event (at most one per event-loop turn), `total` since creation
-   * (`stats().reconcile.dropped`).
+   * The journal dropped calls admitted locally that Redis will never see, so the window after recovery
+   * may admit that many more. `reason`: `'full'`, past `maxPending` or `maxPendingBytes` (the oldest
+   * first; `calls` since the last event, at most one per event-loop turn); `'closed'`, those Redis had
+   * not taken when `close()` ended (it gives Redis 4 × `breaker.timeoutMs` (at most 5 s); with the process warning
+   * `RESILIMIT_JOURNAL_DROPPED`). `total` since creation (`stats().reconcile.dropped`).
    */
-  dropped: [info: { calls: number; total: number }];
+  dropped: [info: { calls: number; total: number; reason: 'full' | 'closed' }];
   /**
    * Redis lost the limiter's data. `'flushed'` (`instances: 'auto'` only): a heartbeat found the
    * instance count's set gone (a `FLUSHALL`, `FLUSHDB`, a restart, or every instance silent past its

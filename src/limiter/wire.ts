@@ -17,7 +17,7 @@ import { PendingRefunds } from '../recovery/PendingRefunds.js';
 import { CapacityWatch } from './capacity.js';
 import { claimPrefix } from './prefixes.js';
 import { ReadyWatch } from '../client/ReadyWatch.js';
-import { Recovery } from '../recovery/Recovery.js';
+import { CLOSE_DEADLINES, CLOSE_MAX_MS, Recovery } from '../recovery/Recovery.js';
 import { refund } from './refund.js';
 import { warnIfUnsafe } from '../client/redisClient.js';
 import { redisKey } from '../redis/redisKey.js';
@@ -101,7 +101,10 @@ export function wire(front: Front, resolved: ResolvedLimiterOptions, closed: () 
     closed,
     report: {
       reconciled: (result) => front.emit('reconciled', result),
-      dropped: (calls, total) => front.emit('dropped', { calls, total }),
+      dropped: (calls, total, reason) => {
+        if (reason === 'closed') warnDropped(prefix, calls, resolved.breaker.timeoutMs);
+        front.emit('dropped', { calls, total, reason });
+      },
       caughtUp: () => instances?.beatNow(),
       // The beat tells whether the heartbeat set vanished too; at most one every fifth of a period.
       suspected: () => {
@@ -189,4 +192,15 @@ export function wire(front: Front, resolved: ResolvedLimiterOptions, closed: () 
     },
   };
   return { settings, tier, recovery, path, parts, stats, instances, releasePrefix, watch: watches, waiters };
+}
+
+/** The warning of calls answered locally that Redis had not taken when the limiter closed: never lost unsaid. */
+function warnDropped(prefix: string, calls: number, timeoutMs: number): void {
+  const waitMs = Math.min(CLOSE_DEADLINES * timeoutMs, CLOSE_MAX_MS);
+  process.emitWarning(
+    `The limiter with prefix ${JSON.stringify(prefix)} closed with ${calls} call${calls === 1 ? '' : 's'} answered locally ` +
+      `that Redis had not taken (close() waits up to ${waitMs} ms, ${CLOSE_DEADLINES} × breaker.timeoutMs at most ${CLOSE_MAX_MS} ms, for a Redis once ready): ` +
+      "Redis's windows may admit that many more calls of their keys until those calls would have left them.",
+    { type: 'ResilimitWarning', code: 'RESILIMIT_JOURNAL_DROPPED' },
+  );
 }

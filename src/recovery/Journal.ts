@@ -174,6 +174,22 @@ export class Journal {
   }
 
   /**
+   * Drops every waiting call (at `close()`: Redis will never see them), counted in `dropped` but not
+   * told to `onDrop` (the caller reports them). Returns how many.
+   */
+  dropAll(): number {
+    const calls = this.#calls;
+    const dropped = calls.size;
+    calls.retain((i) => {
+      this.#countGroup(calls.keyAt(i), calls.windowAt(i), -1);
+      return false;
+    });
+    this.#bytes = 0;
+    this.dropped += dropped;
+    return dropped;
+  }
+
+  /**
    * Drops the waiting calls of one group (see {@link groupOf}): they will not be written. Calls a
    * pass is writing now are not recalled.
    */

@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import { LRUCache } from 'lru-cache';
 import type { CallId } from '../options/input.js';
 import type { LocalMs } from '../time.js';
@@ -19,18 +20,32 @@ type Passes = { readonly kind: 'idle'; readonly failedAt: number } | { readonly 
 
 const IDLE: Passes = { kind: 'idle', failedAt: Number.NEGATIVE_INFINITY };
 
+/**
+ * How long `close()` gives Redis to take what it is missing, in breaker deadlines (`breaker.timeoutMs`;
+ * 200 ms by default): a trial `PING`, the read of Redis's clock and the journal's writes take a round
+ * trip each, and a Redis that has just come back (a frozen one resumed) may miss a first deadline while
+ * it works off the commands sent to it meanwhile.
+ */
+export const CLOSE_DEADLINES = 4;
+
+/** The most `close()` waits for that, whatever the deadline: well within a deploy's grace period (30 s on Kubernetes). */
+export const CLOSE_MAX_MS = 5_000;
+
 /** What recovery needs of the limiter's options. */
 type RecoveryOptions = Pick<
   ResolvedLimiterOptions,
-  'prefix' | 'clock' | 'now' | 'perf' | 'maxPending' | 'maxPendingBytes' | 'windowMs' | 'resolutionMs'
+  'prefix' | 'clock' | 'now' | 'perf' | 'maxPending' | 'maxPendingBytes' | 'windowMs' | 'resolutionMs' | 'breaker'
 >;
 
 /** What a recovery tells its limiter. */
 export type RecoveryReport = {
   /** A pass ended. */
   reconciled(result: ReconcileResult): void;
-  /** Calls the journal dropped since the last report (at most one report per event-loop turn), and in all. */
-  dropped(calls: number, total: number): void;
+  /**
+   * Calls the journal dropped, and in all: `'full'`, past its bounds since the last report (at most one
+   * report per event-loop turn); `'closed'`, those Redis had not taken when the limiter closed.
+   */
+  dropped(calls: number, total: number, reason: 'full' | 'closed'): void;
   /** A catch-up ended. */
   caughtUp(): void;
   /** A Redis decision suggests Redis lost this instance's calls of a key (see `OneCall.settle`): check for a wider loss. */
@@ -113,7 +128,7 @@ export class Recovery {
   readonly #reportDropped = (): void => {
     const calls = this.#dropped;
     this.#dropped = 0;
-    this.report.dropped(calls, this.journal.dropped);
+    this.report.dropped(calls, this.journal.dropped, 'full');
   };
 
   /** True when nothing of this instance's is missing from Redis: nothing journalled, no re-seed or loss check waiting, no pass or catch-up running. */
@@ -211,6 +226,45 @@ export class Recovery {
     await this.#catchingUp;
     this.schedule();
     if (this.#passes.kind === 'running') await this.#passes.done;
+  }
+
+  /**
+   * Before `close()`: writes what Redis is missing of this instance's (the journal, a re-seed, the
+   * pending refunds) if it takes it within {@link CLOSE_DEADLINES} breaker deadlines. With the breaker
+   * open it asks Redis at once (a `PING` as the trial: `RedisTier.probe`) rather than wait out the open
+   * period, and again a deadline after an attempt that wrote nothing. A pass under way when the time is
+   * up runs on (see {@link settled}). No wait while the breaker is forced open, nor with a client never
+   * ready: Redis cannot take anything then.
+   */
+  async drain(): Promise<void> {
+    if (!this.tier.everReady) return;
+    const { timeoutMs } = this.#options.breaker;
+    // Not unref'd, unlike the limiter's own timers: close() is the caller's work in progress, and an
+    // unref'd bound could let the process exit with the journal neither written nor reported.
+    const stop = new AbortController();
+    const { signal } = stop;
+    let over = false;
+    const end = sleep(Math.min(CLOSE_DEADLINES * timeoutMs, CLOSE_MAX_MS), undefined, { signal }).then(
+      () => (over = true),
+      () => undefined,
+    );
+    const within = (work: Promise<unknown>): Promise<unknown> => Promise.race([work, end]);
+    try {
+      while (!over && this.#hasWork() && !this.tier.breaker.forced) {
+        const before = this.#done() + this.refunds.written;
+        await within(this.tier.probe().then(() => this.reconcile()));
+        // Nothing written: Redis did not answer (or the client is not connected). Ask again a deadline later.
+        if (this.#done() + this.refunds.written === before) await within(sleep(timeoutMs, undefined, { signal }).catch(() => undefined));
+      }
+    } finally {
+      stop.abort(); // clears both timers
+    }
+  }
+
+  /** After `close()`: drops the journalled calls Redis has not taken (see {@link drain}) and reports them. */
+  dropUnwritten(): void {
+    const calls = this.journal.dropAll();
+    if (calls !== 0) this.report.dropped(calls, this.journal.dropped, 'closed');
   }
 
   /** Resolves once no pass runs. */

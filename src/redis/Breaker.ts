@@ -77,8 +77,8 @@ export class Breaker {
   readonly #breaker: CircuitBreaker<[() => Promise<unknown>], unknown>;
   readonly #options: ResolvedBreakerOptions;
   #forced = false;
-  /** A trial of {@link trial} is running. */
-  #trying = false;
+  /** The trial of {@link trial} running now: it resolves when the trial is over. */
+  #trial: Promise<void> | undefined;
   #state: BreakerState = 'closed';
   readonly #onChange: (state: BreakerState, previous: BreakerState) => void;
   /** Shown each missed deadline and the poll after it (see pollDeadline). */
@@ -129,7 +129,12 @@ export class Breaker {
 
   /** True while a trial of {@link trial} runs (the breaker is half-open for it). */
   get trying(): boolean {
-    return this.#trying;
+    return this.#trial !== undefined;
+  }
+
+  /** True while held open by {@link forceOpen}. */
+  get forced(): boolean {
+    return this.#forced;
   }
 
   /** The open period that the next opening will use, in ms. */
@@ -152,30 +157,37 @@ export class Breaker {
 
   /**
    * Redis gave a sign of life while the breaker is open (the client reconnected, a late reply came
-   * in): runs `probe` now as the one trial, instead of waiting out the open period, which may have
-   * doubled to `maxResetTimeoutMs`. The breaker is half-open meanwhile, as for opossum's own trial
-   * (every other call is refused at once), then closed when it resolves, or open again (opossum's
-   * own trial still comes when due). One trial at a time, none while forced open.
+   * in), or `close()` has calls to write: runs `probe` now as the one trial, instead of waiting out the
+   * open period, which may have doubled to `maxResetTimeoutMs`. The breaker is half-open meanwhile, as
+   * for opossum's own trial (every other call is refused at once), then closed when it resolves, or open
+   * again (opossum's own trial still comes when due). One trial at a time, none while forced open.
+   * Resolves when the trial (this one, or the one already running) is over; at once when none is made.
    */
-  trial(probe: () => Promise<unknown>): void {
-    if (this.#state !== 'open' || this.#forced || this.#trying) return;
-    this.#trying = true;
+  trial(probe: () => Promise<unknown>): Promise<void> {
+    if (this.#trial !== undefined) return this.#trial;
+    if (this.#state !== 'open' || this.#forced) return Promise.resolve();
+    const { promise, resolve } = Promise.withResolvers<void>();
+    this.#trial = promise; // set before the state: a stateChange listener reads `trying`
     try {
       this.#set('half-open');
     } catch (error) {
-      this.#trying = false; // a stateChange listener threw: no trial, and the next sign of life may try
+      this.#trial = undefined; // a stateChange listener threw: no trial, and the next sign of life may try
+      resolve();
       throw error;
     }
-    probe().then(
-      () => {
-        this.#trying = false;
-        if (this.#state === 'half-open') this.#breaker.close();
-      },
-      () => {
-        this.#trying = false;
-        if (this.#state === 'half-open' && this.#breaker.opened) this.#set('open');
-      },
-    );
+    probe()
+      .then(
+        () => {
+          this.#trial = undefined;
+          if (this.#state === 'half-open') this.#breaker.close();
+        },
+        () => {
+          this.#trial = undefined;
+          if (this.#state === 'half-open' && this.#breaker.opened) this.#set('open');
+        },
+      )
+      .finally(resolve);
+    return promise;
   }
 
   /** Opens the breaker now, as the rule for stalls does (it then half-opens after the open period). */

@@ -178,7 +178,7 @@ export class RedisTier {
         if (answered && decisions > 0 && latency <= this.#timeoutMs) this.#latencyMs += (latency - this.#latencyMs) * 0.05;
         // Redis answers again while the breaker is open (a frozen Redis resumed, its queued calls now
         // stale): try it now. A reply error is an answer too; a connection error is not.
-        if (this.breaker.state === 'open' && (answered || repliedWith(error))) this.#signOfLife();
+        if (this.breaker.state === 'open' && (answered || repliedWith(error))) void this.probe();
       };
       const call = run();
       call.then(
@@ -330,17 +330,18 @@ export class RedisTier {
       this.#everReady = true;
       return;
     }
-    this.#signOfLife();
+    void this.probe();
     this.#onReconnect(Promise.all([previous, current]).then(([before, now]) => before === undefined || now !== before));
   };
 
   /**
-   * Redis gave a sign of life while the breaker may be open: one `PING` within the deadline is the
-   * trial (see `Breaker.trial`), so that Redis decides again soon after it answers again, however
-   * long the open period has grown. Outside the ledger: it decides nothing.
+   * Asks Redis now whether it answers again while the breaker is open (a sign of life came, or `close()`
+   * has calls to write): one `PING` within the deadline is the trial (see `Breaker.trial`), so that
+   * Redis decides again soon after it answers again, however long the open period has grown. Outside
+   * the ledger: it decides nothing. Resolves when the trial is over (at once when none is made).
    */
-  #signOfLife(): void {
-    this.breaker.trial(() => withDeadline(this.#redis.ping(), this.#timeoutMs));
+  probe(): Promise<void> {
+    return this.breaker.trial(() => withDeadline(this.#redis.ping(), this.#timeoutMs));
   }
 
   /**

@@ -12,6 +12,7 @@ import { fileURLToPath, pathToFileURL } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { createRedisClient, ResilientLimiter } from '../../src/index.js';
+import { CLOSE_DEADLINES } from '../../src/recovery/Recovery.js';
 import { startRedisServer, waitReady, type RedisChild } from '../support/redis.js';
 import { startSentinels } from '../support/sentinel.js';
 import { useCluster } from '../support/useCluster.js';
@@ -267,20 +268,141 @@ describe('close() called twice at once', () => {
       frozen = false;
       for (let i = 0; i < 100 && limiter.stats().inFlight > 0; i++) await sleep(10);
       expect(limiter.stats()).toMatchObject({ state: 'closed', inFlight: 0, reconcile: { pending: 2 } });
-      // Frozen again: the first close() reconciles (and waits out timeoutMs), a call is outstanding,
+      // Frozen again: the first close() reconciles (and waits out its bound), a call is outstanding,
       // and a second close() comes in meanwhile.
       server.freeze();
       frozen = true;
       const first = limiter.close();
       const outstanding = limiter.limit('other'); // 'k' has calls to write back: answered locally until then
       const second = limiter.close();
-      const settled = (p: Promise<void>) => Promise.race([p.then(() => 'resolved'), sleep(timeoutMs * 5).then(() => 'pending')]);
+      // close() first gives Redis CLOSE_DEADLINES deadlines to take the journal; 5 more find a close() that never resolves.
+      const waitMs = (CLOSE_DEADLINES + 5) * timeoutMs;
+      const settled = (p: Promise<void>) => Promise.race([p.then(() => 'resolved'), sleep(waitMs).then(() => 'pending')]);
       const states = await Promise.all([settled(first), settled(second)]);
       expect((await outstanding).reason).toBe('timeout');
       expect(states).toEqual(['resolved', 'resolved']);
     } finally {
       if (frozen) server.thaw();
       redis.disconnect();
+    }
+  });
+});
+
+/**
+ * `close()` and the journal: calls answered locally while Redis could not answer are written into
+ * Redis before `close()` resolves when Redis takes them within the bound, and reported when it does
+ * not. Redis is read with a client of its own (the exact log: one sorted-set member per call of cost 1).
+ */
+describe('close() and the journal', () => {
+  const timeoutMs = 50;
+  /** The most close() waits for Redis to take the journal (src/recovery/Recovery.ts). */
+  const boundMs = CLOSE_DEADLINES * timeoutMs;
+  /** How long Redis stays frozen: long enough for the breaker to open (10 failed calls of 50 ms at most). */
+  const FREEZE_MS = 1_000;
+
+  /**
+   * A limiter in mode 'local' that decided one call of `k` by Redis, then answered 20 calls of `k`
+   * locally through a freeze of FREEZE_MS: Redis is still frozen when it resolves.
+   */
+  async function journalled(prefix: string) {
+    const redis = createRedisClient({ host: '127.0.0.1', port: server.port, disconnectTimeout: 200 });
+    await waitReady(redis);
+    const limiter = new ResilientLimiter({
+      redis,
+      limit: 100,
+      windowMs: 60_000,
+      prefix,
+      mode: 'local',
+      local: { instances: 1 },
+      breaker: { timeoutMs },
+    });
+    expect(await limiter.limit('k')).toMatchObject({ source: 'redis', reason: 'decided' });
+    server.freeze();
+    const frozenAt = performance.now();
+    const decisions = [];
+    for (let i = 0; i < 20; i++) decisions.push(await limiter.limit('k'));
+    expect(decisions.every((d) => d.allowed && d.source === 'local')).toBe(true);
+    await sleep(Math.max(0, FREEZE_MS - (performance.now() - frozenAt)));
+    expect(limiter.stats().reconcile).toMatchObject({ pending: 20, written: 0 });
+    return { redis, limiter };
+  }
+
+  /** The calls Redis holds in the window of `key` of `prefix`, read by a client of the test's. */
+  async function inRedis(prefix: string, key: string): Promise<number> {
+    const probe = server.client();
+    try {
+      await waitReady(probe);
+      return await probe.zcard(`${prefix}{${key}}`);
+    } finally {
+      probe.disconnect();
+    }
+  }
+
+  it('writes back every call answered locally through a freeze when close() comes right after the thaw', async () => {
+    const prefix = 'close-thawed:';
+    let frozen = true;
+    try {
+      const { redis, limiter } = await journalled(prefix);
+      const dropped: unknown[] = [];
+      limiter.on('dropped', (info) => dropped.push(info));
+      try {
+        server.thaw();
+        frozen = false;
+        const started = performance.now();
+        await limiter.close();
+        const closeMs = performance.now() - started;
+        const held = await inRedis(prefix, 'k');
+        console.log(`close() right after the thaw: ${closeMs.toFixed(1)} ms, Redis holds ${held} of 21 calls`);
+        expect(held).toBe(21);
+        expect(limiter.stats().reconcile).toMatchObject({ pending: 0, written: 20, dropped: 0 });
+        expect(dropped).toEqual([]);
+        // Within the bound; room for a loaded machine on top of it.
+        expect(closeMs).toBeLessThan(boundMs + 500);
+      } finally {
+        redis.disconnect();
+      }
+    } finally {
+      if (frozen) server.thaw();
+    }
+  });
+
+  it('resolves within its bound when Redis stays frozen, and reports the calls it could not write', async () => {
+    const prefix = 'close-still-frozen:';
+    let frozen = true;
+    try {
+      const { redis, limiter } = await journalled(prefix);
+      const dropped: unknown[] = [];
+      limiter.on('dropped', (info) => dropped.push(info));
+      const warnings: Error[] = [];
+      const onWarning = (warning: Error): void => {
+        if ((warning as { code?: string }).code === 'RESILIMIT_JOURNAL_DROPPED') warnings.push(warning);
+      };
+      process.on('warning', onWarning);
+      try {
+        const started = performance.now();
+        await limiter.close();
+        const closeMs = performance.now() - started;
+        await sleep(0); // process warnings are emitted on the next tick
+        console.log(`close() on a frozen Redis: ${closeMs.toFixed(1)} ms, ${JSON.stringify(dropped)}`);
+        // It gave Redis the whole bound (less a millisecond of timer rounding); then at most a
+        // deadline for a trial or a write already sent, and room for a loaded machine.
+        expect(closeMs).toBeGreaterThanOrEqual(boundMs - 1);
+        expect(closeMs).toBeLessThan(boundMs + timeoutMs + 300);
+        expect(dropped).toEqual([{ calls: 20, total: 20, reason: 'closed' }]);
+        expect(warnings).toHaveLength(1);
+        expect(warnings[0]?.message).toMatch(/20 calls/);
+        expect(limiter.stats().reconcile).toMatchObject({ pending: 0, written: 0, dropped: 20 });
+      } finally {
+        process.off('warning', onWarning);
+        server.thaw();
+        frozen = false;
+        redis.disconnect();
+      }
+      // What it holds: the call it decided, and the 20 only if a write-back was sent to the frozen
+      // Redis (the breaker was still closed) and ran once it resumed; never a call twice (the ids).
+      expect([1, 21]).toContain(await inRedis(prefix, 'k'));
+    } finally {
+      if (frozen) server.thaw();
     }
   });
 });

@@ -662,31 +662,31 @@ describe('ResilientLimiter without Redis', () => {
 
   it('says when the journal drops calls Redis will never see: one dropped event per turn', async () => {
     const l = limiter({ limit: 100, maxPending: 2 });
-    const events: { calls: number; total: number }[] = [];
+    const events: { calls: number; total: number; reason: string }[] = [];
     l.on('dropped', (info) => events.push(info));
     for (let i = 0; i < 5; i++) await l.limit('k');
     expect(events).toEqual([]); // reported after the turn, once
     await turn();
-    expect(events).toEqual([{ calls: 3, total: 3 }]);
+    expect(events).toEqual([{ calls: 3, total: 3, reason: 'full' }]);
     await l.limit('k');
     await turn();
     expect(events).toEqual([
-      { calls: 3, total: 3 },
-      { calls: 1, total: 4 },
+      { calls: 3, total: 3, reason: 'full' },
+      { calls: 1, total: 4, reason: 'full' },
     ]);
   });
 
   it('drops the oldest calls past maxPendingBytes too, counted in `dropped` and told by the dropped event', async () => {
     // Each call of a distinct 1,000-character key, with a generated id, counts CALL_BYTES + 2,000 bytes.
     const l = limiter({ limit: 100, maxPendingBytes: 3 * (CALL_BYTES + 2000) });
-    const events: { calls: number; total: number }[] = [];
+    const events: { calls: number; total: number; reason: string }[] = [];
     l.on('dropped', (info) => events.push(info));
     for (let i = 0; i < 5; i++) await l.limit(String(i).padEnd(1000, '.'));
     // A short key weighs less: the bound makes room for it by dropping the oldest long one only.
     await l.limit('k');
     await turn();
     expect(l.stats().reconcile).toEqual({ pending: 3, written: 0, expired: 0, present: 0, dropped: 3 });
-    expect(events).toEqual([{ calls: 3, total: 3 }]);
+    expect(events).toEqual([{ calls: 3, total: 3, reason: 'full' }]);
   });
 });
 

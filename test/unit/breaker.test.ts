@@ -362,6 +362,28 @@ describe('Breaker', () => {
     ]);
   });
 
+  it('trial() makes one trial while open and resolves when it is over; none while closed or forced open', async () => {
+    const { b } = await opened();
+    const probe = Promise.withResolvers<void>();
+    const first = b.trial(() => probe.promise);
+    const other = vi.fn(ok);
+    expect(b.trial(other)).toBe(first); // the trial running now, not a second one
+    expect(other).not.toHaveBeenCalled();
+    expect(b.state).toBe('half-open');
+    let over = false;
+    void first.then(() => (over = true));
+    await vi.advanceTimersByTimeAsync(0);
+    expect(over).toBe(false);
+    probe.resolve();
+    await first;
+    expect(b.state).toBe('closed');
+    await b.trial(other); // closed: nothing to try
+    b.forceOpen();
+    await b.trial(other);
+    expect(other).not.toHaveBeenCalled();
+    expect(b.state).toBe('open');
+  });
+
   it('reports nothing for forceClose on a closed breaker', () => {
     const { b, changes } = tracked();
     b.forceClose();
