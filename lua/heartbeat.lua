@@ -18,11 +18,15 @@ ARGV[7]  quietMs    an instance whose last beat is older than this may be answer
                     never fresh (its share is kept reserved), though it still counts as beating
 ARGV[8]  usedClaim  the claim this instance answers on now (a fraction of the limit, 0 … 1; "" for none):
                     recorded until the reply that lowers it has reached it
+ARGV[9]  token      this process's token (an integer below 2^53), or "": the instance id is a name (the
+                    host's) that a restarted process takes back from its silent predecessor; a name in
+                    use by a process that beat within quietMs is refused: reply {-2, 0, 0, 0, 0, '0', '0', '0'}
 
 Data model: member <id> scored with its last beat; member "!" .. <id> scored with its last dirty beat,
 removed by a clean one; member "-" .. <id> scored with the time it left (kept for ttlMs); member
 "~" .. <id> scored with the time until which its share is held (its last beat + holdMs), removed when
-it leaves; member "=" .. <id> scored with its claim (below), removed with its hold or when it leaves;
+it leaves; member "=" .. <id> scored with its claim (below), removed with its hold or when it leaves; member
+"@" .. <id> scored with the token of the process that holds the name, removed likewise;
 member "#lost" scored with the time a beat found the set gone (kept for ttlMs, and while an instance
 is silent on a hold).
 
@@ -59,6 +63,7 @@ local notAfter = tonumber(ARGV[5])
 local hold = tonumber(ARGV[6])
 local quiet = tonumber(ARGV[7])
 local used = tonumber(ARGV[8]) or 0
+local token = tonumber(ARGV[9])
 if not ttl or ttl < 1 then
   return redis.error_reply('ERR resilimit: ttlMs must be a positive integer')
 end
@@ -76,8 +81,19 @@ end
 if redis.call('EXISTS', key) == 0 and op ~= 'leave' then
   redis.call('ZADD', key, now, '#lost')
 end
+-- A name held by another process: taken over from a silent one (its successor), refused while it beats.
+local owner = token and tonumber(redis.call('ZSCORE', key, '@' .. id))
+if owner and owner ~= token then
+  local last = tonumber(redis.call('ZSCORE', key, id))
+  if op == 'leave' then
+    return { 0, 0, 0, 0, 0, '0', '0', '0' } -- its successor's now: nothing of it to remove
+  elseif last and last > now - quiet then
+    return { -2, 0, 0, 0, 0, '0', '0', '0' }
+  end
+end
+if token and op ~= 'leave' then redis.call('ZADD', key, token, '@' .. id) end
 if op == 'leave' then
-  redis.call('ZREM', key, id, '!' .. id, '~' .. id, '=' .. id)
+  redis.call('ZREM', key, id, '!' .. id, '~' .. id, '=' .. id, '@' .. id)
   redis.call('ZADD', key, now, '-' .. id)
 else
   redis.call('ZADD', key, now, id)
@@ -94,6 +110,7 @@ local dirty = {}
 local beating = {}
 local holds = {}
 local claims = {}
+local owners = {}
 local leftAt = 0
 local lostAt = 0
 local expired = {}
@@ -111,6 +128,8 @@ for i = 1, #members, 2 do
     end
   elseif mark == '=' then
     claims[string.sub(member, 2)] = score
+  elseif mark == '@' then
+    owners[#owners + 1] = string.sub(member, 2)
   elseif score <= now - ttl and mark ~= '#' then
     expired[#expired + 1] = member
   elseif mark == '!' then
@@ -157,6 +176,9 @@ for other, claim in pairs(claims) do
     if not beating[other] then silentClaim = silentClaim + claim end
     if not freshOnes[other] then reserved = reserved + claim end
   end
+end
+for _, name in ipairs(owners) do
+  if not beating[name] and not holds[name] then gone[#gone + 1] = '@' .. name end
 end
 if #gone > 0 then redis.call('ZREM', key, unpack(gone)) end
 local granted = 0

@@ -5,6 +5,7 @@ import { integer, integerOrAuto, knownOptions, optionalBoolean, optionalFunction
 import { steadyClock } from './clock.js';
 import { localClock, type LocalMs } from '../time.js';
 import { ErrorCode, invalidOption, ResilimitError } from './errors.js';
+import { instanceName } from './instanceName.js';
 
 export { integer } from './checks.js';
 export type { BreakerOptions } from './breakerOptions.js';
@@ -72,6 +73,13 @@ export type LocalTierOptions = {
   instances?: number | 'auto';
   /** Keys kept by the local window and by the deny cache (each). @default 10000 (range 1 … 2^24) */
   maxKeys?: number;
+  /**
+   * With `instances: 'auto'`: this instance's name. A process restarted under the same name takes
+   * back its predecessor's lease and claim at its first beat; a name another process beats under is
+   * not taken (a unique id then). 1 … 128 characters, no white space, not starting with `!-~#=@`.
+   * @default the host name (`os.hostname()`, the pod's name on Kubernetes)
+   */
+  name?: string;
   /**
    * With `instances: 'auto'`: the most instances this limit runs on. An instance that has never
    * reached Redis (started while it was down) has no claim the others reserve: it answers on
@@ -250,6 +258,8 @@ export type ResolvedLimiterOptions = Readonly<{
   localLimit: number | undefined;
   instances: number | 'auto';
   maxKeys: number;
+  /** `local.name`, or the host name (a unique id when it has none that fits). */
+  name: string;
   maxInstances: number;
   leaseMs: number;
   afterLease: AfterLease;
@@ -309,6 +319,7 @@ const LOCAL_OPTIONS = [
   'limit',
   'instances',
   'maxKeys',
+  'name',
   'maxInstances',
   'leaseMs',
   'afterLease',
@@ -355,6 +366,7 @@ export function resolveLimiterOptions(raw: unknown): ResolvedLimiterOptions {
     localLimit: local['limit'] === undefined ? undefined : integer('local.limit', local['limit'], 1, MAX_INT),
     instances: integerOrAuto('local.instances', local['instances'], 1_000_000),
     maxKeys: optionalInteger('local.maxKeys', local['maxKeys'], 1, 2 ** 24, 10_000),
+    name: instanceName(local['name']),
     maxInstances: optionalInteger('local.maxInstances', local['maxInstances'], 1, 1_000_000, 10),
     leaseMs: optionalInteger('local.leaseMs', local['leaseMs'], heartbeatMs * 3, MAX_INT, Math.max(DEFAULT_LEASE_MS, heartbeatMs * 3)),
     afterLease: afterLease as AfterLease,

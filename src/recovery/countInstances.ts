@@ -28,17 +28,22 @@ export function countInstances(
   deny: DenyCache,
   local: LocalTier,
   settings: Settings,
-  options: Pick<ResolvedLimiterOptions, 'prefix' | 'heartbeatMs' | 'leaseMs' | 'now'>,
+  options: Pick<ResolvedLimiterOptions, 'prefix' | 'heartbeatMs' | 'leaseMs' | 'now' | 'name'>,
   changed: (count: number) => void,
   lost: () => void,
 ): InstanceCounter {
-  const { prefix, heartbeatMs, leaseMs, now } = options;
+  const { prefix, heartbeatMs, leaseMs, now, name } = options;
   const ttlMs = heartbeatMs * 3;
-  const member = nextId();
+  // Named, with this process's token: a restart under the same name takes back its predecessor's lease.
+  let member = { id: name, token: Math.floor(Math.random() * 2 ** 52) as number | '' };
   const counter = new InstanceCounter(heartbeatMs, {
-    send: (op, since, usedClaim) => {
+    send: async (op, since, usedClaim) => {
       // Held for the lease plus the longest window this instance admits on (limitAll's may be longer).
       const times = { ttlMs, quietMs: heartbeatMs * QUIET_BEATS, holdMs: leaseMs + local.longestWindowMs(settings.windowMs) };
+      const reply = await tier.beat(`${prefix}instances`, member, times, op, since, usedClaim);
+      if (reply.taken !== true) return reply;
+      // Another process that beats holds the name (two on one host, say): this one goes by a unique id.
+      member = { id: `${name}/${nextId()}`, token: '' };
       return tier.beat(`${prefix}instances`, member, times, op, since, usedClaim);
     },
     leaseMs,

@@ -12,7 +12,7 @@ import { PollWatch } from './PollWatch.js';
 import { RedisWindow, type BatchCall, type BatchOutcome } from './RedisWindow.js';
 import type { LocalMs, RedisKey, RedisMs } from '../time.js';
 import { StaleReplyError, type Script } from './scripts/script.js';
-import { heartbeatArgs, heartbeatScript, readBeat } from './scripts/heartbeat.js';
+import { type BeatMember, heartbeatArgs, heartbeatScript, readBeat } from './scripts/heartbeat.js';
 import { groupCall, readLimitAll, type GroupReply } from './scripts/limitAll.js';
 import { reconcileScript, type WriteBackReply } from './scripts/reconcile.js';
 import type { BeatOp, BeatReply, BeatTimes } from '../recovery/InstanceCounter.js';
@@ -303,15 +303,16 @@ export class RedisTier {
    * frozen Redis runs late, while this instance answers locally, must not say it is back.
    * `since` (local clock) is moved onto Redis's clock at the most it can be ahead: an instance that
    * beat before it never counts as fresh. With an injected `clock` neither bound is sent (the script
-   * reads Redis's clock). `times` says how long a beat counts, `usedClaim` is the claim this instance
-   * answers on now (see `lua/heartbeat.lua`).
+   * reads Redis's clock). `member` is this instance's id and its process's token ('' when the id is
+   * unique), `times` says how long a beat counts, `usedClaim` is the claim this instance answers on
+   * now (see `lua/heartbeat.lua`).
    */
-  beat(key: string, member: string, times: BeatTimes, op: BeatOp, since: number | undefined, usedClaim: number): Promise<BeatReply> {
+  beat(key: string, member: BeatMember, times: BeatTimes, op: BeatOp, since: number | undefined, usedClaim: number): Promise<BeatReply> {
     if (!this.breaker.accepting || !this.#redis.ready) return Promise.reject(NOT_READY);
     const real = this.#clock === undefined;
     const notAfter = this.#notAfter(this.#now());
     const sinceArg = real && since !== undefined ? Math.ceil(this.offset.redisOf(since as LocalMs)) : ''; // the counter's times are local
-    const args = heartbeatArgs(member, times, op, sinceArg, notAfter === undefined ? '' : Math.ceil(notAfter), usedClaim);
+    const args = heartbeatArgs(member.id, times, op, sinceArg, notAfter === undefined ? '' : Math.ceil(notAfter), usedClaim, member.token);
     return this.breaker.fire(() =>
       this.#redis.run(heartbeatScript, [key], args).then(readBeat, (error: unknown) => Promise.reject(redisCallError(error))),
     );

@@ -74,6 +74,39 @@ describe('one instance loses Redis, the other does not', () => {
   });
 });
 
+describe('local.name', () => {
+  it("a process restarted under the same name takes back its predecessor's lease and claim at its first beat", async () => {
+    const prefix = `lease:${randomUUID()}:`;
+    const a = await limiter({ prefix, local: { name: 'pod-a' } });
+    const b = await limiter({ prefix, local: { name: 'pod-b' } });
+    await waitFor('both to count 2 and hold half', () => [a, b].every((l) => l.stats().instances === 2 && l.stats().localLimit === 10));
+    a.forceOpen(); // a crashes: its beats stop, it never leaves
+    await waitFor('b to see a silent', () => b.stats().unrecovered === 1);
+    // Before names, its share stayed reserved for its lease plus the window (60 s here), and the
+    // restarted process counted as a third instance.
+    const restarted = await limiter({ prefix, local: { name: 'pod-a' } });
+    await waitFor('b to count 2, none silent', () => b.stats().instances === 2 && b.stats().unrecovered === 0);
+    await waitFor('the restarted one to hold half', () => restarted.stats().localLimit === 10);
+    expect(admitted(await run(b, 'k', 20), 'redis')).toBe(20);
+  });
+
+  it('never takes a name another process beats under: the second goes by a unique id, and both count', async () => {
+    const prefix = `lease:${randomUUID()}:`;
+    const a = await limiter({ prefix, local: { name: 'same-host' } });
+    const b = await limiter({ prefix, local: { name: 'same-host' } });
+    await waitFor('both to count 2 and hold half', () => [a, b].every((l) => l.stats().instances === 2 && l.stats().localLimit === 10));
+  });
+
+  it('refuses a name the heartbeat set cannot hold, naming the option', async () => {
+    const client = await redis.client();
+    for (const name of ['', '-x', '@x', 'two words', 'x'.repeat(129), 42]) {
+      expect(() => new ResilientLimiter({ redis: client, limit: 1, windowMs: 1000, local: { name: name as string } })).toThrow(
+        'Expected `local.name` to be 1 to 128 characters without white space',
+      );
+    }
+  });
+});
+
 describe('afterLease', () => {
   it.each([
     ['fail-closed', 'fail-closed', 0],

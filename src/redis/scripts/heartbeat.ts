@@ -4,6 +4,9 @@ import { loadScript } from './script.js';
 /** `lua/heartbeat.lua`: one beat of the instance count (KEYS, ARGV and the reply in its header). */
 export const heartbeatScript = loadScript('heartbeat');
 
+/** An instance in the heartbeat set: its id, and its process's token when the id is a name ('' when unique). */
+export type BeatMember = { readonly id: string; readonly token: number | '' };
+
 /** What one beat does: beat clean, beat with calls Redis has not seen yet, or leave the count. */
 export type BeatOp = 'clean' | 'dirty' | 'leave';
 
@@ -22,6 +25,8 @@ export type BeatReply = {
   readonly granted: number;
   readonly reserved: number;
   readonly othersClaim: number;
+  /** The instance's name is held by another process that beats (nothing else in the reply counts). */
+  readonly taken?: true;
 };
 
 /**
@@ -41,8 +46,9 @@ export function heartbeatArgs(
   sinceArg: number | '',
   notAfterArg: number | '',
   usedClaim: number,
+  token: number | '',
 ): (string | number)[] {
-  return [member, times.ttlMs, op, sinceArg, notAfterArg, Math.ceil(times.holdMs), Math.ceil(times.quietMs), usedClaim];
+  return [member, times.ttlMs, op, sinceArg, notAfterArg, Math.ceil(times.holdMs), Math.ceil(times.quietMs), usedClaim, token];
 }
 
 /** Reads a beat's reply. @throws {ResilimitError} `ERR_RESILIMIT_REDIS_UNAVAILABLE` when the beat reached Redis after its deadline. */
@@ -57,6 +63,7 @@ export function readBeat(reply: unknown): BeatReply {
     string,
     string,
   ];
+  if (live === -2) return { live: 0, fresh: 0, granted: 0, reserved: 0, othersClaim: 0, taken: true };
   if (live < 0) throw new ResilimitError(ErrorCode.REDIS_UNAVAILABLE, 'A heartbeat reached Redis after its deadline');
   return { live, fresh, leftAt, lostAt, granted: Number(granted), reserved: Number(reserved), othersClaim: Number(othersClaim) };
 }
