@@ -231,6 +231,8 @@ export class LocalWindow implements RateWindow {
    */
   [inspect](key: string, cost: number, id: CallId | undefined, now: number, reserved: number, limit: number, whole = limit): Decision {
     const log = this.#logs.peek(key);
+    // The part left to this instance, as decide() applies it (an all-or-nothing call asks first).
+    if (log !== undefined && now < log.partUntil && log.part < limit) limit = log.part;
     if (log === undefined) {
       const fits = reserved + cost <= limit;
       // Only permits reserved by calls waiting on Redis can be in the way: no time to give, a window at most.

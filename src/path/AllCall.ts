@@ -1,7 +1,7 @@
 import { combine, decided, type LimitAllDecision, type LimitDecision } from './decisions.js';
 import type { Parts, PathCall } from './parts.js';
 import { memberOf, type CallId } from '../options/input.js';
-import { itemId, type CheckedItem } from './limitAll.js';
+import { countedFrom, itemId, type CheckedItem } from './limitAll.js';
 import type { GroupReply } from '../redis/scripts/limitAll.js';
 import { bySlot } from '../redis/redisKey.js';
 import type { RedisMs } from '../time.js';
@@ -63,19 +63,24 @@ export class AllCall implements PathCall<AllReply, LimitAllDecision> {
 
   settle({ replies, refused, nowMs, givenBack }: AllReply): LimitAllDecision {
     const { parts } = this;
+    const { settings, offset } = parts;
     const decisions = this.items.map((item): LimitDecision => {
       const r = replies.get(item) as ItemReply;
       const back = givenBack.has(item) && !r.duplicate;
-      return decided(r.fits, item.limit, back ? Math.min(r.remaining + item.cost, item.limit) : r.remaining, r.retryAfterMs, r.resetAtMs);
+      const remaining = back ? Math.min(r.remaining + item.cost, item.limit) : r.remaining;
+      // As for limit(): each local window learns this instance's part of its window, and, warm
+      // standby, holds the calls Redis admitted, for as long as Redis counts them (the offset was
+      // learnt from this very round trip: no drift to allow for). Redis counted at least
+      // `limit - remaining` permits (more while Settings.reserveOf leaves some free: its reply is of
+      // the limit it was sent).
+      const admitted =
+        refused || nowMs === undefined || r.duplicate
+          ? undefined
+          : { at: offset.localOf(countedFrom(nowMs, item.resolutionMs)), cost: item.cost, id: itemId(this.id, item) };
+      const share = settings.fallbackShareOf(item.limit, undefined, true);
+      parts.local.forWindow(item.windowMs).observe(item.key, item.limit - remaining, item.limit, settings.instances, share, admitted);
+      return decided(r.fits, item.limit, remaining, r.retryAfterMs, r.resetAtMs);
     });
-    if (!refused && nowMs !== undefined) {
-      // Warm standby, as for limit(): the local windows hold the calls Redis admitted.
-      const at = parts.offset.localOf(nowMs); // learnt from this very round trip: no drift to allow for
-      for (const item of this.items) {
-        if (!(replies.get(item) as ItemReply).duplicate)
-          parts.local.forWindow(item.windowMs).record(item.key, at, item.cost, itemId(this.id, item));
-      }
-    }
     parts.recovery.schedule();
     return combine(decisions, 'redis', 'decided');
   }

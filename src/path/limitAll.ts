@@ -1,4 +1,4 @@
-import type { RedisKey } from '../time.js';
+import type { RedisKey, RedisMs } from '../time.js';
 import { knownOptions } from '../options/checks.js';
 import { describe, ErrorCode, invalidOption, ResilimitError } from '../options/errors.js';
 import { checkKey, idOf, type CallId } from '../options/input.js';
@@ -71,6 +71,16 @@ export function allWindow(
   if (slices === undefined) return { redisKey: exact, resolutionMs: undefined };
   const resolutionMs = Math.max(1, Math.ceil(windowMs / slices));
   return { redisKey: `${exact}:s${resolutionMs}` as RedisKey, resolutionMs };
+}
+
+/**
+ * The time a local window keeps a call Redis admitted at `nowMs` at, so that it holds the call as long
+ * as Redis counts it: `nowMs` in an exact log; in a window cut in slices of `resolutionMs`, the end of
+ * the call's slice (Redis counts it until then plus the window: up to a slice longer than the call's
+ * own time plus the window, see docs/resolution.md).
+ */
+export function countedFrom(nowMs: RedisMs, resolutionMs: number | undefined): RedisMs {
+  return resolutionMs === undefined ? nowMs : (((Math.floor(nowMs / resolutionMs) + 1) * resolutionMs) as RedisMs);
 }
 
 /** Checks the items of a `limitAll()` call; `slices`: see {@link allSlicesOf}. @throws {ResilimitError} */

@@ -194,4 +194,30 @@ describe('limitAll() with resolutionMs', () => {
     expect((await l.limitAll([{ key: 'g', limit: 3, windowMs: 60_000 }])).allowed).toBe(true);
     expect(await used(l, 'g', 60_000)).toBe(3);
   });
+
+  it('answers locally on this instance’s part of a window as Redis last told it, holding a call as long as its slice counts', async () => {
+    // Slices of 100 ms; the calls are made 30 ms into one, so Redis counts them 70 ms past their own time plus the window.
+    let t = 1_700_000_000_030;
+    const shared = { prefix: `alls:${randomUUID()}:`, clock: () => t, local: { instances: 2 }, breaker: { timeoutMs: 2000 } };
+    const heavy = await limiter(shared);
+    const light = await limiter(shared);
+    const items = [{ key: 'k', limit: 10, windowMs: 6_000 }];
+    for (let i = 0; i < 8; i++) expect((await heavy.limitAll(items)).source).toBe('redis');
+    for (let i = 0; i < 2; i++) expect((await light.limitAll(items)).allowed).toBe(true);
+    // The window is full in Redis. Its share is 5, but the light instance's part is what it had, 2:
+    // beside the heavy one's 8 (which may still be deciding in Redis), it admits nothing more.
+    light.forceOpen();
+    expect(await light.limitAll(items)).toMatchObject({ allowed: false, source: 'local' });
+    // Past the calls' own time plus the window, and past the part (a window after Redis told it), the
+    // light instance answers on its share; its two calls count until their slice's end plus the window, as in Redis.
+    t += 6_000;
+    const admitted = async () => {
+      let n = 0;
+      while ((await light.limitAll(items)).allowed) n += 1;
+      return n;
+    };
+    expect(await admitted()).toBe(3);
+    t += 70;
+    expect(await admitted()).toBe(2);
+  });
 });
