@@ -127,7 +127,7 @@ describe('scale-out while one instance is cut off', () => {
   it.each([
     // The measurements: 78 of 60, and 130 of 100 with the defaults.
     ['limit 60 per 2 s, beats of 300 ms', { limit: 60, windowMs: 2000, cutMs: 2000, joinMs: 3000, endMs: 10_000 }, { heartbeatMs: 300 }],
-    ['limit 100 per 10 s, the default lease and heartbeat', { limit: 100, windowMs: 10_000, cutMs: 3000, joinMs: 5000, endMs: 24_000 }, {}],
+    ['limit 100 per 10 s, the default lease and heartbeat', { limit: 100, windowMs: 10_000, cutMs: 6000, joinMs: 8000, endMs: 27_000 }, {}],
   ] as const)(
     'B cut off, three join (%s): within 1.1 × the limit in every window',
     async (label, plan, options) => {

@@ -20,7 +20,7 @@ ARGV[8]  usedClaim  the claim this instance answers on now (a fraction of the li
                     recorded until the reply that lowers it has reached it
 ARGV[9]  token      this process's token (an integer below 2^53), or "": the instance id is a name (the
                     host's) that a restarted process takes back from its silent predecessor; a name in
-                    use by a process that beat within quietMs is refused: reply {-2, 0, 0, 0, 0, '0', '0', '0'}
+                    use by a process that beat within ttlMs is refused: reply {-2, 0, 0, 0, 0, '0', '0', '0'}
 
 Data model: member <id> scored with its last beat; member "!" .. <id> scored with its last dirty beat,
 removed by a clean one; member "-" .. <id> scored with the time it left (kept for ttlMs); member
@@ -81,13 +81,14 @@ end
 if redis.call('EXISTS', key) == 0 and op ~= 'leave' then
   redis.call('ZADD', key, now, '#lost')
 end
--- A name held by another process: taken over from a silent one (its successor), refused while it beats.
+-- A name held by another process: taken over from one no longer beating (within ttlMs: its successor),
+-- refused while it beats (two processes on one host).
 local owner = token and tonumber(redis.call('ZSCORE', key, '@' .. id))
 if owner and owner ~= token then
   local last = tonumber(redis.call('ZSCORE', key, id))
   if op == 'leave' then
     return { 0, 0, 0, 0, 0, '0', '0', '0' } -- its successor's now: nothing of it to remove
-  elseif last and last > now - quiet then
+  elseif last and last > now - ttl then
     return { -2, 0, 0, 0, 0, '0', '0', '0' }
   end
 end

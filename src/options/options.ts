@@ -74,10 +74,10 @@ export type LocalTierOptions = {
   /** Keys kept by the local window and by the deny cache (each). @default 10000 (range 1 … 2^24) */
   maxKeys?: number;
   /**
-   * With `instances: 'auto'`: this instance's name. A process restarted under the same name takes
-   * back its predecessor's lease and claim at its first beat; a name another process beats under is
-   * not taken (a unique id then). 1 … 128 characters, no white space, not starting with `!-~#=@`.
-   * @default the host name (`os.hostname()`, the pod's name on Kubernetes)
+   * With `instances: 'auto'`: this process's name, unique to it (the pod's, on Kubernetes). Restarted
+   * under it, a process takes back its predecessor's lease and claim at its first beat; a name that
+   * another process beats under is not taken. 1 … 128 characters, no white space, not `!-~#=@` first.
+   * @default none: a unique id per process (a restart counts as a new instance)
    */
   name?: string;
   /**
@@ -258,8 +258,8 @@ export type ResolvedLimiterOptions = Readonly<{
   localLimit: number | undefined;
   instances: number | 'auto';
   maxKeys: number;
-  /** `local.name`, or the host name (a unique id when it has none that fits). */
-  name: string;
+  /** `local.name`; undefined: a unique id per process. */
+  name: string | undefined;
   maxInstances: number;
   leaseMs: number;
   afterLease: AfterLease;

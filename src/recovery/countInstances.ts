@@ -6,6 +6,7 @@ import { InstanceCounter } from './InstanceCounter.js';
 import type { ResolvedLimiterOptions } from '../options/options.js';
 import type { Recovery } from './Recovery.js';
 import type { RedisTier } from '../redis/RedisTier.js';
+import type { BeatMember } from '../redis/scripts/heartbeat.js';
 
 /**
  * An instance whose last beat is older than this many beats may be answering locally: it is not fresh,
@@ -35,7 +36,7 @@ export function countInstances(
   const { prefix, heartbeatMs, leaseMs, now, name } = options;
   const ttlMs = heartbeatMs * 3;
   // Named, with this process's token: a restart under the same name takes back its predecessor's lease.
-  let member = { id: name, token: Math.floor(Math.random() * 2 ** 52) as number | '' };
+  let member: BeatMember = name === undefined ? { id: nextId(), token: '' } : { id: name, token: Math.floor(Math.random() * 2 ** 52) };
   const counter = new InstanceCounter(heartbeatMs, {
     send: async (op, since, usedClaim) => {
       // Held for the lease plus the longest window this instance admits on (limitAll's may be longer).
@@ -43,7 +44,7 @@ export function countInstances(
       const reply = await tier.beat(`${prefix}instances`, member, times, op, since, usedClaim);
       if (reply.taken !== true) return reply;
       // Another process that beats holds the name (two on one host, say): this one goes by a unique id.
-      member = { id: `${name}/${nextId()}`, token: '' };
+      member = { id: `${member.id}/${nextId()}`, token: '' };
       return tier.beat(`${prefix}instances`, member, times, op, since, usedClaim);
     },
     leaseMs,

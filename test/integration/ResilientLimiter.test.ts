@@ -291,8 +291,13 @@ describe('instances: auto', () => {
     await c.close();
     // One regular beat (500 ms) and 300 ms for a loaded machine; a held count would take 3 beats (1.5 s).
     await sleep(800);
-    expect(a.stats()).toMatchObject({ instances: 2, localLimit: 6 });
+    expect(a.stats().instances).toBe(2);
     expect(b.stats().instances).toBe(2);
+    // Its share rises once three regular beats in a row granted it (a claim is held as the count is).
+    for (let i = 0; a.stats().localLimit !== 6; i++) {
+      if (i > 100) throw new Error(`a's share stayed ${a.stats().localLimit}`);
+      await sleep(50);
+    }
   });
 
   it('leaves the shares of instances not back from an outage free until they beat clean (staggered recovery)', async () => {

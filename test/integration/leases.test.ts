@@ -82,6 +82,7 @@ describe('local.name', () => {
     await waitFor('both to count 2 and hold half', () => [a, b].every((l) => l.stats().instances === 2 && l.stats().localLimit === 10));
     a.forceOpen(); // a crashes: its beats stop, it never leaves
     await waitFor('b to see a silent', () => b.stats().unrecovered === 1);
+    await sleep(300); // a name is taken over only from a process silent for 3 beats (a restart takes longer)
     // Before names, its share stayed reserved for its lease plus the window (60 s here), and the
     // restarted process counted as a third instance.
     const restarted = await limiter({ prefix, local: { name: 'pod-a' } });
