@@ -59,8 +59,8 @@ export type Beats = {
  *   its windows. Only a `leave` (a clean `close()`) frees it sooner. What an instance answers once its
  *   lease has ended is `local.afterLease` (see `Settings.fallbackMode`).
  * - **Claims.** Each beat Redis answers grants this instance a claim, the fraction of the limit it
- *   answers on locally ({@link claim}: the least of the last HOLD_BEATS grants, so that a rise waits
- *   for three beats in a row); the claims of all instances sum to at most 1, a silent one's
+ *   answers on locally ({@link claim}: at most an even share of the held count, so that a Redis that
+ *   lost the set grows none); the claims of all instances sum to at most 1, a silent one's
  *   kept with its hold, so that the others reserve what it answers on, whoever joins meanwhile (see
  *   `lua/heartbeat.lua`). {@link reservedClaim} is what Redis's decisions leave free for the
  *   unrecovered ones.
@@ -87,10 +87,8 @@ export class InstanceCounter {
   #leaseUntil = Number.NEGATIVE_INFINITY;
   /** The newest `BeatReply.lostAt` seen (Redis's clock); undefined before the first answer. */
   #lostAt: number | undefined;
-  /** This instance's claim: the least of the last HOLD_BEATS grants; undefined before the first. */
+  /** This instance's claim: granted by the last beat Redis answered, at most 1 / the held count; undefined before the first. */
   #claim: number | undefined;
-  /** The claims the last HOLD_BEATS beats Redis answered granted, oldest first. */
-  readonly #grants: number[] = [];
   /** The claims of the unrecovered instances: what Redis's decisions leave free. */
   #reserved = 0;
   /** The claims of every other instance, as the last beat said. */
@@ -194,9 +192,8 @@ export class InstanceCounter {
     if (this.#stopped) return;
     let settling = false;
     if (reply !== undefined) {
-      // A claim granted but not yet held (a rise waits for HOLD_BEATS grants), or just lowered (the
-      // larger one is recorded until the next beat): beat soon, so that it settles, and an instance
-      // waiting for what this one gave up gets it, within a fraction of a period.
+      // A claim that changed (a lowered one is recorded by the next beat): beat soon, so that an
+      // instance waiting for what this one gave up gets it within a fraction of a period.
       const before = this.#claim;
       // A loss newer than the last one seen; the first answer only tells which one that is.
       const lostAt = reply.lostAt ?? 0;
@@ -204,7 +201,7 @@ export class InstanceCounter {
       this.#lostAt = Math.max(this.#lostAt ?? 0, lostAt);
       this.#leaseUntil = Math.max(this.#leaseUntil, sentAt + this.beats.leaseMs);
       this.#learn(reply, regular, epoch === this.#epoch);
-      settling = reply.granted !== before || reply.granted !== this.#claim;
+      settling = this.#claim !== before;
     }
     if (this.#again) {
       this.#again = false;
@@ -244,14 +241,10 @@ export class InstanceCounter {
       this.#unrecovered = Math.max(this.#unrecovered, live - 1); // since the outage, every other one
       this.#reserved = Math.max(this.#reserved, reply.othersClaim);
     }
-    // A claim falls at once, and rises only once HOLD_BEATS regular beats in a row granted it (the
-    // faster ones come too close together): after Redis lost the set, the first to beat is granted
-    // what the others have not yet written back, until they beat again.
-    if (regular || this.#grants.length === 0) {
-      this.#grants.push(reply.granted);
-      if (this.#grants.length > HOLD_BEATS) this.#grants.shift();
-    }
-    const claim = Math.min(...this.#grants, reply.granted);
+    // At most an even share of the held count: after Redis lost the set, the first instance to beat
+    // is granted what the others have not yet written back (they come back one beat at a time), but
+    // the count is held (see above) and so is this bound.
+    const claim = Math.min(reply.granted, 1 / live);
     if (claim !== this.#claim) {
       this.#claim = claim;
       this.beats.claimed?.();

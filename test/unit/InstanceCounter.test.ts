@@ -156,9 +156,9 @@ describe('InstanceCounter', () => {
     await c.stop();
   });
 
-  it('lowers its claim at once and raises it only once 3 beats in a row granted it: Redis that lost the claims does not grow it', async () => {
+  it('holds its claim to an even share of the held count: Redis that lost the claims does not grow it', async () => {
     // A quarter each of 4; then Redis restarts empty and this one beats first: granted the whole limit,
-    // the others' claims not yet written back; then a quarter again. Later a fifth (one joined).
+    // the others' claims not yet written back, while the count is held at 4. Later a fifth (one joined).
     // Regular beats every 100 ms, and faster ones (20 ms) at start and while a grant differs.
     const grant = (ms: number) => (ms < 290 ? 0.25 : ms < 390 ? 1 : ms < 890 ? 0.25 : 0.2);
     const { c } = counter((ms) => R({ live: 4, fresh: 3, granted: grant(ms) }));
@@ -170,7 +170,7 @@ describe('InstanceCounter', () => {
       await vi.advanceTimersByTimeAsync(10);
       seen.add(c.claim);
     }
-    expect([...seen]).toEqual([0.25]); // granted 1 by every beat for 100 ms: never held
+    expect([...seen]).toEqual([0.25]); // granted 1 by every beat for 100 ms: held to 1 / 4
     await vi.advanceTimersByTimeAsync(500);
     expect(c.claim).toBe(0.2); // lowered at the first grant
     await c.stop();
