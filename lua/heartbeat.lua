@@ -182,6 +182,15 @@ for _, name in ipairs(owners) do
   if not beating[name] and not holds[name] then gone[#gone + 1] = '@' .. name end
 end
 if #gone > 0 then redis.call('ZREM', key, unpack(gone)) end
+-- An instance that beats with no claim recorded (Redis lost the set since its last beat) is taken to
+-- claim an even share until it beats again: what it answers on is not known, and not nothing.
+for member in pairs(beating) do
+  if member ~= id and not claims[member] then
+    local even = 1 / (live + silent)
+    othersClaim = othersClaim + even
+    if not freshOnes[member] then reserved = reserved + even end
+  end
+end
 local granted = 0
 if op ~= 'leave' then
   granted = math.max(0, math.min((1 - silentClaim) / live, 1 - othersClaim))

@@ -117,9 +117,13 @@ export class InstanceCounter {
     return this.#claim;
   }
 
-  /** The claims of the unrecovered instances (a fraction of the limit): Redis's decisions leave them free. 0 when none is. */
+  /**
+   * The claims of the unrecovered instances (a fraction of the limit): Redis's decisions leave them
+   * free. At least an even share of the held count each: after Redis lost the set, an instance not
+   * back in it yet has no claim recorded, yet answers on one. 0 when none is unrecovered.
+   */
   get reservedClaim(): number {
-    return this.#unrecovered === 0 ? 0 : this.#reserved;
+    return this.#unrecovered === 0 ? 0 : Math.max(this.#reserved, this.#unrecovered / this.#count);
   }
 
   /**
