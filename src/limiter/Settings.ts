@@ -39,6 +39,8 @@ export class Settings {
   #mode: Mode;
   #shadow: boolean;
   #enabled = true;
+  /** The local window's share is 0 (its own limit is 1 then): set with that limit, by {@link applyLocalLimit} and `update()`. */
+  #noShare = false;
 
   constructor(
     readonly options: Pick<
@@ -99,7 +101,7 @@ export class Settings {
    * is at least 1) ({@link fallbackShareOf}).
    */
   localShareOf(limit: number, now?: number): number | undefined {
-    if (this.#limitFn === undefined && (now === undefined || !this.#shrunk(now)) && this.#rawLocalLimit >= 1) return undefined;
+    if (this.#limitFn === undefined && (now === undefined || !this.#shrunk(now)) && !this.#noShare) return undefined;
     return this.fallbackShareOf(limit, now);
   }
 
@@ -239,16 +241,19 @@ export class Settings {
    * call: see {@link localShareOf}).
    */
   get localLimit(): number {
-    return Math.max(1, this.#rawLocalLimit);
+    return Math.max(1, this.shareOf(this.#limitFn === undefined ? this.#limit : MAX_INT));
   }
 
-  get #rawLocalLimit(): number {
-    return this.shareOf(this.#limitFn === undefined ? this.#limit : MAX_INT);
-  }
-
-  /** The instance count changed: the local share follows. */
+  /** The instance count or the claim changed: the local share follows. */
   applyLocalLimit(): void {
-    this.local.main[configure]({ limit: this.localLimit });
+    this.local.main[configure]({ limit: this.#localLimitNow() });
+  }
+
+  /** {@link localLimit}, noting whether the share under it is 0 (read per call by {@link localShareOf}). */
+  #localLimitNow(): number {
+    const share = this.shareOf(this.#limitFn === undefined ? this.#limit : MAX_INT);
+    this.#noShare = share < 1;
+    return Math.max(1, share);
   }
 
   /** See `ResilientLimiter.update`. @throws {ResilimitError} `ERR_RESILIMIT_INVALID_OPTION`, changing nothing. */
@@ -300,7 +305,7 @@ export class Settings {
 
   #apply(changes: { limit: number; windowMs: number }): void {
     this.redis[configure](changes);
-    this.local.main[configure]({ ...changes, limit: this.localLimit });
+    this.local.main[configure]({ ...changes, limit: this.#localLimitNow() });
     this.deny.clear();
   }
 }
