@@ -14,19 +14,7 @@ import type { RequestLike } from './http/keys.js';
 import type { ClosingResponse, CommonHttpOptions, HttpLimiter } from './http/options.js';
 import type { Decision } from './types.js';
 
-export { type AddressOptions, byIpFrom } from './http/address.js';
-export {
-  byHeader,
-  byIp,
-  byRoute,
-  byRouteTemplate,
-  byRouteWith,
-  combine,
-  headerKey,
-  type KeyFunction,
-  type RequestLike,
-  type RouteKeyOptions,
-} from './http/keys.js';
+export * from './http/nodeKeys.js';
 export type { ClosingResponse, CommonHttpOptions, HttpLimiter, ReducedCapacityAnswer } from './http/options.js';
 
 /** Options of {@link rateLimit}. */

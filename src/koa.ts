@@ -11,19 +11,7 @@ import type { Decision } from './types.js';
 
 // Koa's context is a RequestLike (it has `headers`, `method`, `url`, `originalUrl` and `socket`): the
 // Node helpers take it as it is.
-export { type AddressOptions, byIpFrom } from './http/address.js';
-export {
-  byHeader,
-  byIp,
-  byRoute,
-  byRouteTemplate,
-  byRouteWith,
-  combine,
-  headerKey,
-  type KeyFunction,
-  type RequestLike,
-  type RouteKeyOptions,
-} from './http/keys.js';
+export * from './http/nodeKeys.js';
 export type { HttpLimiter, ReducedCapacityAnswer } from './http/options.js';
 
 /**
