@@ -6,7 +6,6 @@
  * of 12 requests, whatever the spelling. And a proxy's address forms, through `byIpFrom`: every form
  * of one client counts against its key, two clients never share one.
  */
-import { randomUUID } from 'node:crypto';
 import type { IncomingMessage, Server } from 'node:http';
 import { type HttpBindings, serve } from '@hono/node-server';
 import Router from '@koa/router';
@@ -14,54 +13,31 @@ import express from 'express';
 import fc from 'fast-check';
 import Fastify from 'fastify';
 import { Hono } from 'hono';
-import type { Redis } from 'ioredis';
 import Koa from 'koa';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it } from 'vitest';
 import * as honoEntry from '../../src/hono.js';
 import * as httpEntry from '../../src/http.js';
-import { createRedisClient, ResilientLimiter } from '../../src/index.js';
 import * as koaEntry from '../../src/koa.js';
 import { type App, served } from '../support/httpReplies.js';
 import { rawRequest } from '../support/rawHttp.js';
-import { useRedis, waitReady, type RedisHandle } from '../support/redis.js';
-
-let redisServer: RedisHandle;
-let redis: Redis;
-const limiters: ResilientLimiter[] = [];
-const apps: App[] = [];
-
-beforeAll(async () => {
-  redisServer = await useRedis();
-  redis = createRedisClient(redisServer.url);
-  await waitReady(redis);
-});
-afterEach(async () => {
-  await Promise.all(apps.splice(0).map((a) => a.close()));
-  await Promise.all(limiters.splice(0).map((l) => l.close()));
-});
-afterAll(async () => {
-  await redis?.quit();
-  await redisServer?.close();
-});
+import { useLimiters } from '../support/limiters.js';
 
 /** The limiter's clock, which replaces Redis's TIME too: the window never slides during a test. */
 const NOW = Date.UTC(2026, 0, 1);
 const LIMIT = 3;
 
-function limiter(): ResilientLimiter {
-  const l = new ResilientLimiter({
-    redis,
-    limit: LIMIT,
-    windowMs: 60_000,
-    prefix: `rk:${randomUUID()}:`,
-    local: { instances: 1 },
-    clock: () => NOW,
-    // A generous deadline: these tests are about keys, so Redis must decide even on a loaded machine.
-    breaker: { timeoutMs: 2000 },
-  });
-  limiters.push(l);
-  return l;
-}
+const lim = useLimiters({
+  limit: LIMIT,
+  windowMs: 60_000,
+  local: { instances: 1 },
+  clock: () => NOW,
+  // A generous deadline: these tests are about keys, so Redis must decide even on a loaded machine.
+  breaker: { timeoutMs: 2000 },
+});
+const apps: App[] = [];
+afterEach(async () => {
+  await Promise.all(apps.splice(0).map((a) => a.close()));
+});
 
 type Key = 'route' | 'template';
 /** What each app records of a request, by its `x-n` header: the key the key function made before routing, and the route its handler served. */
@@ -90,9 +66,9 @@ const frameworks: Framework[] = [
           recordedAs(seen, req.headers['x-n'], 'key', byRoute(req));
           return next();
         });
-      if (key === 'route') e.use(rateLimit(limiter(), { key: combine(byIp, byRoute) }));
+      if (key === 'route') e.use(rateLimit(await lim.limiter(), { key: combine(byIp, byRoute) }));
       // Express sets req.route only once a route matched: the template key's middleware is the route's own.
-      const own = key === 'template' ? [rateLimit(limiter(), { key: combine(byIp, byRouteTemplate) })] : [];
+      const own = key === 'template' ? [rateLimit(await lim.limiter(), { key: combine(byIp, byRouteTemplate) })] : [];
       for (const route of ROUTES) {
         e.get(route, ...own, (req, res) => {
           app.handled += 1;
@@ -115,7 +91,7 @@ const frameworks: Framework[] = [
           done();
         });
       } else {
-        f.addHook('onRequest', rateLimitHook(limiter(), { key: combine(byIp, key === 'route' ? byRoute : byRouteTemplate) }));
+        f.addHook('onRequest', rateLimitHook(await lim.limiter(), { key: combine(byIp, key === 'route' ? byRoute : byRouteTemplate) }));
       }
       for (const route of ROUTES) {
         f.get(route, async (request) => {
@@ -139,7 +115,7 @@ const frameworks: Framework[] = [
           recordedAs(seen, c.req.header('x-n'), 'key', byRoute(c));
           return next();
         });
-      else h.use(rateLimit(limiter(), { key: combine(byIp, key === 'route' ? byRoute : byRouteTemplate) }));
+      else h.use(rateLimit(await lim.limiter(), { key: combine(byIp, key === 'route' ? byRoute : byRouteTemplate) }));
       for (const route of ROUTES) {
         h.get(route, (c) => {
           app.handled += 1;
@@ -162,9 +138,9 @@ const frameworks: Framework[] = [
           recordedAs(seen, ctx.get('x-n') || undefined, 'key', byRoute(ctx));
           return next();
         });
-      if (key === 'route') k.use(rateLimit(limiter(), { key: combine(byIp, byRoute) }));
+      if (key === 'route') k.use(rateLimit(await lim.limiter(), { key: combine(byIp, byRoute) }));
       // @koa/router sets ctx._matchedRoute once it matched: the template key's middleware is the route's own.
-      const own = key === 'template' ? [rateLimit(limiter(), { key: combine(byIp, byRouteTemplate) })] : [];
+      const own = key === 'template' ? [rateLimit(await lim.limiter(), { key: combine(byIp, byRouteTemplate) })] : [];
       for (const route of ROUTES) {
         router.get(route, ...own, (ctx) => {
           app.handled += 1;
@@ -315,7 +291,7 @@ describe('byIpFrom behind a proxy (Express, trust proxy)', () => {
     const app = { handled: 0 };
     const e = express();
     e.set('trust proxy', 'loopback');
-    e.use(httpEntry.rateLimit(limiter(), { key: httpEntry.byIpFrom((req: express.Request) => req.ip) }));
+    e.use(httpEntry.rateLimit(await lim.limiter(), { key: httpEntry.byIpFrom((req: express.Request) => req.ip) }));
     e.get('/', (_req, res) => {
       app.handled += 1;
       res.end('ok');
