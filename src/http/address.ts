@@ -1,4 +1,4 @@
-import { unknownOption } from '../options/checks.js';
+import { knownOptions } from '../options/checks.js';
 import { describe, ErrorCode, invalidOption, ResilimitError } from '../options/errors.js';
 
 // One normaliser for the client addresses of every integration (`byIp`, `byIpFrom`): the text of an
@@ -158,13 +158,7 @@ export interface AddressOptions {
  */
 export function byIpFrom<R>(address: (request: R) => string | undefined, options?: AddressOptions): (request: R) => string {
   if (typeof address !== 'function') throw invalidOption('address', 'a function', address);
-  if (options !== undefined && (typeof options !== 'object' || options === null || Array.isArray(options))) {
-    throw invalidOption('options', 'an object', options);
-  }
-  for (const name of Object.keys(options ?? {})) {
-    if (name !== 'nat64Prefixes') throw unknownOption('byIpFrom()', name, (options as Record<string, unknown>)[name], ['nat64Prefixes']);
-  }
-  const given = options?.nat64Prefixes;
+  const given = knownOptions('byIpFrom()', options, ['nat64Prefixes'], { optional: true })['nat64Prefixes'];
   const prefixes = given === undefined ? DEFAULT_NAT64 : nat64Prefixes(given);
   return (request) => {
     const found: unknown = address(request);

@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import type { IncomingHttpHeaders } from 'node:http';
-import { unknownOption } from '../options/checks.js';
+import { knownOptions, optionalBoolean } from '../options/checks.js';
 import { ErrorCode, invalidOption, ResilimitError } from '../options/errors.js';
 import { MAX_KEY_LENGTH } from '../options/options.js';
 import { addressKey } from './address.js';
@@ -207,14 +207,10 @@ export function routeKeyFunction<R>(
   target: (request: R) => string,
   template: (request: R) => string | undefined,
 ): KeyFunction<R> {
-  if (typeof options !== 'object' || options === null || Array.isArray(options)) throw invalidOption('options', 'an object', options);
-  const o = options as Record<string, unknown>;
-  for (const name of Object.keys(o)) {
-    if (name !== 'from' && name !== 'headAsGet') throw unknownOption('byRouteWith()', name, o[name], ['from', 'headAsGet']);
-  }
-  const { from = 'path', headAsGet = true } = o;
+  const o = knownOptions('byRouteWith()', options, ['from', 'headAsGet']);
+  const from = o['from'] ?? 'path';
   if (from !== 'path' && from !== 'template') throw invalidOption('from', "'path' or 'template'", from);
-  if (typeof headAsGet !== 'boolean') throw invalidOption('headAsGet', 'a boolean', headAsGet);
+  const headAsGet = optionalBoolean('headAsGet', o['headAsGet'], true);
   const verb = (request: R) => {
     const m = method(request);
     return headAsGet && m === 'HEAD' ? 'GET' : m;
