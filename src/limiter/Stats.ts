@@ -32,6 +32,10 @@ export type LimiterStats = {
    * `instances: 'auto'`.
    */
   leaseLeftMs?: number;
+  /** The lease an instance answers locally on after its last heartbeat (`local.leaseMs`). Absent unless `instances: 'auto'`. */
+  leaseMs?: number;
+  /** The breaker's deadline on every Redis call (`breaker.timeoutMs`). */
+  timeoutMs: number;
   decisions: number;
   /** Decisions that admitted the call, shadowed ones included: `allowed - shadowRejected` is what enforcing the limit would have admitted. */
   allowed: number;
@@ -144,7 +148,7 @@ export class Stats {
   snapshot(
     parts: Pick<Parts, 'tier' | 'gate' | 'coalescer' | 'local' | 'recovery'>,
     settings: Settings,
-    counter: { readonly unrecovered: number; readonly leaseLeftMs: number } | undefined,
+    counter: { readonly unrecovered: number; readonly leaseLeftMs: number; readonly beats: { readonly leaseMs: number } } | undefined,
     notReadyForMs: number,
   ): LimiterStats {
     const { tier, recovery } = parts;
@@ -158,7 +162,8 @@ export class Stats {
       localLimit: settings.shareOf(settings.limit),
       instances: settings.instances,
       unrecovered: counter?.unrecovered ?? 0,
-      ...(counter === undefined ? {} : { leaseLeftMs: counter.leaseLeftMs }),
+      ...(counter === undefined ? {} : { leaseLeftMs: counter.leaseLeftMs, leaseMs: counter.beats.leaseMs }),
+      timeoutMs: tier.timeoutMs,
       decisions: this.decisions,
       allowed: this.allowed,
       shadowRejected: this.shadowRejected,

@@ -62,7 +62,8 @@ export class RedisTier {
   readonly #clock: (() => number) | undefined;
   readonly #now: () => LocalMs;
   readonly #perf: { now(): number };
-  readonly #timeoutMs: number;
+  /** The breaker's deadline on every call, ms. */
+  readonly timeoutMs: number;
   readonly #outstanding = new Map<number, number>();
   #sequence = 0;
   #outstandingDecisions = 0;
@@ -97,7 +98,7 @@ export class RedisTier {
     this.#clock = options.clock;
     this.#now = options.now;
     this.#perf = options.perf;
-    this.#timeoutMs = options.breaker.timeoutMs;
+    this.timeoutMs = options.breaker.timeoutMs;
     // A call Redis admitted is kept at most 1 ms after its reply, for one window (the one in force: `update()` may lengthen it).
     this.offset = new ClockOffset(
       () => options.perf.now(),
@@ -175,7 +176,7 @@ export class RedisTier {
         if (this.#outstanding.size > 0) this.polls.mark();
         // A late reply says how slow Redis was, not how slow it is: the breaker answered that call already.
         const latency = at - sentAt;
-        if (answered && decisions > 0 && latency <= this.#timeoutMs) this.#latencyMs += (latency - this.#latencyMs) * 0.05;
+        if (answered && decisions > 0 && latency <= this.timeoutMs) this.#latencyMs += (latency - this.#latencyMs) * 0.05;
         // Redis answers again while the breaker is open (a frozen Redis resumed, its queued calls now
         // stale): try it now. A reply error is an answer too; a connection error is not.
         if (this.breaker.state === 'open' && (answered || repliedWith(error))) void this.probe();
@@ -255,7 +256,7 @@ export class RedisTier {
       const why = isOpenRejection(error)
         ? 'the breaker is open'
         : isTimeout(error)
-          ? `no answer within ${this.#timeoutMs} ms`
+          ? `no answer within ${this.timeoutMs} ms`
           : error instanceof Error
             ? error.message
             : String(error);
@@ -342,7 +343,7 @@ export class RedisTier {
    * the ledger: it decides nothing. Resolves when the trial is over (at once when none is made).
    */
   probe(): Promise<void> {
-    return this.breaker.trial(() => withDeadline(this.#redis.ping(), this.#timeoutMs));
+    return this.breaker.trial(() => withDeadline(this.#redis.ping(), this.timeoutMs));
   }
 
   /**
@@ -374,7 +375,7 @@ export class RedisTier {
    * the deadline of the first calls in the past, and they would find Redis no use.
    */
   #notAfter(now: number): number | undefined {
-    const timeoutMs = this.#timeoutMs;
+    const timeoutMs = this.timeoutMs;
     return this.#clock === undefined && this.offset.known
       ? now + this.offset.low(false) + Math.max(timeoutMs - 2, timeoutMs / 2)
       : undefined;
