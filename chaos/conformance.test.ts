@@ -1,6 +1,6 @@
 /**
  * Toxiproxy 2.12 conformance: the API subset and the fault semantics described in
- * toxiproxy/README.md, checked against the stand-in (chaos/toxiproxy) in a child process and, where a
+ * src/chaos/toxiproxy/README.md, checked against the stand-in (src/chaos/toxiproxy) in a child process and, where a
  * container runtime answers, against the real image too; or against `TOXIPROXY_URL` alone when it is
  * set. Driven through toxiproxy-node-client where it can, with raw fetch for status codes and error
  * bodies.
@@ -18,7 +18,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { Toxiproxy, type Proxy as ClientProxy, type ToxicDirection, type ToxicType } from 'toxiproxy-node-client';
 import { probeContainerRuntime, TOXIPROXY_IMAGE } from './backends/index.ts';
-import { startToxiproxyServer, type ToxiproxyServer } from './toxiproxy/spawn.ts';
+import { startToxiproxyServer, type ToxiproxyServer } from '../src/chaos/toxiproxy/spawn.ts';
 
 const EXTERNAL_URL = process.env['TOXIPROXY_URL'];
 const UPSTREAM_HOST = process.env['TOXIPROXY_UPSTREAM_HOST'] ?? '127.0.0.1';
@@ -32,7 +32,7 @@ type Target = { name: string; kind: 'stand-in' | 'container' | 'external'; tcp: 
  */
 const targets: Target[] = EXTERNAL_URL
   ? [{ name: `TOXIPROXY_URL (${EXTERNAL_URL})`, kind: 'external', tcp: process.env['TOXIPROXY_UPSTREAM_HOST'] !== undefined }]
-  : [{ name: 'the stand-in (chaos/toxiproxy)', kind: 'stand-in', tcp: true }];
+  : [{ name: 'the stand-in (src/chaos/toxiproxy)', kind: 'stand-in', tcp: true }];
 if (!EXTERNAL_URL && (await probeContainerRuntime()).ok) {
   process.env['TESTCONTAINERS_RYUK_DISABLED'] ??= 'true';
   targets.push({ name: `the real image (${TOXIPROXY_IMAGE})`, kind: 'container', tcp: false });

@@ -4,7 +4,7 @@
  * and leaves both servers running; `close()` deletes the proxies it created.
  */
 import { Toxiproxy, type Proxy } from 'toxiproxy-node-client';
-import { joinHostPort, splitHostPort } from '../toxiproxy/address.ts';
+import { joinHostPort, splitHostPort } from '../../src/chaos/toxiproxy/address.ts';
 import type { ChaosBackend, ProxiedRedis } from '../types.ts';
 import { resolveExternalSettings, type ExternalSettings } from './externalSettings.ts';
 import { listenAddress, removeProxyIfPresent } from './proxies.ts';

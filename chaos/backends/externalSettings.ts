@@ -1,6 +1,6 @@
 /** The environment of the external backend, read and checked in one place. */
 import { isIP } from 'node:net';
-import { joinHostPort, splitHostPort } from '../toxiproxy/address.ts';
+import { joinHostPort, splitHostPort } from '../../src/chaos/toxiproxy/address.ts';
 import { parsePortList } from './portList.ts';
 import type { Env } from './settings.ts';
 

@@ -1,12 +1,12 @@
 /**
- * The local backend: a `redis-server` child process and the Toxiproxy stand-in (chaos/toxiproxy) as a
+ * The local backend: a `redis-server` child process and the Toxiproxy stand-in (src/chaos/toxiproxy) as a
  * second child process, both on OS-assigned ports of 127.0.0.1. Needs `redis-server` on PATH; no Docker.
  */
 import { execFileSync } from 'node:child_process';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Toxiproxy } from 'toxiproxy-node-client';
 import { startRedisServer, withProbe, type RedisChild } from '../../test/support/redis.ts';
-import { startToxiproxyServer, type ToxiproxyServer } from '../toxiproxy/spawn.ts';
+import { startToxiproxyServer, type ToxiproxyServer } from '../../src/chaos/toxiproxy/spawn.ts';
 import type { ChaosBackend, ProxiedRedis } from '../types.ts';
 import { listenAddress, replaceProxy } from './proxies.ts';
 import { verifyBackend } from './verify.ts';

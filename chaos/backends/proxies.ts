@@ -1,6 +1,6 @@
 /** Creating a proxy by name, replacing any proxy of that name, through toxiproxy-node-client. */
 import type { Proxy, Toxiproxy } from 'toxiproxy-node-client';
-import { splitHostPort, type HostPort } from '../toxiproxy/address.ts';
+import { splitHostPort, type HostPort } from '../../src/chaos/toxiproxy/address.ts';
 
 /** Deletes the proxy named `name` if the server has one. Returns the proxies that remain, by name. */
 export async function removeProxyIfPresent(toxiproxy: Toxiproxy, name: string): Promise<Record<string, Proxy>> {

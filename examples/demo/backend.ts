@@ -16,7 +16,7 @@ export class NoBackendError extends Error {
 
 /** What each backend is, in the demo's words. */
 const WHAT: Readonly<Record<BackendKind, string>> = {
-  local: 'a redis-server child and our Toxiproxy stand-in (chaos/toxiproxy), both child processes on 127.0.0.1',
+  local: 'a redis-server child and our Toxiproxy stand-in (src/chaos/toxiproxy), both child processes on 127.0.0.1',
   container: 'Redis and the real Toxiproxy in containers',
   external: 'your Redis and Toxiproxy',
 };

@@ -3,7 +3,7 @@
  * option, what was expected and what was given.
  */
 import { parseArgs } from 'node:util';
-import { splitHostPort } from '../../chaos/toxiproxy/address.ts';
+import { splitHostPort } from '../../src/chaos/toxiproxy/address.ts';
 import type { Env } from '../../chaos/backends/settings.ts';
 
 /** What answers when Redis cannot (the library's `mode`). */

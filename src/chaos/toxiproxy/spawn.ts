@@ -1,5 +1,6 @@
 import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
 import { once } from 'node:events';
+import { extname } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 
@@ -18,12 +19,16 @@ export interface StartOptions {
   readonly seed?: number;
 }
 
-const MAIN = fileURLToPath(new URL('./main.ts', import.meta.url));
+/**
+ * `main` beside this file, with this file's own extension: `main.ts` when run from source (Node's
+ * type stripping, vitest), `main.js` once compiled into `dist/chaos/toxiproxy/`.
+ */
+const MAIN = fileURLToPath(new URL(`./main${extname(new URL(import.meta.url).pathname)}`, import.meta.url));
 const START_TIMEOUT_MS = 10_000;
 const STOP_GRACE_MS = 2_000;
 
 /**
- * Starts the stand-in in a child process (`process.execPath main.ts`) on a free port of 127.0.0.1.
+ * Starts the stand-in in a child process (`process.execPath main.ts`, or `main.js` when compiled) on a free port of 127.0.0.1.
  * Checks that it is the process it started: the pid the server prints must be the child's, and
  * `GET /version` must answer on the URL it prints. The child is killed on `stop()` and when this
  * process exits; it also exits by itself when this process dies, as its stdin then closes.

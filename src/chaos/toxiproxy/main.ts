@@ -2,7 +2,7 @@
  * The Toxiproxy stand-in as its own process, so that faults never share an event loop with the
  * code under test:
  *
- *   node chaos/toxiproxy/main.ts [--host 127.0.0.1] [--port 0] [--seed N] [--no-exit-on-stdin-close]
+ *   node src/chaos/toxiproxy/main.ts [--host 127.0.0.1] [--port 0] [--seed N] [--no-exit-on-stdin-close]
  *
  * Once the API listens it prints exactly one line to stdout, `{"api":"http://127.0.0.1:<port>","pid":<pid>}`,
  * and logs to stderr. It stops, closing every proxy and socket, on SIGTERM, SIGINT, or when its stdin
