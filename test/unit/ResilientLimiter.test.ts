@@ -623,6 +623,7 @@ describe('ResilientLimiter without Redis', () => {
       localLimit: 3,
       instances: 1,
       unrecovered: 0,
+      timeoutMs: 50, // the default deadline
       decisions: 11,
       allowed: 7,
       shadowRejected: 0,
