@@ -2,7 +2,9 @@
  * The public chaos harness's types (`resilimit/chaos`): what a user's config module exports, what a
  * run is asked to do, and what it measured. Every figure in a {@link ChaosReport} comes from the run.
  */
-import type { BreakerState, DecisionReason, DecisionSource, Mode } from '../types.js';
+import type { BreakerState } from '../redis/Breaker.js';
+import type { Mode } from '../options/options.js';
+import type { DecisionReason, DecisionSource } from '../types.js';
 import type { ResilientLimiter } from '../limiter/ResilientLimiter.js';
 
 /** Where one instance reaches Redis: the harness puts a proxy of its own in front of Redis for each. */
