@@ -80,11 +80,15 @@ async function chaos(args: readonly string[], io: { out: (s: string) => void; er
     io.out(SCENARIOS.map((s) => `${s.name.padEnd(16)} ${s.inDefault ? 'default ' : '        '}${s.title}`).join('\n'));
     return 0;
   }
-  if (values.config === undefined) throw new ChaosUsageError('--config FILE is required: a module exporting createLimiter({ host, port, instance })');
+  if (values.config === undefined)
+    throw new ChaosUsageError('--config FILE is required: a module exporting createLimiter({ host, port, instance })');
   if ((values.redis === undefined) !== (values.toxiproxy === undefined)) {
     throw new ChaosUsageError('--redis and --toxiproxy go together: your own Redis and the Toxiproxy in front of it');
   }
-  const scenarios = values.scenarios === undefined || values.scenarios === 'default' || values.scenarios === 'all' ? values.scenarios : list(values.scenarios);
+  const scenarios =
+    values.scenarios === undefined || values.scenarios === 'default' || values.scenarios === 'all'
+      ? values.scenarios
+      : list(values.scenarios);
   const controller = new AbortController();
   const onSigint = (): void => {
     io.err('\nresilimit: interrupted: stopping the scenario and every process it started…');
@@ -116,7 +120,9 @@ async function chaos(args: readonly string[], io: { out: (s: string) => void; er
       } else if (p.outcome !== undefined) {
         const o = p.outcome;
         const failed = o.verdicts.filter((v) => v.pass === false).map((v) => `${v.name}: ${v.figure}`);
-        io.err(`      ${o.skipped !== undefined ? `skipped: ${o.skipped}` : o.passed ? 'held' : `BROKEN: ${failed.join('; ') || 'incomplete'}`}`);
+        io.err(
+          `      ${o.skipped !== undefined ? `skipped: ${o.skipped}` : o.passed ? 'held' : `BROKEN: ${failed.join('; ') || 'incomplete'}`}`,
+        );
       }
     },
   };
@@ -131,7 +137,9 @@ async function chaos(args: readonly string[], io: { out: (s: string) => void; er
       return 0;
     } catch (error) {
       if (!(error instanceof ChaosAssertionError)) throw error;
-      io.err(report.interrupted ? 'resilimit: interrupted; the report holds what was measured until then' : 'resilimit: a promise broke (above)');
+      io.err(
+        report.interrupted ? 'resilimit: interrupted; the report holds what was measured until then' : 'resilimit: a promise broke (above)',
+      );
       return 1;
     }
   } finally {
@@ -165,7 +173,8 @@ function list(value: string): string[] {
 
 function integer(flag: string, value: string): number {
   const n = Number(value);
-  if (!/^\d+$/.test(value) || !Number.isSafeInteger(n)) throw new ChaosUsageError(`${flag} must be a whole number; got ${JSON.stringify(value)}`);
+  if (!/^\d+$/.test(value) || !Number.isSafeInteger(n))
+    throw new ChaosUsageError(`${flag} must be a whole number; got ${JSON.stringify(value)}`);
   return n;
 }
 

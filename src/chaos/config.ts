@@ -35,7 +35,8 @@ export async function loadChaosConfig(config: string): Promise<ChaosConfig> {
   } catch (error) {
     throw new ChaosUsageError(`config file ${config} does not load: ${describe(error)}`, { cause: error });
   }
-  const candidate = typeof module['default'] === 'object' && module['default'] !== null ? (module['default'] as Record<string, unknown>) : module;
+  const candidate =
+    typeof module['default'] === 'object' && module['default'] !== null ? (module['default'] as Record<string, unknown>) : module;
   if (typeof candidate['createLimiter'] !== 'function') {
     const names = Object.keys(module).filter((n) => n !== 'default');
     const found = module['default'] === undefined ? 'no default export' : `a default export of type ${typeOf(module['default'])}`;
@@ -46,7 +47,9 @@ export async function loadChaosConfig(config: string): Promise<ChaosConfig> {
   checkKeys(config, candidate['keys']);
   const rate = candidate['rate'];
   if (rate !== undefined && !(typeof rate === 'number' && Number.isFinite(rate) && rate > 0 && rate <= 100_000)) {
-    throw new ChaosUsageError(`config file ${config}: rate must be calls per second, a number above 0 and at most 100,000; got ${show(rate)}`);
+    throw new ChaosUsageError(
+      `config file ${config}: rate must be calls per second, a number above 0 and at most 100,000; got ${show(rate)}`,
+    );
   }
   return candidate as unknown as ChaosConfig;
 }
@@ -78,7 +81,11 @@ export async function buildInstance(
   } catch (error) {
     throw new ChaosUsageError(`config file ${config}: createLimiter() threw: ${describe(error)}`, { cause: error });
   }
-  const limiter = isLimiter(made) ? made : isLimiter((made as { limiter?: unknown })?.limiter) ? (made as { limiter: ResilientLimiter }).limiter : undefined;
+  const limiter = isLimiter(made)
+    ? made
+    : isLimiter((made as { limiter?: unknown })?.limiter)
+      ? (made as { limiter: ResilientLimiter }).limiter
+      : undefined;
   if (limiter === undefined) {
     throw new ChaosUsageError(
       `config file ${config}: createLimiter() must return a ResilientLimiter or { limiter, close }; it returned ${typeOf(made)}`,
@@ -97,7 +104,12 @@ export async function buildInstance(
 function isLimiter(value: unknown): value is ResilientLimiter {
   if (typeof value !== 'object' || value === null) return false;
   const v = value as Record<string, unknown>;
-  return typeof v['limit'] === 'function' && typeof v['stats'] === 'function' && typeof v['close'] === 'function' && typeof v['on'] === 'function';
+  return (
+    typeof v['limit'] === 'function' &&
+    typeof v['stats'] === 'function' &&
+    typeof v['close'] === 'function' &&
+    typeof v['on'] === 'function'
+  );
 }
 
 function describe(error: unknown): string {

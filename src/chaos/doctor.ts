@@ -136,11 +136,23 @@ function eviction(info: Record<string, string>, checks: DoctorCheck[]): void {
   const max = Number(info['maxmemory'] ?? '0');
   const limit = max === 0 ? 'no memory limit' : `maxmemory ${(max / 2 ** 20).toFixed(0)} MiB`;
   if (policy.startsWith('allkeys-')) {
-    checks.push({ name: 'eviction', ok: false, detail: `${policy} with ${limit}: Redis may evict windows, which forgets calls; use volatile-* or noeviction` });
+    checks.push({
+      name: 'eviction',
+      ok: false,
+      detail: `${policy} with ${limit}: Redis may evict windows, which forgets calls; use volatile-* or noeviction`,
+    });
   } else if (policy.startsWith('volatile-') && max > 0) {
-    checks.push({ name: 'eviction', ok: undefined, detail: `${policy} with ${limit}: windows carry TTLs and can be evicted when memory is full (the limiter warns, RESILIMIT_KEYS_EVICTED)` });
+    checks.push({
+      name: 'eviction',
+      ok: undefined,
+      detail: `${policy} with ${limit}: windows carry TTLs and can be evicted when memory is full (the limiter warns, RESILIMIT_KEYS_EVICTED)`,
+    });
   } else {
-    checks.push({ name: 'eviction', ok: true, detail: `${policy} with ${limit}${policy === 'noeviction' && max > 0 ? ': writes fail with OOM when full, and the breaker opens' : ''}` });
+    checks.push({
+      name: 'eviction',
+      ok: true,
+      detail: `${policy} with ${limit}${policy === 'noeviction' && max > 0 ? ': writes fail with OOM when full, and the breaker opens' : ''}`,
+    });
   }
 }
 
@@ -183,6 +195,7 @@ function why(error: unknown): string {
   if (e.code === 'ENOTFOUND' || e.code === 'EAI_AGAIN') return `the host name does not resolve (${e.code})`;
   if (/timed out|timeout/i.test(message)) return `no answer in time: ${message} (a firewall, a wrong address, or a frozen server)`;
   if (/NOAUTH|WRONGPASS|invalid password|AUTH/i.test(message)) return `authentication: ${message} (put user:password in the URL)`;
-  if (/SSL|TLS|certificate|EPROTO/i.test(message) || e.code?.startsWith('ERR_SSL') === true) return `TLS: ${message} (rediss:// for TLS, redis:// without)`;
+  if (/SSL|TLS|certificate|EPROTO/i.test(message) || e.code?.startsWith('ERR_SSL') === true)
+    return `TLS: ${message} (rediss:// for TLS, redis:// without)`;
   return message;
 }

@@ -121,7 +121,8 @@ export function figures(input: {
   let redisBackMs: number | undefined = 0;
   for (let i = 0; i < runs.length; i++) {
     const first = calls.find((c) => c.instance === i && c.source === 'redis' && c.issuedMs >= faultEnd);
-    redisBackMs = first === undefined || redisBackMs === undefined ? undefined : Math.max(redisBackMs, first.issuedMs + first.latencyMs - faultEnd);
+    redisBackMs =
+      first === undefined || redisBackMs === undefined ? undefined : Math.max(redisBackMs, first.issuedMs + first.latencyMs - faultEnd);
   }
 
   const sum = (pick: (s: LimiterStats) => number): number => runs.reduce((a, r) => a + (r.stats === undefined ? 0 : pick(r.stats)), 0);

@@ -34,7 +34,11 @@ export async function startFleet(setups: readonly WorkerSetup[]): Promise<Fleet>
   try {
     const ready = setups.map((setup, i) => {
       // Warnings go into the report (the worker listens for them), not onto the command's terminal.
-      const worker = fork(WORKER, [], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'], serialization: 'advanced', execArgv: ['--no-warnings'] });
+      const worker = fork(WORKER, [], {
+        stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+        serialization: 'advanced',
+        execArgv: ['--no-warnings'],
+      });
       workers.push(worker);
       const exited = new Promise<never>((_, reject) =>
         worker.once('exit', (code, signal) => reject(new Error(`instance ${i} exited (${signal ?? code}) before it was ready`))),
@@ -57,7 +61,9 @@ export async function startFleet(setups: readonly WorkerSetup[]): Promise<Fleet>
       return Promise.race([
         answer,
         exited,
-        new Promise<never>((_, reject) => setTimeout(() => reject(new Error(`instance ${i} was not ready within ${within} ms`)), within).unref()),
+        new Promise<never>((_, reject) =>
+          setTimeout(() => reject(new Error(`instance ${i} was not ready within ${within} ms`)), within).unref(),
+        ),
       ]);
     });
     const answers = await Promise.all(ready);

@@ -43,7 +43,8 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
   }
   const require = options.require ?? [];
   const unknown = require.filter((r) => !VERDICTS.includes(r));
-  if (unknown.length > 0) throw new ChaosUsageError(`require: unknown verdict ${unknown.join(', ')}; expected some of ${VERDICTS.join(', ')}`);
+  if (unknown.length > 0)
+    throw new ChaosUsageError(`require: unknown verdict ${unknown.join(', ')}; expected some of ${VERDICTS.join(', ')}`);
   for (const [name, value] of Object.entries(options.phases ?? {})) {
     if (!(Number.isInteger(value) && (value as number) >= 100 && (value as number) <= 600_000)) {
       throw new ChaosUsageError(`phases.${name} must be an integer of ms, 100 … 600,000; got ${String(value)}`);
@@ -67,14 +68,42 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
       const timing = timingOf(scenario, profile, options.phases);
       keys = keysOf(loaded.keys, scenario.name);
       const left = chosen.slice(index).reduce((a, s) => a + plannedMs(s, profile as LimiterProfile, options.phases), 0);
-      options.onProgress?.({ scenario: scenario.name, index, total: chosen.length, elapsedMs: Date.now() - started, leftMs: left, event: 'start' });
+      options.onProgress?.({
+        scenario: scenario.name,
+        index,
+        total: chosen.length,
+        elapsedMs: Date.now() - started,
+        leftMs: left,
+        event: 'start',
+      });
       const skipped = typeof timing === 'string' ? timing : whySkipped(scenario, backend, instances);
       const outcome =
         skipped !== undefined
           ? skippedOutcome(scenario, skipped, instances)
-          : await runScenario({ scenario, timing: timing as Timing, backend, config, instances, keys, profile, rate: loaded.rate, latencyBudgetMs, require, signal, onFleet });
+          : await runScenario({
+              scenario,
+              timing: timing as Timing,
+              backend,
+              config,
+              instances,
+              keys,
+              profile,
+              rate: loaded.rate,
+              latencyBudgetMs,
+              require,
+              signal,
+              onFleet,
+            });
       outcomes.push(outcome);
-      options.onProgress?.({ scenario: scenario.name, index, total: chosen.length, elapsedMs: Date.now() - started, leftMs: left - plannedMs(scenario, profile, options.phases), event: 'end', outcome });
+      options.onProgress?.({
+        scenario: scenario.name,
+        index,
+        total: chosen.length,
+        elapsedMs: Date.now() - started,
+        leftMs: left - plannedMs(scenario, profile, options.phases),
+        event: 'end',
+        outcome,
+      });
     }
   } finally {
     await backend.close();
@@ -111,7 +140,9 @@ function chooseScenarios(asked: ChaosOptions['scenarios']): Scenario[] {
   const names = [...asked];
   const unknown = names.filter((n) => !SCENARIOS.some((s) => s.name === n));
   if (unknown.length > 0 || names.length === 0) {
-    throw new ChaosUsageError(`scenarios: unknown ${unknown.length === 0 ? '(none given)' : unknown.join(', ')}; expected some of ${scenarioNames().join(', ')}, or default, or all`);
+    throw new ChaosUsageError(
+      `scenarios: unknown ${unknown.length === 0 ? '(none given)' : unknown.join(', ')}; expected some of ${scenarioNames().join(', ')}, or default, or all`,
+    );
   }
   return SCENARIOS.filter((s) => names.includes(s.name));
 }
@@ -133,7 +164,18 @@ function whySkipped(scenario: Scenario, backend: Backend, instances: number): st
 }
 
 function skippedOutcome(scenario: Scenario, reason: string, instances: number): ScenarioOutcome {
-  return { name: scenario.name, title: scenario.title, skipped: reason, instances, durationMs: 0, rate: 0, phases: [], verdicts: [], passed: true, errors: [] };
+  return {
+    name: scenario.name,
+    title: scenario.title,
+    skipped: reason,
+    instances,
+    durationMs: 0,
+    rate: 0,
+    phases: [],
+    verdicts: [],
+    passed: true,
+    errors: [],
+  };
 }
 
 function keysOf(keys: number | readonly string[] | undefined, scenario: string): string[] {
@@ -171,10 +213,20 @@ async function runScenario(run: ScenarioRun): Promise<ScenarioOutcome> {
   await backend.clean();
   const names = Array.from({ length: instances }, (_, i) => `resilimit-chaos-${scenario.name}-${i}`);
   const addresses = await Promise.all(names.map((n) => backend.proxy(n)));
-  const setups: WorkerSetup[] = addresses.map(({ host, port }, instance) => ({ config: run.config, instance, instances, host, port, keys, countWithinMs: COUNT_WITHIN_MS }));
+  const setups: WorkerSetup[] = addresses.map(({ host, port }, instance) => ({
+    config: run.config,
+    instance,
+    instances,
+    host,
+    port,
+    keys,
+    countWithinMs: COUNT_WITHIN_MS,
+  }));
   const durationMs = timing.healthyMs + timing.faultMs + timing.recoveryMs;
   // Twice the limit per key within the healthy and fault phases (a long window fills within them too).
-  const rate = run.rate ?? Math.min(MAX_RATE, (2 * profile.limit * keys.length * 1000) / Math.min(profile.windowMs, timing.healthyMs + timing.faultMs));
+  const rate =
+    run.rate ??
+    Math.min(MAX_RATE, (2 * profile.limit * keys.length * 1000) / Math.min(profile.windowMs, timing.healthyMs + timing.faultMs));
   const context: FaultContext = { api: backend.api, proxies: names, admin: backend.admin, server: backend.server, profile, timing };
   let fleet: Fleet | undefined;
   const errors: string[] = [];
@@ -242,7 +294,14 @@ function outcome(
     };
   });
   const f = figures({ calls, runs, phases, windowMs: profile.windowMs });
-  const checked = verdicts({ figures: f, mode: profile.mode, timeoutMs: profile.timeoutMs, latencyBudgetMs: run.latencyBudgetMs, require: run.require, recovers: true });
+  const checked = verdicts({
+    figures: f,
+    mode: profile.mode,
+    timeoutMs: profile.timeoutMs,
+    latencyBudgetMs: run.latencyBudgetMs,
+    require: run.require,
+    recovers: true,
+  });
   const incomplete = m.results.some((r) => r === undefined) || run.signal?.aborted === true;
   return {
     name: scenario.name,

@@ -56,7 +56,13 @@ const all = (c: FaultContext, each: (proxy: string) => Promise<unknown>): Promis
 const enable = (c: FaultContext, on: boolean): Promise<void> => all(c, (p) => c.api.setEnabled(p, on));
 const reset = (c: FaultContext): Promise<void> => c.api.reset();
 
-function toxic(name: string, title: string, type: string, attributes: (p: LimiterProfile) => Record<string, number>, stream: ToxicStream = 'downstream'): Scenario {
+function toxic(
+  name: string,
+  title: string,
+  type: string,
+  attributes: (p: LimiterProfile) => Record<string, number>,
+  stream: ToxicStream = 'downstream',
+): Scenario {
   return {
     name,
     title,
@@ -119,7 +125,12 @@ const base = { inDefault: true, destructive: false, needsServer: false, minInsta
 
 /** Every scenario, in the order a run takes them. */
 export const SCENARIOS: readonly Scenario[] = [
-  { ...toxic('latency-below', 'Latency at a fifth of the deadline', 'latency', (p) => ({ latency: Math.max(1, Math.floor(p.timeoutMs / 5)), jitter: 0 })) },
+  {
+    ...toxic('latency-below', 'Latency at a fifth of the deadline', 'latency', (p) => ({
+      latency: Math.max(1, Math.floor(p.timeoutMs / 5)),
+      jitter: 0,
+    })),
+  },
   {
     ...toxic('latency-above', 'Latency at 4× the deadline', 'latency', (p) => ({ latency: 4 * p.timeoutMs, jitter: 0 })),
     inDefault: true,

@@ -69,6 +69,11 @@ export type ChaosOptions = {
     readonly upstream?: string;
     readonly destructive?: boolean;
   };
+  /**
+   * The phases of the scenarios that have no timing of their own, ms. @default 2,500 healthy, a 3,000
+   * fault, 3,500 to recover. Longer windows may want longer phases.
+   */
+  readonly phases?: { readonly healthyMs?: number; readonly faultMs?: number; readonly recoveryMs?: number };
   /** Told of progress: a scenario starts or ends. */
   readonly onProgress?: (progress: ChaosProgress) => void;
   /** Stops the run: the scenario running ends, every process and server started is stopped, the report keeps what was measured. */

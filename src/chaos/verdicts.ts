@@ -73,5 +73,7 @@ export function verdicts(input: VerdictInput): Verdict[] {
 }
 
 function check(name: VerdictName, pass: boolean | undefined, text: { figure: string; bound: string; miss: string }): Verdict {
-  return pass === false ? { name, pass, figure: text.figure, bound: text.bound, detail: text.miss } : { name, pass, figure: text.figure, bound: text.bound };
+  return pass === false
+    ? { name, pass, figure: text.figure, bound: text.bound, detail: text.miss }
+    : { name, pass, figure: text.figure, bound: text.bound };
 }

@@ -127,8 +127,9 @@ async function stop(graceMs: number): Promise<void> {
 process.on('message', (message: ToWorker) => {
   if (message.kind === 'setup') {
     start(message.setup).catch((error: unknown) => {
-      send({ kind: 'failed', usage: error instanceof ChaosUsageError, message: error instanceof Error ? error.message : String(error) }, () =>
-        process.exit(1),
+      send(
+        { kind: 'failed', usage: error instanceof ChaosUsageError, message: error instanceof Error ? error.message : String(error) },
+        () => process.exit(1),
       );
     });
   } else if (message.kind === 'go') {
