@@ -1,95 +1,174 @@
+/**
+ * The chaos suite on the public harness (`resilimit/chaos`, the same code `npx resilimit chaos` runs),
+ * with the repository's own configuration (`chaos/configs/repo.mjs`): every scenario's verdicts must
+ * hold, and each kind of fault must show the breaker doing what it is for. Needs the built package
+ * (`npm test` builds first) and `redis-server` on PATH; `CHAOS_BACKEND=external` with `REDIS_URL`,
+ * `TOXIPROXY_URL` (and `CHAOS_REDIS_UPSTREAM`) runs it on your own servers.
+ */
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startChaosBackend } from './backends/index.ts';
-import { machine } from './format.ts';
-import { renderMarkdownTable, writeReport } from './report.ts';
-import { runScenario, type ScenarioSpec } from './runner.ts';
-import { moreScenarios, multiInstance, needsProcess, scenarios } from './scenarios.ts';
-import type { ChaosBackend, ScenarioResult } from './types.ts';
+import { fileURLToPath } from 'node:url';
+import { afterAll, describe, expect, it } from 'vitest';
+import type * as Chaos from '../src/chaos.ts';
+import type { ChaosOptions, ChaosReport, ScenarioOutcome } from '../src/chaos/types.ts';
 
-let backend: ChaosBackend;
-const results: ScenarioResult[] = [];
-const startedAt = new Date().toISOString();
+// The built entry, as users import it: its instances' processes run the compiled worker.
+const { runChaos, writeReport } = (await import(new URL('../dist/chaos.js', import.meta.url).href)) as typeof Chaos;
 
-beforeAll(async () => {
-  backend = await startChaosBackend();
-  console.log(`chaos backend: ${backend.kind} — ${backend.why}`);
-});
+const CONFIG = fileURLToPath(new URL('./configs/repo.mjs', import.meta.url));
+/** 6 s a scenario: healthy 1.5 s, the fault 2 s, 2.5 s to recover. */
+const PHASES = { healthyMs: 1500, faultMs: 2000, recoveryMs: 2500 } as const;
+const reports: ChaosReport[] = [];
 
-afterAll(async () => {
-  try {
-    if (results.length > 0) {
-      const dir = join(process.env['CHAOS_REPORT_DIR'] ?? 'reports/chaos', startedAt.replace(/[:.]/g, '-'));
-      const written = await writeReport(dir, results, {
-        backend: backend.kind,
-        why: backend.why,
-        startedAt,
-        node: process.version,
-        machine: machine(),
-      });
-      console.log(`\n${renderMarkdownTable(results)}\nchaos report: ${written.markdown}`);
-    }
-  } finally {
-    await backend?.close();
-  }
-});
-
-async function scenario(spec: ScenarioSpec, skip: (note: string) => void): Promise<ScenarioResult | undefined> {
-  if (needsProcess.has(spec.name) && backend.process === undefined) {
-    skip(`the ${backend.kind} backend cannot freeze, kill or restart the Redis process`);
-    return undefined;
-  }
-  if (spec.name === 'misconf' && backend.process?.failSave === undefined) {
-    skip(`the ${backend.kind} backend cannot make a save fail`);
-    return undefined;
-  }
-  const result = await runScenario(backend, spec);
-  results.push(result);
-  const m = result.metrics;
-  console.log(
-    `${spec.name}: ${m.decisions} decisions, fault p50/p99/max ${m.faultLatency.p50.toFixed(2)}/` +
-      `${m.faultLatency.p99.toFixed(2)}/${m.faultLatency.max.toFixed(1)} ms, open ${m.timeToOpenMs ?? '—'} ms, ` +
-      `close ${m.timeToCloseMs ?? '—'} ms, excess ${m.overLimit.maxExcess}, reasons ${JSON.stringify(m.byReason)}`,
-  );
-  return result;
+function external(): ChaosOptions['external'] | undefined {
+  if (process.env['CHAOS_BACKEND'] !== 'external') return undefined;
+  const { REDIS_URL: redisUrl, TOXIPROXY_URL: toxiproxyUrl, CHAOS_REDIS_UPSTREAM: upstream } = process.env;
+  if (redisUrl === undefined || toxiproxyUrl === undefined) throw new Error('CHAOS_BACKEND=external needs REDIS_URL and TOXIPROXY_URL');
+  return { redisUrl, toxiproxyUrl, ...(upstream === undefined ? {} : { upstream }), destructive: true };
 }
 
-describe('chaos: one limiter under each fault', () => {
-  for (const spec of scenarios) {
-    it(spec.title, async (context) => {
-      const result = await scenario(spec, (note) => context.skip(note));
-      if (result === undefined) return;
-      expect(result.checks.filter((c) => !c.pass)).toEqual([]);
+/** Runs `scenarios` with the repository's config, `env` varying it for this run (the instances inherit it). */
+async function chaos(name: string, options: Partial<ChaosOptions>, env: Record<string, string> = {}): Promise<ChaosReport> {
+  const saved = { ...process.env };
+  Object.assign(process.env, env);
+  try {
+    const ext = external();
+    const report = await runChaos({
+      config: CONFIG,
+      instances: 1,
+      phases: PHASES,
+      seed: 1,
+      ...(ext === undefined ? {} : { external: ext }),
+      ...options,
     });
+    reports.push(report);
+    console.log(`chaos ${name}: ${report.backend.kind} (${report.backend.detail})`);
+    return report;
+  } finally {
+    for (const key of Object.keys(env)) {
+      if (saved[key] === undefined) delete process.env[key];
+      else process.env[key] = saved[key];
+    }
+  }
+}
+
+afterAll(async () => {
+  for (const [i, report] of reports.entries()) {
+    const dir = join(process.env['CHAOS_REPORT_DIR'] ?? 'reports/chaos', `${report.startedAt.replace(/[:.]/g, '-')}-${i}`);
+    const files = await writeReport(report, dir);
+    console.log(`chaos report: ${files.markdown}`);
   }
 });
 
-describe('chaos: one limiter, MISCONF and a long outage over many keys', () => {
-  for (const spec of moreScenarios) {
-    it(spec.title, async (context) => {
-      const result = await scenario(spec, (note) => context.skip(note));
-      if (result === undefined) return;
-      expect(result.checks.filter((c) => !c.pass)).toEqual([]);
-    });
+function outcome(report: ChaosReport, name: string): ScenarioOutcome {
+  const found = report.scenarios.find((s) => s.name === name);
+  if (found === undefined) throw new Error(`no outcome for ${name}`);
+  return found;
+}
+
+/** Every verdict held; the figures printed for the log. */
+function held(o: ScenarioOutcome, skip: (note: string) => void): NonNullable<ScenarioOutcome['figures']> | undefined {
+  if (o.skipped !== undefined) {
+    skip(o.skipped);
+    return undefined;
   }
+  const f = o.figures as NonNullable<ScenarioOutcome['figures']>;
+  console.log(
+    `${o.name}: ${f.decisions} decisions, most admitted ${f.mostAdmitted.count} of ${f.mostAdmitted.limit}, fault p99 ${f.faultLatencyNetOfStalls.p99.toFixed(2)} ms net of stalls, open ${f.timeToOpenMs?.toFixed(0) ?? '—'} ms, close ${f.timeToCloseMs?.toFixed(0) ?? '—'} ms, reasons ${JSON.stringify(f.byReason)}`,
+  );
+  expect(o.verdicts.filter((v) => v.pass === false)).toEqual([]);
+  expect(o.passed, o.errors.join('\n')).toBe(true);
+  return f;
+}
+
+/** A Redis slower than the deadline, dead or refusing: the breaker opens within 1 s, closes within 2 s of the end, and the fault's calls are answered fast. */
+function opensAndCloses(f: NonNullable<ScenarioOutcome['figures']>, { opens = true, fast = true } = {}): void {
+  if (opens) expect(f.timeToOpenMs, 'time to open').toBeLessThan(1000);
+  expect(f.timeToCloseMs, 'time to close').toBeLessThan(2000);
+  // Net of this process's stalls: a fault that spawns a process or a GC delays every pending answer.
+  if (fast) expect(f.faultLatencyNetOfStalls.p99, 'fault p99, net of stalls').toBeLessThan(10);
+}
+
+/** A Redis that is slow but within the deadline, or fragments its replies: the breaker stays closed and Redis decides. */
+function staysClosed(f: NonNullable<ScenarioOutcome['figures']>): void {
+  expect(f.timeToOpenMs, 'the breaker never opened').toBeUndefined();
+  const byRedis = (f.byReason.decided ?? 0) + (f.byReason['deny-cache'] ?? 0);
+  expect(byRedis / f.decisions, 'Redis decided (its deny cache included)').toBeGreaterThanOrEqual(0.9);
+}
+
+describe('chaos: one instance under each fault', () => {
+  const SINGLE = [
+    'latency-below',
+    'latency-above',
+    'outage',
+    'black-hole',
+    'reset-peer',
+    'truncated',
+    'fragmented',
+    'bandwidth',
+    'flapping',
+    'frozen',
+    'killed',
+    'pause-writes',
+    'busy-script',
+    'misconf',
+    'flushall',
+  ];
+  let report: Promise<ChaosReport> | undefined;
+  const run = (): Promise<ChaosReport> => {
+    report ??= chaos('one instance', { scenarios: SINGLE }, { CHAOS_OPTIONS: JSON.stringify({ local: { instances: 1 } }) });
+    return report;
+  };
+  const expectations: Record<string, (f: NonNullable<ScenarioOutcome['figures']>) => void> = {
+    'latency-below': staysClosed,
+    fragmented: staysClosed,
+    // A Redis that answers slowly but steadily is not silent: calls wait for the deadline until the
+    // error rate opens the breaker, and each half-open trial waits it too (bounded by the deadline verdict).
+    bandwidth: (f) => opensAndCloses(f, { fast: false }),
+    // Whether the breaker opens depends on where the cut falls in the error window: not asserted.
+    truncated: (f) => opensAndCloses(f, { opens: false }),
+    flapping: (f) => opensAndCloses(f, { opens: false }),
+    killed: (f) => opensAndCloses(f, { opens: false }),
+    flushall: () => undefined,
+    misconf: (f) => {
+      opensAndCloses(f);
+      // MISCONF is Redis unable to take the call, as OOM or READONLY: never read as the caller's bug.
+      expect(f.byReason['redis-reply-error'] ?? 0).toBe(0);
+    },
+  };
+  for (const name of SINGLE) {
+    it(name, async (context) => {
+      const f = held(outcome(await run(), name), (note) => context.skip(note));
+      if (f !== undefined) (expectations[name] ?? opensAndCloses)(f);
+    }, 240_000);
+  }
+});
+
+describe('chaos: a 5 s cut over 200 keys, 10 s windows', () => {
+  it('journals every call answered locally and writes it back', async (context) => {
+    // 2,000 calls/s over 200 keys: 100 calls per key per window, 5× the limit.
+    const report = await chaos(
+      'many keys',
+      { scenarios: ['outage'], phases: { healthyMs: 1500, faultMs: 5000, recoveryMs: 2500 } },
+      { CHAOS_OPTIONS: JSON.stringify({ windowMs: 10_000, local: { instances: 1 } }), CHAOS_KEYS: '200', CHAOS_RATE: '2000' },
+    );
+    const f = held(outcome(report, 'outage'), (note) => context.skip(note));
+    if (f === undefined) return;
+    opensAndCloses(f);
+    // Each key had 15 of its 20 admitted before the cut (the warm window knows): about 5 more each.
+    expect(f.writeBack.answeredLocally).toBeGreaterThan(500);
+    expect(f.writeBack.written + f.writeBack.present + f.writeBack.expired).toBe(f.writeBack.answeredLocally);
+  }, 120_000);
 });
 
 describe('chaos: four instances sharing the limit through an outage', () => {
-  const byName = new Map<string, ScenarioResult>();
-  for (const spec of multiInstance) {
-    it(spec.title, async (context) => {
-      const result = await scenario(spec, (note) => context.skip(note));
-      if (result === undefined) return;
-      byName.set(spec.name, result);
-      expect(result.checks.filter((c) => !c.pass)).toEqual([]);
-    });
-  }
-
-  it('shows reconciliation preventing a fresh limit on top of the outage', () => {
-    const withIt = byName.get('four-instances-reconciled');
-    const without = byName.get('four-instances-not-reconciled');
-    expect(withIt).toBeDefined();
-    expect(without).toBeDefined();
-    expect(without!.metrics.overLimit.callsOver).toBeGreaterThan(withIt!.metrics.overLimit.callsOver);
-  });
+  it('holds the bound with reconciliation, and goes over without it', async () => {
+    const reconciled = outcome(await chaos('four, reconciled', { instances: 4, scenarios: ['outage'] }), 'outage');
+    held(reconciled, () => undefined);
+    const without = outcome(
+      await chaos('four, not reconciled', { instances: 4, scenarios: ['outage'] }, { CHAOS_OPTIONS: JSON.stringify({ reconcile: false }) }),
+      'outage',
+    );
+    // Without reconciliation Redis grants a fresh limit on top of the outage's calls.
+    expect(without.figures?.mostAdmitted.count).toBeGreaterThan(reconciled.figures?.mostAdmitted.count ?? 0);
+  }, 120_000);
 });

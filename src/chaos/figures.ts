@@ -135,6 +135,9 @@ export function figures(input: {
       windowMs,
     ),
     faultLatency: percentiles(calls.filter((c) => inFault(c.issuedMs)).map((c) => c.latencyMs)),
+    faultLatencyNetOfStalls: percentiles(
+      calls.filter((c) => inFault(c.issuedMs)).map((c) => netOfStalls(c, runs[c.instance]?.stalls ?? [])),
+    ),
     latencyNetOfStallsMax: Math.max(0, ...calls.map((c) => netOfStalls(c, runs[c.instance]?.stalls ?? []))),
     lost: {
       exceptions: calls.filter((c) => c.threw).length,

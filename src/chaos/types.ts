@@ -119,6 +119,8 @@ export type ScenarioFigures = {
   readonly mostAdmittedByRedis: { readonly key: string; readonly count: number; readonly limit: number; readonly ratio: number };
   /** Decision latency of the calls issued during the fault, and the slowest net of the process's own event-loop stalls. */
   readonly faultLatency: Latency;
+  /** {@link faultLatency} with each call's overlap with its process's event-loop stalls taken out (a GC, a busy machine). */
+  readonly faultLatencyNetOfStalls: Latency;
   readonly latencyNetOfStallsMax: number;
   /** `limit()` threw or rejected; unhandled rejections; calls never answered by the end. */
   readonly lost: { readonly exceptions: number; readonly unhandledRejections: number; readonly unanswered: number };

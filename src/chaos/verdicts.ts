@@ -49,7 +49,7 @@ export function verdicts(input: VerdictInput): Verdict[] {
       miss: `${ms(f.latencyNetOfStallsMax - timeoutMs - DEADLINE_SLACK_MS)} late`,
     }),
     check('latency', f.latencyNetOfStallsMax <= latencyBudgetMs, {
-      figure: `p50 ${ms(f.faultLatency.p50)}, p99 ${ms(f.faultLatency.p99)}, max ${ms(f.latencyNetOfStallsMax)}`,
+      figure: `p50 ${ms(f.faultLatencyNetOfStalls.p50)}, p99 ${ms(f.faultLatencyNetOfStalls.p99)}, max ${ms(f.latencyNetOfStallsMax)} (net of stalls)`,
       bound: `max ≤ budget ${latencyBudgetMs} ms`,
       miss: `${ms(f.latencyNetOfStallsMax - latencyBudgetMs)} over the budget (breaker deadline ${timeoutMs} ms)`,
     }),

@@ -138,6 +138,10 @@ export function figureRows(figures: ScenarioFigures): readonly (readonly [string
     ['most admitted in a window', admittedText(f.mostAdmitted)],
     ['Redis alone', admittedText(f.mostAdmittedByRedis)],
     ['fault latency', `p50 ${duration(f.faultLatency.p50)}, p99 ${duration(f.faultLatency.p99)}, max ${duration(f.faultLatency.max)}`],
+    [
+      'fault latency net of stalls',
+      `p50 ${duration(f.faultLatencyNetOfStalls.p50)}, p99 ${duration(f.faultLatencyNetOfStalls.p99)}, max ${duration(f.faultLatencyNetOfStalls.max)}`,
+    ],
     ['slowest net of stalls', duration(f.latencyNetOfStallsMax)],
     [
       'lost',
