@@ -1,6 +1,6 @@
 /** The figures of a scenario, computed from its calls as the load generator saw them. */
-import type { BreakerState, DecisionReason, DecisionSource } from '../src/index.ts';
-import type { Bucket, OverWindow, Percentiles, Phase, ScenarioResult } from './types.ts';
+import type { DecisionReason, DecisionSource } from '../src/index.ts';
+import type { OverWindow, Percentiles } from './types.ts';
 
 /** One `limit()` call as the load generator saw it. Times are ms from the scenario's start. */
 export type Call = {
@@ -15,8 +15,6 @@ export type Call = {
   readonly admittedAtMs: number | undefined;
   readonly threw: boolean;
 };
-
-const SOURCES: readonly DecisionSource[] = ['redis', 'local', 'fail-open', 'fail-closed', 'disabled'];
 
 export function percentiles(values: readonly number[]): Percentiles {
   if (values.length === 0) return { p50: 0, p99: 0, max: 0, count: 0 };
@@ -90,72 +88,4 @@ export function netOfStallsMax(calls: readonly Call[], stalls: readonly Stall[])
   let max = 0;
   for (const call of calls) max = Math.max(max, netOfStalls(call, stalls));
   return max;
-}
-
-export function measure(input: {
-  calls: readonly Call[];
-  phases: readonly Phase[];
-  windowMs: number;
-  limit: number;
-  durationMs: number;
-  bucketMs: number;
-  instances: number;
-  stateChanges: readonly { atMs: number; instance: number; state: BreakerState }[];
-  /** Gaps in the load driver's ~1 ms wake-ups (this process's event loop held up), ms from the start. */
-  stalls?: readonly { atMs: number; gapMs: number }[];
-}): { timeline: Bucket[]; metrics: Omit<ScenarioResult['metrics'], 'unhandledRejections'> } {
-  const { calls, phases, windowMs, limit, durationMs, bucketMs, stateChanges, instances } = input;
-  const faults = phases.filter((p) => p.fault);
-  const inFault = (t: number): boolean => faults.some((p) => t >= p.startMs && t < p.endMs);
-
-  const buckets = Array.from({ length: Math.ceil(durationMs / bucketMs) }, (_, i) => ({
-    atMs: i * bucketMs,
-    decisions: 0,
-    admitted: 0,
-    bySource: Object.fromEntries(SOURCES.map((s) => [s, 0])) as Record<DecisionSource, number>,
-  }));
-  const bySource = Object.fromEntries(SOURCES.map((s) => [s, 0])) as Record<DecisionSource, number>;
-  const byReason: Partial<Record<DecisionReason, number>> = {};
-  for (const call of calls) {
-    const bucket = buckets[Math.min(buckets.length - 1, Math.floor(call.issuedMs / bucketMs))];
-    if (bucket === undefined || call.source === undefined || call.reason === undefined) continue;
-    bucket.decisions += 1;
-    bucket.bySource[call.source] += 1;
-    if (call.allowed) bucket.admitted += 1;
-    bySource[call.source] += 1;
-    byReason[call.reason] = (byReason[call.reason] ?? 0) + 1;
-  }
-
-  const firstFault = faults[0];
-  const lastFault = faults[faults.length - 1];
-  const opened = stateChanges.find((c) => c.state === 'open' && firstFault !== undefined && c.atMs >= firstFault.startMs);
-  let timeToCloseMs: number | undefined;
-  if (lastFault !== undefined) {
-    const finalStates = new Map<number, { state: BreakerState; atMs: number }>();
-    for (const c of stateChanges) finalStates.set(c.instance, c);
-    const allClosed = Array.from({ length: instances }, (_, i) => finalStates.get(i)?.state ?? 'closed').every((s) => s === 'closed');
-    if (allClosed) {
-      const lastClose = Math.max(lastFault.endMs, ...[...finalStates.values()].map((c) => c.atMs));
-      timeToCloseMs = lastClose - lastFault.endMs;
-    }
-  }
-
-  return {
-    timeline: buckets,
-    metrics: {
-      decisions: calls.filter((c) => !c.threw).length,
-      admitted: calls.filter((c) => c.allowed).length,
-      exceptions: calls.filter((c) => c.threw).length,
-      faultLatency: percentiles(calls.filter((c) => inFault(c.issuedMs)).map((c) => c.latencyMs)),
-      faultLoopStallMs: Math.max(0, ...(input.stalls ?? []).filter((st) => inFault(st.atMs)).map((st) => st.gapMs)),
-      faultLatencyNetOfStalls: percentiles(calls.filter((c) => inFault(c.issuedMs)).map((c) => netOfStalls(c, input.stalls ?? []))),
-      latency: percentiles(calls.map((c) => c.latencyMs)),
-      latencyNetOfStallsMax: netOfStallsMax(calls, input.stalls ?? []),
-      bySource,
-      byReason: byReason as Record<DecisionReason, number>,
-      timeToOpenMs: opened === undefined || firstFault === undefined ? undefined : opened.atMs - firstFault.startMs,
-      timeToCloseMs,
-      overLimit: overLimit(calls, windowMs, limit),
-    },
-  };
 }

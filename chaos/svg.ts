@@ -1,6 +1,6 @@
 /**
- * The parts both SVG charts are drawn from: the chaos suite's scenario timelines (`timeline.ts`) and
- * the demo's chart (`examples/demo/chart.ts`). Written by hand (no dependency, no script, no
+ * The parts the demo's chart (`examples/demo/chart.ts`) is drawn from (the chaos report's charts are
+ * `src/chaos/report/charts.ts`). Written by hand (no dependency, no script, no
  * external font), so that a chart renders the same in a browser, on GitHub and in `rsvg-convert`;
  * every function is pure and returns lines of SVG.
  */
