@@ -3,7 +3,7 @@
  * with the repository's own configuration (`chaos/configs/repo.mjs`): every scenario's verdicts must
  * hold, and each kind of fault must show the breaker doing what it is for. Needs the built package
  * (`npm test` builds first) and `redis-server` on PATH; `CHAOS_BACKEND=external` with `REDIS_URL`,
- * `TOXIPROXY_URL` (and `CHAOS_REDIS_UPSTREAM`) runs it on your own servers.
+ * `TOXIPROXY_URL` (and `CHAOS_REDIS_UPSTREAM`, `CHAOS_PROXY_PORTS`) runs it on your own servers.
  */
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -21,9 +21,16 @@ const reports: ChaosReport[] = [];
 
 function external(): ChaosOptions['external'] | undefined {
   if (process.env['CHAOS_BACKEND'] !== 'external') return undefined;
-  const { REDIS_URL: redisUrl, TOXIPROXY_URL: toxiproxyUrl, CHAOS_REDIS_UPSTREAM: upstream } = process.env;
+  const { REDIS_URL: redisUrl, TOXIPROXY_URL: toxiproxyUrl, CHAOS_REDIS_UPSTREAM: upstream, CHAOS_PROXY_PORTS: ports } = process.env;
   if (redisUrl === undefined || toxiproxyUrl === undefined) throw new Error('CHAOS_BACKEND=external needs REDIS_URL and TOXIPROXY_URL');
-  return { redisUrl, toxiproxyUrl, ...(upstream === undefined ? {} : { upstream }), destructive: true };
+  const [from = 0, to = from] = (ports ?? '').split('-').map(Number);
+  return {
+    redisUrl,
+    toxiproxyUrl,
+    ...(upstream === undefined ? {} : { upstream }),
+    ...(ports === undefined ? {} : { proxyPorts: Array.from({ length: to - from + 1 }, (_, i) => from + i) }),
+    destructive: true,
+  };
 }
 
 /** Runs `scenarios` with the repository's config, `env` varying it for this run (the instances inherit it). */

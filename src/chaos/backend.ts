@@ -24,6 +24,8 @@ export type Backend = {
   readonly destructive: boolean;
   /** Creates a proxy in front of Redis and gives where clients connect. */
   proxy(name: string): Promise<{ host: string; port: number }>;
+  /** Deletes a proxy (and frees its port); never throws. */
+  drop(name: string): Promise<void>;
   /** Empties Redis between scenarios (the harness's own Redis only). */
   clean(): Promise<void>;
   close(): Promise<void>;
@@ -57,6 +59,7 @@ async function startLocal(seed: number): Promise<Backend> {
     server: redis,
     destructive: true,
     proxy: (name) => createProxy(api, name, `${redis.host}:${redis.port}`),
+    drop: (name) => api.deleteProxy(name).catch(() => undefined),
     clean: () => command(admin, 'FLUSHALL'),
     async close() {
       await Promise.allSettled([redis.close(), proxyServer.stop()]);
@@ -83,6 +86,19 @@ async function connectExternal(external: NonNullable<ChaosOptions['external']>):
     throw new ChaosUsageError(`--redis ${admin.host}:${admin.port}: ${(error as Error).message}`);
   }
   const upstream = external.upstream ?? `${admin.host}:${admin.port}`;
+  // A Toxiproxy in a container: proxies listen on its published ports, reached at the API's host.
+  const free = [...(external.proxyPorts ?? [])];
+  const taken = new Map<string, number>();
+  const reachAt = new URL(external.toxiproxyUrl).hostname.replace(/^\[|\]$/g, '');
+  const proxy = async (name: string): Promise<{ host: string; port: number }> => {
+    if (free.length === 0 && taken.size === 0) return createProxy(api, name, upstream);
+    const port = taken.get(name) ?? free.shift();
+    if (port === undefined)
+      throw new ChaosUsageError(`--proxy-ports: all ${taken.size} ports are in use; give at least one per instance, and one more`);
+    taken.set(name, port);
+    await api.createProxy({ name, listen: `${external.proxyHost ?? '0.0.0.0'}:${port}`, upstream, enabled: true });
+    return { host: reachAt, port };
+  };
   return {
     kind: 'external',
     detail: `your Redis at ${admin.host}:${admin.port} (upstream ${upstream}) and Toxiproxy at ${external.toxiproxyUrl}${external.destructive === true ? '; destructive scenarios allowed' : ''}`,
@@ -91,7 +107,13 @@ async function connectExternal(external: NonNullable<ChaosOptions['external']>):
     upstream,
     server: undefined,
     destructive: external.destructive === true,
-    proxy: (name) => createProxy(api, name, upstream),
+    proxy,
+    async drop(name) {
+      await api.deleteProxy(name).catch(() => undefined);
+      const port = taken.get(name);
+      taken.delete(name);
+      if (port !== undefined) free.push(port);
+    },
     clean: async () => undefined,
     close: async () => undefined,
   };

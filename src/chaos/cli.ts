@@ -24,8 +24,9 @@ chaos options:
   --report DIR           where report.json, report.md and report.html go (default resilimit-chaos/<time>)
   --require LIST         verdicts that must hold although the mode promises nothing (e.g. bound with fail-open)
   --latency-budget MS    the latency a decision may add (default 100)
-  --redis URL --toxiproxy URL [--upstream HOST:PORT] [--destructive]
-                         your own Redis and Toxiproxy instead of a redis-server child and the bundled proxy;
+  --redis URL --toxiproxy URL [--upstream HOST:PORT] [--proxy-ports 26379-26390] [--destructive]
+                         your own Redis and Toxiproxy instead of a redis-server child and the bundled proxy
+                         (--proxy-ports: a Toxiproxy in a container, its published ports);
                          scenarios that destroy data or stop the server run only with --destructive
   --list                 print the scenarios and exit
 
@@ -67,6 +68,7 @@ async function chaos(args: readonly string[], io: { out: (s: string) => void; er
       redis: { type: 'string' },
       toxiproxy: { type: 'string' },
       upstream: { type: 'string' },
+      'proxy-ports': { type: 'string' },
       destructive: { type: 'boolean' },
       list: { type: 'boolean' },
       help: { type: 'boolean', short: 'h' },
@@ -110,6 +112,7 @@ async function chaos(args: readonly string[], io: { out: (s: string) => void; er
             redisUrl: values.redis,
             toxiproxyUrl: values.toxiproxy,
             ...(values.upstream === undefined ? {} : { upstream: values.upstream }),
+            ...(values['proxy-ports'] === undefined ? {} : { proxyPorts: portRange(values['proxy-ports']) }),
             destructive: values.destructive === true,
           },
         }),
@@ -176,6 +179,18 @@ function integer(flag: string, value: string): number {
   if (!/^\d+$/.test(value) || !Number.isSafeInteger(n))
     throw new ChaosUsageError(`${flag} must be a whole number; got ${JSON.stringify(value)}`);
   return n;
+}
+
+/** `26379-26390` or `26379,26380`: the ports, each 1 … 65535. */
+function portRange(value: string): number[] {
+  const ports = value.split(',').flatMap((part) => {
+    const [from = 0, to = from] = part.split('-').map((p) => integer('--proxy-ports', p.trim()));
+    return Array.from({ length: Math.max(0, to - from + 1) }, (_, i) => from + i);
+  });
+  if (ports.length === 0 || ports.some((p) => p < 1 || p > 65_535)) {
+    throw new ChaosUsageError(`--proxy-ports must be ports 1 … 65535, as 26379-26390 or 26379,26380; got ${JSON.stringify(value)}`);
+  }
+  return ports;
 }
 
 function seconds(ms: number): string {

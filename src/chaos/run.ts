@@ -189,7 +189,7 @@ async function probe(backend: Backend, config: string): Promise<LimiterProfile> 
   const { host, port } = await backend.proxy('resilimit-chaos-probe');
   const fleet = await startFleet([{ config, instance: 0, instances: 1, host, port, keys: ['probe'], countWithinMs: COUNT_WITHIN_MS }]);
   await fleet.stop(0);
-  await backend.api.deleteProxy('resilimit-chaos-probe').catch(() => undefined);
+  await backend.drop('resilimit-chaos-probe');
   return fleet.profile;
 }
 
@@ -231,10 +231,11 @@ async function runScenario(run: ScenarioRun): Promise<ScenarioOutcome> {
   let fleet: Fleet | undefined;
   const errors: string[] = [];
   let results: (Extract<FromWorker, { kind: 'done' }> | undefined)[] = [];
-  const t0 = Date.now() + 100;
+  let t0 = Number.NaN;
   try {
     fleet = await startFleet(setups);
     run.onFleet(fleet.profile);
+    t0 = Date.now() + 100; // every instance starts its load together, once all are ready
     fleet.go(t0, rate / instances);
     const faultAt = t0 + timing.healthyMs;
     if (await sleepUntil(faultAt, run.signal)) {
@@ -249,7 +250,7 @@ async function runScenario(run: ScenarioRun): Promise<ScenarioOutcome> {
     fleet?.kill();
     if (run.signal?.aborted === true) await scenario.stop?.(context).catch(() => undefined);
     await backend.api.reset().catch(() => undefined);
-    await Promise.all(names.map((n) => backend.api.deleteProxy(n).catch(() => undefined)));
+    await Promise.all(names.map((n) => backend.drop(n)));
   }
   return outcome(run, { results, t0, durationMs, rate, errors });
 }

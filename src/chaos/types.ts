@@ -67,6 +67,13 @@ export type ChaosOptions = {
     readonly toxiproxyUrl: string;
     /** Redis's address as Toxiproxy reaches it (e.g. `redis:6379` in compose). @default the URL's */
     readonly upstream?: string;
+    /**
+     * Ports the proxies may listen on, for a Toxiproxy in a container (its published ports, one per
+     * instance and one more); clients reach them at the Toxiproxy URL's host. @default any free port on 127.0.0.1
+     */
+    readonly proxyPorts?: readonly number[];
+    /** Where the proxies listen, with `proxyPorts`. @default '0.0.0.0' (inside a container) */
+    readonly proxyHost?: string;
     readonly destructive?: boolean;
   };
   /**

@@ -31,6 +31,7 @@ export {
   type WindowOptions,
 } from './windowOptions.js';
 import {
+  defaultHeartbeatMs,
   hotKeys,
   MAX_INT,
   prefix,
@@ -204,8 +205,8 @@ export type ResilientLimiterOptions = Omit<WindowOptions, 'limit'> & {
    */
   perf?: { now(): number };
   /**
-   * How often, in ms, an `instances: 'auto'` limiter beats; an instance silent for 1.5 beats has its share reserved, and stays counted until its lease and its window have passed (`local.leaseMs`).
-   * @default 1000 (range 100 … 60,000)
+   * How often, in ms, an `instances: 'auto'` limiter beats; an instance silent for 1.5 beats has its share reserved, and stays counted until its lease and its window have passed (`local.leaseMs`). Longer than `windowMs / 12`, one instance cut off may add its share to the others' windows for about three beats.
+   * @default `windowMs / 12` within 100 … 1,000 (range 100 … 60,000)
    */
   heartbeatMs?: number;
   /**
@@ -346,7 +347,7 @@ export function resolveLimiterOptions(raw: unknown): ResolvedLimiterOptions {
   const timeoutMs = optionalInteger('breaker.timeoutMs', breaker['timeoutMs'], 1, 60_000, 50);
   const resetTimeoutMs = optionalInteger('breaker.resetTimeoutMs', breaker['resetTimeoutMs'], 1, 3_600_000, 1000);
   const clock = optionalFunction('clock', options['clock']);
-  const heartbeatMs = optionalInteger('heartbeatMs', options['heartbeatMs'], 100, 60_000, 1000);
+  const heartbeatMs = optionalInteger('heartbeatMs', options['heartbeatMs'], 100, 60_000, defaultHeartbeatMs(window.windowMs));
   const afterLease = local['afterLease'] ?? 'shrink';
   const slices = resolution(options['resolutionMs'], window.windowMs, limitFn === undefined ? window.limit : undefined);
   const hot = hotKeys(options['hotKeys'], window.windowMs, options['resolutionMs']);

@@ -200,3 +200,11 @@ export function hotKeys(value: unknown, windowMs: number, resolutionMs: unknown)
     maxPermits: optionalInteger('hotKeys.maxPermits', options['maxPermits'], 1, MAX_INT, 10_000),
   });
 }
+
+/**
+ * `heartbeatMs`'s default: a twelfth of the window, within 100 … 1,000 ms. The others then reserve a
+ * cut-off instance's share (3 beats) within the quarter of a window its ghosts cover (`LocalWindow.lost`).
+ */
+export function defaultHeartbeatMs(windowMs: number): number {
+  return Math.min(1000, Math.max(100, Math.floor(windowMs / 12)));
+}

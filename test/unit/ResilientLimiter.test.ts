@@ -2,6 +2,7 @@ import { subscribe, unsubscribe } from 'node:diagnostics_channel';
 import { Redis } from 'ioredis';
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { createRedisClient, ResilientLimiter, type DecisionMessage, type ResilientLimiterOptions } from '../../src/index.js';
+import { resolveLimiterOptions } from '../../src/options/options.js';
 import { CALL_BYTES } from '../../src/recovery/Journal.js';
 import { freePort } from '../support/redis.js';
 
@@ -185,6 +186,18 @@ describe('ResilientLimiter options', () => {
     expect(() => new ResilientLimiter({ ...valid(), ...bad } as never)).toThrow(
       expect.objectContaining({ name: 'ResilimitError', code: 'ERR_RESILIMIT_INVALID_OPTION', message }),
     );
+  });
+
+  it('beats every twelfth of the window by default, within 100 … 1,000 ms, unless told', () => {
+    // Three beats must fit in the quarter of a window a cut-off instance's ghosts cover: with beats
+    // of 1 s and windows of 1 s, one of three instances cut off admitted 27 of 20 (chaos/userHarness.test.ts).
+    const beat = (options: Partial<ResilientLimiterOptions>) =>
+      resolveLimiterOptions({ redis: client(), limit: 10, windowMs: 1000, ...options }).heartbeatMs;
+    expect(beat({})).toBe(100);
+    expect(beat({ windowMs: 600 })).toBe(100);
+    expect(beat({ windowMs: 6000 })).toBe(500);
+    expect(beat({ windowMs: 60_000 })).toBe(1000);
+    expect(beat({ windowMs: 1000, heartbeatMs: 1000 })).toBe(1000);
   });
 
   it('refuses options that are not an object', () => {
