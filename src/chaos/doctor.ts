@@ -44,6 +44,9 @@ export async function runDoctor(input: { redisUrl: string; config?: string; time
     checks.push({ name: 'reachable', ok: true, detail: `${where} answered PING in ${Date.now() - started} ms` });
   } catch (error) {
     checks.push({ name: 'reachable', ok: false, detail: `${where}: ${why(error)}` });
+    // Connected but PING failed (a password wanted, a frozen server): nothing more can be asked.
+    conn?.close();
+    conn = undefined;
   }
   if (conn !== undefined) {
     try {
@@ -189,13 +192,16 @@ function closedPort(): Promise<number> {
 
 /** Why a connection or a command failed, in words: refused, timed out, authentication, TLS. */
 function why(error: unknown): string {
-  const e = error as { code?: string; message?: string };
+  const e = error as { code?: string; message?: string; cause?: { code?: unknown } };
   const message = e.message ?? String(error);
-  if (e.code === 'ECONNREFUSED') return 'connection refused: nothing listens there (wrong port, or Redis is down)';
-  if (e.code === 'ENOTFOUND' || e.code === 'EAI_AGAIN') return `the host name does not resolve (${e.code})`;
-  if (/timed out|timeout/i.test(message)) return `no answer in time: ${message} (a firewall, a wrong address, or a frozen server)`;
+  // openResp wraps the socket's error: its code is on the cause.
+  const code = e.code ?? (typeof e.cause?.code === 'string' ? e.cause.code : undefined);
+  if (code === 'ECONNREFUSED') return 'connection refused: nothing listens there (wrong port, or Redis is down)';
+  if (code === 'ENOTFOUND' || code === 'EAI_AGAIN') return `the host name does not resolve (${code})`;
+  if (/timed out|timeout|within \d+ ms/i.test(message))
+    return `no answer in time: ${message} (a firewall, a wrong address, or a frozen server)`;
   if (/NOAUTH|WRONGPASS|invalid password|AUTH/i.test(message)) return `authentication: ${message} (put user:password in the URL)`;
-  if (/SSL|TLS|certificate|EPROTO/i.test(message) || e.code?.startsWith('ERR_SSL') === true)
+  if (/SSL|TLS|certificate|EPROTO/i.test(message) || code?.startsWith('ERR_SSL') === true)
     return `TLS: ${message} (rediss:// for TLS, redis:// without)`;
   return message;
 }
