@@ -118,12 +118,14 @@ export function figures(input: {
   if (finals.every((s) => s === undefined || s.state === 'closed')) {
     timeToCloseMs = Math.max(0, ...finals.map((s) => (s === undefined ? 0 : s.atMs - faultEnd)));
   }
-  let redisBackMs: number | undefined = 0;
-  for (let i = 0; i < runs.length; i++) {
-    const first = calls.find((c) => c.instance === i && c.source === 'redis' && c.issuedMs >= faultEnd);
-    redisBackMs =
-      first === undefined || redisBackMs === undefined ? undefined : Math.max(redisBackMs, first.issuedMs + first.latencyMs - faultEnd);
+  // Each instance's first Redis decision after the fault (the earliest answer, whatever the calls' order); the slowest instance.
+  const back = runs.map(() => Number.POSITIVE_INFINITY);
+  for (const c of calls) {
+    if (c.source === 'redis' && c.issuedMs >= faultEnd)
+      back[c.instance] = Math.min(back[c.instance] ?? Infinity, c.issuedMs + c.latencyMs - faultEnd);
   }
+  const slowest = Math.max(0, ...back);
+  const redisBackMs = Number.isFinite(slowest) ? slowest : undefined;
 
   const sum = (pick: (s: LimiterStats) => number): number => runs.reduce((a, r) => a + (r.stats === undefined ? 0 : pick(r.stats)), 0);
   return {
