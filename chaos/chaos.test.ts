@@ -15,8 +15,8 @@ import type { ChaosOptions, ChaosReport, ScenarioOutcome } from '../src/chaos/ty
 const { runChaos, writeReport } = (await import(new URL('../dist/chaos.js', import.meta.url).href)) as typeof Chaos;
 
 const CONFIG = fileURLToPath(new URL('./configs/repo.mjs', import.meta.url));
-/** 6 s a scenario: healthy 1.5 s, the fault 2 s, 2.5 s to recover. */
-const PHASES = { healthyMs: 1500, faultMs: 2000, recoveryMs: 2500 } as const;
+/** 5 s a scenario: healthy 1.5 s (the windows fill), the fault 1.5 s, 2 s to recover (the breaker closes within 1 s). */
+const PHASES = { healthyMs: 1500, faultMs: 1500, recoveryMs: 2000 } as const;
 const reports: ChaosReport[] = [];
 
 function external(): ChaosOptions['external'] | undefined {
