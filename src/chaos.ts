@@ -9,5 +9,6 @@ export { ChaosUsageError, loadChaosConfig } from './chaos/config.js';
 export { runDoctor, type DoctorResult } from './chaos/doctor.js';
 export { toHtml, toMarkdown, verdictTable, writeReport } from './chaos/report.js';
 export { runChaos } from './chaos/run.js';
-export { scenarioNames } from './chaos/scenarios.js';
+export { scenarioNames, type FaultContext, type ServerControl } from './chaos/scenarios.js';
+export type { ToxiproxyApi } from './chaos/toxiproxyClient.js';
 export type * from './chaos/types.js';

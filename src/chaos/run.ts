@@ -14,7 +14,7 @@ import { figures, series, type Call, type InstanceRun } from './figures.js';
 import { startFleet, type Fleet } from './fleet.js';
 import type { FromWorker, WorkerSetup } from './protocol.js';
 import { SCENARIOS, STANDARD, scenarioNames, type FaultContext, type Scenario, type Timing } from './scenarios.js';
-import type { ChaosOptions, ChaosPhase, ChaosReport, LimiterProfile, ScenarioOutcome, VerdictName } from './types.js';
+import type { ChaosOptions, ChaosPhase, ChaosReport, ChaosScenario, LimiterProfile, ScenarioOutcome, VerdictName } from './types.js';
 import { verdicts } from './verdicts.js';
 
 const VERDICTS: readonly VerdictName[] = ['bound', 'redis-bound', 'deadline', 'latency', 'lost', 'recovery', 'write-back'];
@@ -137,14 +137,40 @@ function checkInstances(value: number | undefined): number {
 function chooseScenarios(asked: ChaosOptions['scenarios']): Scenario[] {
   if (asked === undefined || asked === 'default') return SCENARIOS.filter((s) => s.inDefault);
   if (asked === 'all') return [...SCENARIOS];
-  const names = [...asked];
-  const unknown = names.filter((n) => !SCENARIOS.some((s) => s.name === n));
-  if (unknown.length > 0 || names.length === 0) {
+  const chosen = [...asked].map((entry) =>
+    typeof entry === 'string' ? (SCENARIOS.find((s) => s.name === entry) ?? entry) : ownScenario(entry),
+  );
+  const unknown = chosen.filter((s): s is string => typeof s === 'string');
+  if (unknown.length > 0 || chosen.length === 0) {
     throw new ChaosUsageError(
       `scenarios: unknown ${unknown.length === 0 ? '(none given)' : unknown.join(', ')}; expected some of ${scenarioNames().join(', ')}, or default, or all`,
     );
   }
-  return SCENARIOS.filter((s) => names.includes(s.name));
+  return chosen as Scenario[];
+}
+
+/** A scenario of the caller's, checked. */
+function ownScenario(s: ChaosScenario): Scenario {
+  if (typeof s !== 'object' || s === null || typeof s.name !== 'string' || typeof s.title !== 'string' || typeof s.start !== 'function') {
+    throw new ChaosUsageError(`scenarios: a scenario of your own needs name, title and start(); got ${JSON.stringify(s)}`);
+  }
+  const phases = s.phases;
+  for (const [name, value] of Object.entries(phases ?? {})) {
+    if (!(Number.isInteger(value) && (value as number) >= 100 && (value as number) <= 600_000)) {
+      throw new ChaosUsageError(`scenario ${s.name}: phases.${name} must be an integer of ms, 100 … 600,000; got ${String(value)}`);
+    }
+  }
+  return {
+    name: s.name,
+    title: s.title,
+    inDefault: false,
+    destructive: s.destructive === true,
+    needsServer: s.needsServer === true,
+    minInstances: s.minInstances ?? 1,
+    ...(phases === undefined ? {} : { timing: () => ({ ...phases }) }),
+    start: (c) => s.start(c),
+    ...(s.stop === undefined ? {} : { stop: (c: FaultContext) => (s.stop as NonNullable<ChaosScenario['stop']>)(c) }),
+  };
 }
 
 function timingOf(scenario: Scenario, profile: LimiterProfile, phases: ChaosOptions['phases']): Timing | string {

@@ -6,6 +6,7 @@ import type { BreakerState } from '../redis/Breaker.js';
 import type { Mode } from '../options/options.js';
 import type { DecisionReason, DecisionSource } from '../types.js';
 import type { ResilientLimiter } from '../limiter/ResilientLimiter.js';
+import type { FaultContext } from './scenarios.js';
 
 /** Where one instance reaches Redis: the harness puts a proxy of its own in front of Redis for each. */
 export type ChaosAddress = {
@@ -38,6 +39,30 @@ export type ChaosConfig = {
   readonly rate?: number;
 };
 
+/**
+ * A scenario of your own: what `start` does at the end of the healthy phase (it may run the whole
+ * fault, e.g. a freeze, a thaw and a kill in turn) and `stop` at the end of the fault.
+ * @example
+ * const twoFreezes: ChaosScenario = {
+ *   name: 'two-freezes', title: 'Redis frozen twice', needsServer: true,
+ *   phases: { healthyMs: 2000, faultMs: 4000, recoveryMs: 3000 },
+ *   async start({ server }) { server?.freeze(); await sleep(1500); server?.thaw(); await sleep(1000); server?.freeze(); },
+ *   async stop({ server }) { server?.thaw(); },
+ * };
+ */
+export type ChaosScenario = {
+  readonly name: string;
+  readonly title: string;
+  readonly phases?: { readonly healthyMs: number; readonly faultMs: number; readonly recoveryMs: number };
+  /** Destroys data or stops the server for everyone: refused against an external Redis without `destructive`. */
+  readonly destructive?: boolean;
+  /** Needs the Redis process (`context.server`): a `redis-server` the harness started. */
+  readonly needsServer?: boolean;
+  readonly minInstances?: number;
+  start(context: FaultContext): Promise<void>;
+  stop?(context: FaultContext): Promise<void>;
+};
+
 /** Where the harness gets Redis and the fault proxy. */
 export type ChaosBackendKind = 'local' | 'external';
 
@@ -47,8 +72,8 @@ export type ChaosOptions = {
   readonly config: string;
   /** Service instances, one process each. @default 3 */
   readonly instances?: number;
-  /** Scenario names (see `scenarioNames`), or `'default'` / `'all'`. @default 'default' */
-  readonly scenarios?: readonly string[] | 'default' | 'all';
+  /** Scenario names (see `scenarioNames`) or scenarios of your own, or `'default'` / `'all'`. @default 'default' */
+  readonly scenarios?: readonly (string | ChaosScenario)[] | 'default' | 'all';
   /** Seeds the proxy's random draws and the order of keys: the same seed, the same run. @default random */
   readonly seed?: number;
   /** Writes `report.json`, `report.md` and `report.html` there. */
