@@ -14,7 +14,16 @@ import { figures, series, type Call, type InstanceRun } from './figures.js';
 import { startFleet, type Fleet } from './fleet.js';
 import type { FromWorker, WorkerSetup } from './protocol.js';
 import { SCENARIOS, STANDARD, scenarioNames, type FaultContext, type Scenario, type Timing } from './scenarios.js';
-import type { ChaosOptions, ChaosPhase, ChaosReport, ChaosScenario, LimiterProfile, ScenarioOutcome, VerdictName } from './types.js';
+import type {
+  ChaosOptions,
+  ChaosPhase,
+  ChaosReport,
+  ChaosScenario,
+  LimiterProfile,
+  ScenarioFigures,
+  ScenarioOutcome,
+  VerdictName,
+} from './types.js';
 import { verdicts } from './verdicts.js';
 
 const VERDICTS: readonly VerdictName[] = ['bound', 'redis-bound', 'deadline', 'latency', 'lost', 'recovery', 'write-back'];
@@ -320,7 +329,11 @@ function outcome(
       stats: r.stats,
     };
   });
-  const f = figures({ calls, runs, phases, windowMs: profile.windowMs });
+  const measured = figures({ calls, runs, phases, windowMs: profile.windowMs });
+  const f =
+    scenario.name === 'long-outage' && profile.leaseMs !== undefined
+      ? { ...measured, afterLease: afterLease(calls, timing, profile.leaseMs) }
+      : measured;
   const checked = verdicts({
     figures: f,
     mode: profile.mode,
@@ -343,6 +356,14 @@ function outcome(
     passed: !incomplete && checked.every((v) => v.pass !== false),
     errors: m.errors.slice(0, 100),
   };
+}
+
+/** Admitted a second after the lease ended (from lease end + 1 s, for 1 s), against the last healthy second. */
+function afterLease(calls: readonly Call[], timing: Timing, leaseMs: number): NonNullable<ScenarioFigures['afterLease']> {
+  const admitted = (from: number): number => calls.filter((c) => c.allowed && c.issuedMs >= from && c.issuedMs < from + 1000).length;
+  const healthyPerSecond = admitted(timing.healthyMs - 1000);
+  const admittedPerSecond = admitted(timing.healthyMs + leaseMs + 1000);
+  return { admittedPerSecond, healthyPerSecond, ratio: healthyPerSecond === 0 ? 0 : admittedPerSecond / healthyPerSecond };
 }
 
 /** Sleeps until the epoch ms `at`; false when aborted first. */

@@ -174,6 +174,11 @@ export type ScenarioFigures = {
   };
   readonly bySource: Readonly<Partial<Record<DecisionSource, number>>>;
   readonly byReason: Readonly<Partial<Record<DecisionReason, number>>>;
+  /**
+   * `long-outage` only: calls admitted in the second after the lease ended, one second into it (all
+   * instances), against the last healthy second's: the availability your settings keep in a long outage.
+   */
+  readonly afterLease?: { readonly admittedPerSecond: number; readonly healthyPerSecond: number; readonly ratio: number };
 };
 
 /** Per time step of a scenario, for the charts. */

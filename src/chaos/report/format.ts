@@ -158,6 +158,14 @@ export function figureRows(figures: ScenarioFigures): readonly (readonly [string
     ],
     ['by source', tally(f.bySource)],
     ['by reason', tally(f.byReason)],
+    ...(f.afterLease === undefined
+      ? []
+      : [
+          [
+            'a second after the lease',
+            `${count(f.afterLease.admittedPerSecond)} admitted/s, ${ratio(f.afterLease.ratio)} the last healthy second's ${count(f.afterLease.healthyPerSecond)}`,
+          ] as const,
+        ]),
   ];
 }
 
