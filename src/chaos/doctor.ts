@@ -70,7 +70,7 @@ async function server(conn: Conn, checks: DoctorCheck[]): Promise<void> {
   const major = Number(version.split('.')[0]);
   checks.push({
     name: 'server',
-    ok: name === 'redis' && major < 6 ? false : true,
+    ok: !(name === 'redis' && major < 6),
     detail: `${name} ${version}, mode ${info['redis_mode'] ?? 'unknown'}, role ${info['role'] ?? 'unknown'}${major < 6 ? ': resilimit needs Redis 6 or later' : ''}`,
   });
   await topology(conn, info, checks);

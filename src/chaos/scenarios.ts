@@ -3,34 +3,11 @@
  * fault done through the proxies in front of Redis (one per instance) or to the Redis server itself.
  */
 import { setTimeout as sleep } from 'node:timers/promises';
-import { openResp, type RespOptions } from './resp.js';
-import type { ToxicStream, ToxiproxyApi } from './toxiproxyClient.js';
-import type { LimiterProfile } from './types.js';
+import { openResp } from './resp.js';
+import type { ToxicStream } from './toxiproxyClient.js';
+import type { FaultContext, LimiterProfile, ServerControl, Timing } from './types.js';
 
-/** What a fault can reach. */
-export type FaultContext = {
-  readonly api: ToxiproxyApi;
-  /** One proxy per instance, by instance. */
-  readonly proxies: readonly string[];
-  /** Redis without the proxy, for admin commands. */
-  readonly admin: RespOptions;
-  /** The Redis process, where the harness started it. */
-  readonly server: ServerControl | undefined;
-  readonly profile: LimiterProfile;
-  readonly timing: Timing;
-};
-
-/** Process faults of a Redis the harness started. */
-export type ServerControl = {
-  freeze(): void;
-  thaw(): void;
-  kill(): Promise<void>;
-  restart(): Promise<void>;
-  failSave?(): Promise<void>;
-  allowWrites?(): Promise<void>;
-};
-
-export type Timing = { readonly healthyMs: number; readonly faultMs: number; readonly recoveryMs: number };
+export type { FaultContext, ServerControl, Timing } from './types.js';
 
 export type Scenario = {
   readonly name: string;

@@ -6,7 +6,8 @@ import type { BreakerState } from '../redis/Breaker.js';
 import type { Mode } from '../options/options.js';
 import type { DecisionReason, DecisionSource } from '../types.js';
 import type { ResilientLimiter } from '../limiter/ResilientLimiter.js';
-import type { FaultContext } from './scenarios.js';
+import type { RespOptions } from './resp.js';
+import type { ToxiproxyApi } from './toxiproxyClient.js';
 
 /** Where one instance reaches Redis: the harness puts a proxy of its own in front of Redis for each. */
 export type ChaosAddress = {
@@ -62,6 +63,31 @@ export type ChaosScenario = {
   start(context: FaultContext): Promise<void>;
   stop?(context: FaultContext): Promise<void>;
 };
+
+/** What a fault can reach. */
+export type FaultContext = {
+  readonly api: ToxiproxyApi;
+  /** One proxy per instance, by instance. */
+  readonly proxies: readonly string[];
+  /** Redis without the proxy, for admin commands. */
+  readonly admin: RespOptions;
+  /** The Redis process, where the harness started it. */
+  readonly server: ServerControl | undefined;
+  readonly profile: LimiterProfile;
+  readonly timing: Timing;
+};
+
+/** Process faults of a Redis the harness started. */
+export type ServerControl = {
+  freeze(): void;
+  thaw(): void;
+  kill(): Promise<void>;
+  restart(): Promise<void>;
+  failSave?(): Promise<void>;
+  allowWrites?(): Promise<void>;
+};
+
+export type Timing = { readonly healthyMs: number; readonly faultMs: number; readonly recoveryMs: number };
 
 /** Where the harness gets Redis and the fault proxy. */
 export type ChaosBackendKind = 'local' | 'external';
