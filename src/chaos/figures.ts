@@ -185,11 +185,16 @@ export function series(input: {
   const key = admissions(calls).get(busiest) ?? { times: [], limit: 0 };
   const latencies: number[][] = Array.from({ length: steps }, () => []);
   const bySource: Partial<Record<DecisionSource, number[]>> = {};
+  const zeros = (): number[] => new Array<number>(steps).fill(0);
+  const byInstance = runs.map(() => ({ decisions: zeros(), admitted: zeros() }));
   for (const c of calls) {
     const i = Math.min(steps - 1, Math.max(0, Math.floor(c.issuedMs / stepMs)));
     latencies[i]?.push(c.latencyMs);
+    const own = byInstance[c.instance];
+    if (own !== undefined && !c.threw) own.decisions[i] = (own.decisions[i] as number) + 1;
+    if (own !== undefined && c.allowed) own.admitted[i] = (own.admitted[i] as number) + 1;
     if (c.source === 'none') continue;
-    const counts = bySource[c.source] ?? new Array<number>(steps).fill(0);
+    const counts = bySource[c.source] ?? zeros();
     counts[i] = (counts[i] as number) + 1;
     bySource[c.source] = counts;
   }
@@ -202,6 +207,7 @@ export function series(input: {
     latencyP99: perStep.map((p) => round(p.p99)),
     latencyMax: perStep.map((p) => round(p.max)),
     bySource,
+    byInstance,
     breaker: runs.flatMap((r, instance) => r.states.map((s) => ({ atMs: Math.round(s.atMs), instance, state: s.state }))),
   };
 }

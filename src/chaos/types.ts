@@ -217,6 +217,8 @@ export type ScenarioSeries = {
   readonly latencyP99: readonly number[];
   readonly latencyMax: readonly number[];
   readonly bySource: Readonly<Partial<Record<DecisionSource, readonly number[]>>>;
+  /** Per instance, by instance: its calls answered, and admitted, per step (by when they were issued). */
+  readonly byInstance: readonly { readonly decisions: readonly number[]; readonly admitted: readonly number[] }[];
   /** Breaker transitions, ms from the scenario's start. */
   readonly breaker: readonly { readonly atMs: number; readonly instance: number; readonly state: BreakerState }[];
 };

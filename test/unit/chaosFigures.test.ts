@@ -2,10 +2,10 @@
  * The chaos harness's arithmetic without a run: `figures()` and `mostAdmitted()` (src/chaos/figures.ts)
  * on hand-built calls and instance accounts, and `verdicts()` (src/chaos/verdicts.ts) on hand-built
  * figures: the window's bounds, same-instant admissions, per-key limits, refusals with room, latency
- * net of stalls, breaker and Redis recovery times, and each mode's promises.
+ * net of stalls, breaker and Redis recovery times, each instance's series, and each mode's promises.
  */
 import { describe, expect, it } from 'vitest';
-import { type Call, figures, type InstanceRun, mostAdmitted, percentiles } from '../../src/chaos/figures.js';
+import { type Call, figures, type InstanceRun, mostAdmitted, percentiles, series } from '../../src/chaos/figures.js';
 import type { ChaosPhase, ScenarioFigures, Verdict, VerdictName } from '../../src/chaos/types.js';
 import { DEADLINE_SLACK_MS, type VerdictInput, verdicts } from '../../src/chaos/verdicts.js';
 import type { LimiterStats } from '../../src/limiter/Stats.js';
@@ -283,6 +283,24 @@ describe('figures', () => {
       run(), // killed: no stats
     ]);
     expect(f.writeBack).toEqual({ answeredLocally: 2, written: 7, present: 1, expired: 1, dropped: 1, pending: 2 });
+  });
+});
+
+describe('series', () => {
+  it('byInstance: each instance’s calls answered and admitted per step, by when issued; a throw is neither', () => {
+    const calls = [
+      call(50),
+      refused(150, { source: 'local', reason: 'lease-ended', instance: 1 }),
+      call(199, { instance: 1 }),
+      refused(250, { source: 'none', reason: 'none', threw: true }),
+      call(999, { instance: 1 }), // past the end: counted in the last step
+    ];
+    const s = series({ calls, runs: [run(), run(), run()], durationMs: 300, windowMs: WINDOW, busiest: 'k', stepMs: 100 });
+    expect(s.byInstance).toEqual([
+      { decisions: [1, 0, 0], admitted: [1, 0, 0] },
+      { decisions: [0, 2, 1], admitted: [0, 1, 1] },
+      { decisions: [0, 0, 0], admitted: [0, 0, 0] },
+    ]);
   });
 });
 

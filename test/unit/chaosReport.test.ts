@@ -36,6 +36,7 @@ const series: ScenarioSeries = {
   latencyP99: [1.2, 1.5, 50, 52, 3, 0, Number.NaN, 1.1],
   latencyMax: [4, 5, 60, 90, 8, 1, Number.NaN, 2],
   bySource: { redis: [100, 100, 0, 0, 100, 100, 100, 100], local: [0, 0, 100, 100, 0, 0, 0, 0] },
+  byInstance: [{ decisions: [100, 100, 100, 100, 100, 100, 100, 100], admitted: [10, 15, 15, 1, 14, 10, 10, 10] }],
   breaker: [
     { atMs: 2_300, instance: 0, state: 'open' },
     { atMs: 4_300, instance: 0, state: 'half-open' },
