@@ -1,5 +1,6 @@
 /**
- * A fleet of service instances for the bound tests (`chaos/bound.test.ts`, `chaos/partition.test.ts`):
+ * A fleet of service instances for the tests the public harness cannot run yet (`chaos/fleetChange.test.ts`:
+ * instances that join mid-run; `chaos/clusterApart.test.ts`: a Cluster):
  * one process per instance (`./worker.ts`, the built package), each with its own Redis address (a
  * proxy of its own when the test cuts instances apart), and what they decided gathered afterwards.
  */

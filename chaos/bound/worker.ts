@@ -1,5 +1,5 @@
 /**
- * One service instance of the bound test (`chaos/bound.test.ts`), in a process of its own, as users
+ * One service instance of a fleet (`./fleet.ts`: fleetChange, clusterApart), in a process of its own, as users
  * run them: its own ioredis client (`createRedisClient`) and `ResilientLimiter` from the built package,
  * `instances: 'auto'`. The parent sends `setup`, waits until every worker counted all instances, sends
  * `go` (the load starts), then `stop`; the worker answers with every call it made and exits.
