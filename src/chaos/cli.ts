@@ -18,7 +18,7 @@ const HELP = `Usage:
 
 chaos options:
   --config FILE          a module exporting createLimiter({ host, port, instance }) (required)
-  --scenarios LIST       comma-separated names, or default (about 2 minutes), or all
+  --scenarios LIST       comma-separated names, or default (9 scenarios, about 90 s), or all
   --instances N          service instances, one process each (default 3)
   --seed N               repeat a run's random draws
   --report DIR           where report.json, report.md and report.html go (default resilimit-chaos/<time>)
