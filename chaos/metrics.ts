@@ -1,5 +1,6 @@
 /** The figures of a scenario, computed from its calls as the load generator saw them. */
 import type { DecisionReason, DecisionSource } from '../src/index.ts';
+import { netOfStalls, percentiles as harnessPercentiles } from '../src/chaos/figures.ts';
 import type { OverWindow, Percentiles } from './types.ts';
 
 /** One `limit()` call as the load generator saw it. Times are ms from the scenario's start. */
@@ -16,11 +17,9 @@ export type Call = {
   readonly threw: boolean;
 };
 
+/** The harness's percentiles (`src/chaos/figures.ts`), with how many values they are of. */
 export function percentiles(values: readonly number[]): Percentiles {
-  if (values.length === 0) return { p50: 0, p99: 0, max: 0, count: 0 };
-  const sorted = [...values].sort((a, b) => a - b);
-  const at = (q: number): number => sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))] as number;
-  return { p50: at(0.5), p99: at(0.99), max: sorted[sorted.length - 1] as number, count: sorted.length };
+  return { ...harnessPercentiles(values), count: values.length };
 }
 
 /**
@@ -74,14 +73,6 @@ export function overLimit(
 }
 
 type Stall = { atMs: number; gapMs: number };
-
-/** A call's latency once the event-loop stalls of this process that overlap it are taken out. */
-function netOfStalls(call: Call, stalls: readonly Stall[]): number {
-  const end = call.issuedMs + call.latencyMs;
-  let stalled = 0;
-  for (const st of stalls) stalled += Math.max(0, Math.min(end, st.atMs + st.gapMs) - Math.max(call.issuedMs, st.atMs));
-  return call.latencyMs - stalled;
-}
 
 /** The longest call once the event-loop stalls overlapping it are taken out (see `latencyNetOfStallsMax`). */
 export function netOfStallsMax(calls: readonly Call[], stalls: readonly Stall[]): number {

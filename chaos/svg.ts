@@ -38,23 +38,10 @@ export const PLOT_TOP = 76;
 /** A value mapped to a coordinate. */
 export type Scale = (value: number) => number;
 
-export function escapeXml(text: string): string {
-  return text.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;').replace(/"/g, '&quot;').replace(/'/g, '&apos;');
-}
+// The same text escaping, coordinates and tick steps as the chaos report's charts.
+import { escapeHtml as escapeXml, niceStep, px } from '../src/chaos/report/svg.ts';
 
-/** A coordinate for the SVG: at most one decimal. */
-export function px(n: number): string {
-  return String(Math.round(n * 10) / 10);
-}
-
-/** A step of 1, 2 or 5 × 10^k that cuts `range` into at most `maxTicks` pieces. */
-export function niceStep(range: number, maxTicks: number): number {
-  if (!(range > 0)) return 1;
-  const raw = range / maxTicks;
-  const magnitude = 10 ** Math.floor(Math.log10(raw));
-  for (const m of [1, 2, 5, 10]) if (m * magnitude >= raw) return m * magnitude;
-  return 10 * magnitude;
-}
+export { escapeXml, niceStep, px };
 
 /** A tick label: no float noise (`0.30000000000000004`), thousands as `k`. */
 export function tickLabel(value: number, step: number): string {

@@ -164,7 +164,7 @@ export function figures(input: {
 }
 
 /** A call's latency less its overlap with its process's event-loop stalls: a stall delays every pending answer, whoever makes it. */
-function netOfStalls(call: Call, stalls: InstanceRun['stalls']): number {
+export function netOfStalls(call: Pick<Call, 'issuedMs' | 'latencyMs'>, stalls: InstanceRun['stalls']): number {
   const end = call.issuedMs + call.latencyMs;
   let stalled = 0;
   for (const s of stalls) stalled += Math.max(0, Math.min(end, s.atMs + s.gapMs) - Math.max(call.issuedMs, s.atMs));

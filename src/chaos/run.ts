@@ -54,11 +54,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
   const unknown = require.filter((r) => !VERDICTS.includes(r));
   if (unknown.length > 0)
     throw new ChaosUsageError(`require: unknown verdict ${unknown.join(', ')}; expected some of ${VERDICTS.join(', ')}`);
-  for (const [name, value] of Object.entries(options.phases ?? {})) {
-    if (!(Number.isInteger(value) && (value as number) >= 100 && (value as number) <= 600_000)) {
-      throw new ChaosUsageError(`phases.${name} must be an integer of ms, 100 … 600,000; got ${String(value)}`);
-    }
-  }
+  checkPhases('', options.phases);
   const loaded = await loadChaosConfig(options.config);
   const config = options.config; // as given: the instances run in this working directory, and errors name it so
   const started = Date.now();
@@ -158,17 +154,22 @@ function chooseScenarios(asked: ChaosOptions['scenarios']): Scenario[] {
   return chosen as Scenario[];
 }
 
+/** @throws {ChaosUsageError} naming the phase (after `where`) when one is not an integer of ms, 100 … 600,000. */
+function checkPhases(where: string, phases: ChaosOptions['phases']): void {
+  for (const [name, value] of Object.entries(phases ?? {})) {
+    if (!(Number.isInteger(value) && (value as number) >= 100 && (value as number) <= 600_000)) {
+      throw new ChaosUsageError(`${where}phases.${name} must be an integer of ms, 100 … 600,000; got ${String(value)}`);
+    }
+  }
+}
+
 /** A scenario of the caller's, checked. */
 function ownScenario(s: ChaosScenario): Scenario {
   if (typeof s !== 'object' || s === null || typeof s.name !== 'string' || typeof s.title !== 'string' || typeof s.start !== 'function') {
     throw new ChaosUsageError(`scenarios: a scenario of your own needs name, title and start(); got ${JSON.stringify(s)}`);
   }
   const phases = s.phases;
-  for (const [name, value] of Object.entries(phases ?? {})) {
-    if (!(Number.isInteger(value) && (value as number) >= 100 && (value as number) <= 600_000)) {
-      throw new ChaosUsageError(`scenario ${s.name}: phases.${name} must be an integer of ms, 100 … 600,000; got ${String(value)}`);
-    }
-  }
+  checkPhases(`scenario ${s.name}: `, phases);
   return {
     name: s.name,
     title: s.title,
