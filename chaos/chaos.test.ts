@@ -96,7 +96,10 @@ function opensAndCloses(f: NonNullable<ScenarioOutcome['figures']>, { opens = tr
   if (opens) expect(f.timeToOpenMs, 'time to open').toBeLessThan(1000);
   expect(f.timeToCloseMs, 'time to close').toBeLessThan(2000);
   // Net of this process's stalls: a fault that spawns a process or a GC delays every pending answer.
-  if (fast) expect(f.faultLatencyNetOfStalls.p99, 'fault p99, net of stalls').toBeLessThan(10);
+  // The calls in flight before Redis is called slow wait the deadline: at 400 calls/s a 2 s fault has
+  // 800 calls, and its 1% (8 calls, 20 ms of traffic) is less than one deadline (50 ms) of them, so
+  // the p99 cannot tell "the deadline once" from more. The 5% (40 calls, 100 ms of traffic) can.
+  if (fast) expect(f.faultLatencyNetOfStalls.p95, 'fault p95, net of stalls').toBeLessThan(10);
 }
 
 /** A Redis that is slow but within the deadline, or fragments its replies: the breaker stays closed and Redis decides. */

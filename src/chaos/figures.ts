@@ -30,10 +30,10 @@ export type InstanceRun = {
 };
 
 export function percentiles(values: readonly number[]): Latency {
-  if (values.length === 0) return { p50: 0, p99: 0, max: 0 };
+  if (values.length === 0) return { p50: 0, p95: 0, p99: 0, max: 0 };
   const sorted = [...values].sort((a, b) => a - b);
   const at = (q: number): number => sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))] as number;
-  return { p50: at(0.5), p99: at(0.99), max: sorted[sorted.length - 1] as number };
+  return { p50: at(0.5), p95: at(0.95), p99: at(0.99), max: sorted[sorted.length - 1] as number };
 }
 
 /** Admission times per key, sorted, and each key's limit (the largest a decision gave). */

@@ -165,7 +165,7 @@ export type Verdict = {
 };
 
 /** Latency percentiles, ms. */
-export type Latency = { readonly p50: number; readonly p99: number; readonly max: number };
+export type Latency = { readonly p50: number; readonly p95: number; readonly p99: number; readonly max: number };
 
 /** The figures of one scenario. */
 export type ScenarioFigures = {

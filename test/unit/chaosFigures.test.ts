@@ -184,9 +184,9 @@ describe('figures', () => {
       run(),
     ];
     const f = figuresOf(calls, runs);
-    expect(f.faultLatency).toEqual({ p50: 60, p99: 80, max: 80 });
+    expect(f.faultLatency).toEqual({ p50: 60, p95: 80, p99: 80, max: 80 });
     // The same calls net of their instance's stalls: 30 (80 less 50), 60, 20.
-    expect(f.faultLatencyNetOfStalls).toEqual({ p50: 30, p99: 60, max: 60 });
+    expect(f.faultLatencyNetOfStalls).toEqual({ p50: 30, p95: 60, p99: 60, max: 60 });
     expect(f.latencyNetOfStallsMax).toBe(350);
     // Without the stall before the fault, the slowest is that call, whole.
     expect(figuresOf(calls, [run({ stalls: [{ atMs: 1120, gapMs: 50 }] }), run()]).latencyNetOfStallsMax).toBe(400);
@@ -201,10 +201,10 @@ describe('figures', () => {
   });
 
   it('percentiles: nearest rank over the sorted values; zeros for none', () => {
-    expect(percentiles([])).toEqual({ p50: 0, p99: 0, max: 0 });
-    expect(percentiles([5, 1, 3])).toEqual({ p50: 3, p99: 5, max: 5 });
+    expect(percentiles([])).toEqual({ p50: 0, p95: 0, p99: 0, max: 0 });
+    expect(percentiles([5, 1, 3])).toEqual({ p50: 3, p95: 5, p99: 5, max: 5 });
     const hundred = Array.from({ length: 100 }, (_, i) => 100 - i); // 100 … 1
-    expect(percentiles(hundred)).toEqual({ p50: 51, p99: 100, max: 100 });
+    expect(percentiles(hundred)).toEqual({ p50: 51, p95: 96, p99: 100, max: 100 });
   });
 
   describe('breaker and Redis recovery, from the instances’ state transitions and calls', () => {
@@ -311,8 +311,8 @@ function held(over: Partial<ScenarioFigures> = {}): ScenarioFigures {
     admitted: 400,
     mostAdmitted: { key: 'k', count: 20, limit: 20, ratio: 1 },
     mostAdmittedByRedis: { key: 'k', count: 20, limit: 20, ratio: 1 },
-    faultLatency: { p50: 0.5, p99: 4, max: 30 },
-    faultLatencyNetOfStalls: { p50: 0.5, p99: 3, max: 20 },
+    faultLatency: { p50: 0.5, p95: 2, p99: 4, max: 30 },
+    faultLatencyNetOfStalls: { p50: 0.5, p95: 2, p99: 3, max: 20 },
     latencyNetOfStallsMax: 30,
     lost: { exceptions: 0, unhandledRejections: 0, unanswered: 0 },
     timeToOpenMs: 120,
