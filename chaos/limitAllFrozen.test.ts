@@ -17,7 +17,8 @@ import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { describe, expect, it } from 'vitest';
 import { ResilientLimiter, type LimitAllDecision } from '../src/index.ts';
-import { allSlicesOf, allWindow } from '../src/path/limitAll.ts';
+import { windowModel } from '../src/redis/models/choose.ts';
+import type { WindowModel } from '../src/redis/models/WindowModel.ts';
 import { maxInAnyWindow, prng } from '../test/support/model.ts';
 import type { RedisCluster } from '../test/support/cluster.ts';
 import { useCluster } from '../test/support/useCluster.ts';
@@ -34,10 +35,10 @@ const TIMELINE = { freeze: 2500, thaw: 4000, end: 7000 };
 type Admitted = { stampMs: number; seenMs: number; instance: number; source: string; reason: string };
 
 /** A prefix whose heartbeat set (`<prefix>instances`) is on another master than `key`'s window: the instances keep beating. */
-function prefixApart(cluster: RedisCluster, slices: number | undefined): { prefix: string; victim: number } {
+function prefixApart(cluster: RedisCluster, model: WindowModel): { prefix: string; victim: number } {
   for (;;) {
     const prefix = `frozen:${randomUUID()}:`;
-    const victim = cluster.nodeOf(allWindow(prefix, 'k', WINDOW_MS, slices).redisKey);
+    const victim = cluster.nodeOf(model.allWindow(prefix, 'k', WINDOW_MS).redisKey);
     if (cluster.nodeOf(`${prefix}instances`) !== victim) return { prefix, victim };
   }
 }
@@ -45,8 +46,7 @@ function prefixApart(cluster: RedisCluster, slices: number | undefined): { prefi
 /** Runs the timeline with `offered[i]` × the limit a second offered by instance i (Poisson arrivals); every admitted call. */
 async function run(cluster: RedisCluster, resolutionMs: number | undefined, offered: readonly number[], seed: number): Promise<Admitted[]> {
   const random = prng(seed);
-  const slices = allSlicesOf({ windowMs: WINDOW_MS, resolutionMs });
-  const { prefix, victim } = prefixApart(cluster, slices);
+  const { prefix, victim } = prefixApart(cluster, windowModel({ windowMs: WINDOW_MS, resolutionMs }));
   const limiters = Array.from({ length: INSTANCES }, () => {
     const redis = cluster.client({
       enableOfflineQueue: false,

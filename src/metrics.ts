@@ -18,7 +18,7 @@ import {
   type Observable,
 } from '@opentelemetry/api';
 import type { BreakerState } from './redis/Breaker.js';
-import { invalidOption } from './options/errors.js';
+import { invalidOption } from './base/errors.js';
 import type { DecisionMessage, ResilientLimiter } from './limiter/ResilientLimiter.js';
 import type { DecisionReason, DecisionSource } from './types.js';
 

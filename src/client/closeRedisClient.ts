@@ -1,6 +1,6 @@
 import type { RedisClient } from './clientType.js';
-import { invalidOption } from '../options/errors.js';
-import { integer } from '../options/options.js';
+import { invalidOption } from '../base/errors.js';
+import { integer } from '../base/checks.js';
 import { portOf } from './portOf.js';
 
 /** Options of {@link closeRedisClient}. */

@@ -1,4 +1,4 @@
-import type { Script } from '../redis/scripts/script.js';
+import type { Script } from '../base/wire.js';
 
 /** A script's arguments after its keys: Redis takes them as strings (numbers are written in decimal). */
 export type ScriptArgs = readonly (string | number)[];

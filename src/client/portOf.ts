@@ -1,4 +1,4 @@
-import { invalidOption } from '../options/errors.js';
+import { invalidOption } from '../base/errors.js';
 import { GlidePort, isGlide } from './adapters/glide.js';
 import { IoredisPort, isIoredis } from './adapters/ioredis.js';
 import { isNodeRedis, NodeRedisPort } from './adapters/nodeRedis.js';

@@ -1,7 +1,7 @@
 import { createRequire } from 'node:module';
 import type { Redis, RedisOptions } from 'ioredis';
 import type { RedisPort } from './port.js';
-import { ErrorCode, ResilimitError } from '../options/errors.js';
+import { ErrorCode, ResilimitError } from '../base/errors.js';
 import { followFailovers } from './followFailovers.js';
 
 /**

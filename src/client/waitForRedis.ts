@@ -1,6 +1,5 @@
 import type { RedisClient } from './clientType.js';
-import { knownOptions, optionalInteger } from '../options/checks.js';
-import { MAX_INT } from '../options/windowOptions.js';
+import { knownOptions, MAX_INT, optionalInteger } from '../base/checks.js';
 import { portOf } from './portOf.js';
 
 /** Options of {@link waitForRedis}. */

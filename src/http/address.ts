@@ -1,5 +1,5 @@
-import { knownOptions } from '../options/checks.js';
-import { describe, ErrorCode, invalidOption, ResilimitError } from '../options/errors.js';
+import { knownOptions } from '../base/checks.js';
+import { describe, ErrorCode, invalidOption, ResilimitError } from '../base/errors.js';
 
 // One normaliser for the client addresses of every integration (`byIp`, `byIpFrom`): the text of an
 // address never decides its key, only the client it names.

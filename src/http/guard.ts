@@ -1,4 +1,4 @@
-import { describe, ErrorCode, ResilimitError } from '../options/errors.js';
+import { describe, ErrorCode, ResilimitError } from '../base/errors.js';
 import type { Decision } from '../types.js';
 import { answersReduced, joined, partitionKeyParameter, problemBody, RateLimitFields, retryAfterSeconds } from './fields.js';
 import type { KeyFunction } from './keys.js';

@@ -1,5 +1,5 @@
 import type { Context } from 'hono';
-import { ErrorCode, ResilimitError } from '../options/errors.js';
+import { ErrorCode, ResilimitError } from '../base/errors.js';
 import { type AddressOptions, addressKey, byIpFrom as sharedByIpFrom } from './address.js';
 import { headerKeyOf, type KeyFunction, type RouteKeyOptions, routeKeyFunction } from './keys.js';
 

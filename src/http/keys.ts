@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import type { IncomingHttpHeaders } from 'node:http';
-import { knownOptions, optionalBoolean } from '../options/checks.js';
-import { ErrorCode, invalidOption, ResilimitError } from '../options/errors.js';
+import { knownOptions, optionalBoolean } from '../base/checks.js';
+import { ErrorCode, invalidOption, ResilimitError } from '../base/errors.js';
 import { MAX_KEY_LENGTH } from '../options/options.js';
 import { addressKey } from './address.js';
 import { routePath } from './routePath.js';

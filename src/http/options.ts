@@ -1,5 +1,5 @@
-import { unknownOption } from '../options/checks.js';
-import { describe, ErrorCode, invalidOption, ResilimitError } from '../options/errors.js';
+import { unknownOption } from '../base/checks.js';
+import { describe, ErrorCode, invalidOption, ResilimitError } from '../base/errors.js';
 import { MAX_KEY_LENGTH } from '../options/options.js';
 import type { Decision, LimitOptions } from '../types.js';
 import { byIp, type KeyFunction } from './keys.js';

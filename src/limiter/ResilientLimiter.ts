@@ -3,11 +3,11 @@ import type { BreakerState } from '../redis/Breaker.js';
 import type { LimiterEvents } from './events.js';
 import type { DecisionPath, Parts } from '../path/DecisionPath.js';
 import type { LimitAllDecision, LimitDecision, LimiterDecision } from '../path/decisions.js';
-import { ErrorCode, ResilimitError } from '../options/errors.js';
-import { callIdOf, checkCallOptions, checkCost, checkKey } from '../options/input.js';
+import { ErrorCode, ResilimitError } from '../base/errors.js';
+import { callIdOf, checkCallOptions, checkCost, checkKey } from '../base/call.js';
 import type { InstanceCounter } from '../recovery/InstanceCounter.js';
 import { blockKey } from './block.js';
-import { allSlicesOf, checkItems, type LimitAllItem } from '../path/limitAll.js';
+import { checkItems, type LimitAllItem } from '../redis/allWindows.js';
 import {
   resolveLimiterOptions,
   type LimitFunction,
@@ -17,9 +17,8 @@ import {
 } from '../options/options.js';
 import type { Recovery } from '../recovery/Recovery.js';
 import type { RedisTier } from '../redis/RedisTier.js';
-import { noIdWithSlices } from '../redis/RedisWindow.js';
 import { refund, type RefundOptions, type RefundResult } from './refund.js';
-import type { Settings } from './Settings.js';
+import type { Settings } from '../path/Settings.js';
 import type { Stats, DecisionMessage as Message, LimiterStats } from './Stats.js';
 import type { LimitOptions } from '../types.js';
 import type { Waiters, AcquireOptions } from './Waiters.js';
@@ -124,7 +123,7 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
     checkCallOptions('limit()', options);
     const limit = this.#settings.limitOf(key);
     const cost = checkCost(options?.cost, limit);
-    if (options?.id !== undefined) noIdWithSlices(this.#options.resolutionMs, options.id);
+    if (options?.id !== undefined) this.#tier.window.model.checkCallerId(options.id);
     const d = this.#path.one(key, cost, callIdOf(options?.id), limit);
     return this.#stats.publish(key, cost, d instanceof Promise ? await d : d, started);
   }
@@ -149,8 +148,8 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
   async limitAll(limits: readonly LimitAllItem[], options?: { id?: string }): Promise<LimitAllDecision> {
     this.#open('limitAll()');
     const started = this.#stats.started();
-    if (options?.id !== undefined) noIdWithSlices(this.#options.resolutionMs, options.id);
-    const items = checkItems(limits, this.#options.prefix, options, allSlicesOf(this.#options));
+    if (options?.id !== undefined) this.#tier.window.model.checkCallerId(options.id);
+    const items = checkItems(limits, this.#options.prefix, options, this.#tier.window.model);
     const d = this.#path.all(items, callIdOf(options?.id));
     return this.#stats.publishAll(items, d instanceof Promise ? await d : d, started);
   }

@@ -5,7 +5,7 @@ import { REASONS, type LimitAllDecision, type LimitDecision, type LimiterDecisio
 import type { Parts } from '../path/parts.js';
 import type { LimiterEvents } from './events.js';
 import type { Mode } from '../options/options.js';
-import type { Settings } from './Settings.js';
+import type { Settings } from '../path/Settings.js';
 import type { DecisionReason, DecisionSource } from '../types.js';
 
 /** Counters since the limiter was created; read with `ResilientLimiter.stats()`. */

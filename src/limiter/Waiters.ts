@@ -1,8 +1,8 @@
-import { noIdWithSlices } from '../redis/RedisWindow.js';
-import { knownOptions } from '../options/checks.js';
+import type { WindowModel } from '../redis/models/WindowModel.js';
+import { knownOptions } from '../base/checks.js';
 import type { LimiterDecision } from '../path/decisions.js';
-import { ErrorCode, invalidOption, ResilimitError } from '../options/errors.js';
-import { checkCost, checkId, checkKey, nextId } from '../options/input.js';
+import { ErrorCode, invalidOption, ResilimitError } from '../base/errors.js';
+import { checkCost, checkId, checkKey, nextId } from '../base/call.js';
 import { integer, MAX_INT } from '../options/options.js';
 import type { LimitOptions } from '../types.js';
 
@@ -31,7 +31,7 @@ const ACQUIRE_OPTIONS = ['maxWaitMs', 'cost', 'id', 'signal'] as const satisfies
 /** A call of `acquire()` waiting for its permit. */
 type Waiter = {
   readonly cost: number;
-  /** Its id, the same for every ask (undefined with `resolutionMs`: slices cannot tell a call re-sent). */
+  /** Its id, the same for every ask (undefined when the window's model names no call: see `WindowModel.namesCalls`). */
   readonly id: string | undefined;
   /** When its wait ends, on `perf`. */
   readonly deadline: number;
@@ -75,7 +75,9 @@ export class Waiters {
     readonly limit: (key: string) => number,
     /** `refund()` of the limiter: gives back a permit admitted for a waiter that is gone. */
     readonly refund: (key: string, id: string) => Promise<unknown>,
-    readonly options: { readonly maxWaiters: number; readonly perf: { now(): number }; readonly resolutionMs: number | undefined },
+    readonly options: { readonly maxWaiters: number; readonly perf: { now(): number } },
+    /** The window's counting model: a model that does not name calls refuses a caller's id, and none is made. */
+    readonly model: WindowModel,
   ) {}
 
   /** Waiters of every key. */
@@ -92,9 +94,8 @@ export class Waiters {
     const signal = raw['signal'];
     if (signal !== undefined && !(signal instanceof AbortSignal)) throw invalidOption('signal', 'an AbortSignal', signal);
     const cost = checkCost(raw['cost'], this.limit(key));
-    // With slices a caller's id is refused, and none is made.
-    if (raw['id'] !== undefined) noIdWithSlices(this.options.resolutionMs, raw['id']);
-    const id = raw['id'] !== undefined ? checkId(raw['id']) : this.options.resolutionMs === undefined ? nextId() : undefined;
+    if (raw['id'] !== undefined) this.model.checkCallerId(raw['id']);
+    const id = raw['id'] !== undefined ? checkId(raw['id']) : this.model.namesCalls ? nextId() : undefined;
     signal?.throwIfAborted();
     if (this.#count >= this.options.maxWaiters) {
       throw new ResilimitError(

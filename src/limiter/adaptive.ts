@@ -1,5 +1,5 @@
 import { monitorEventLoopDelay, performance, type EventLoopUtilization } from 'node:perf_hooks';
-import { describe, ErrorCode, invalidOption, ResilimitError } from '../options/errors.js';
+import { describe, ErrorCode, invalidOption, ResilimitError } from '../base/errors.js';
 import { integer, MAX_INT } from '../options/options.js';
 
 /**

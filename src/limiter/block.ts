@@ -1,6 +1,6 @@
 import type { Parts } from '../path/parts.js';
-import { checkKey } from '../options/input.js';
-import { block } from '../internal.js';
+import { checkKey } from '../base/call.js';
+import { block } from '../base/internal.js';
 import { integer, MAX_INT } from '../options/options.js';
 
 /**

@@ -1,8 +1,8 @@
 import type { BreakerState } from '../redis/Breaker.js';
-import type { CapacityChange } from './capacity.js';
+import type { CapacityChange } from '../path/capacity.js';
 import type { DataLoss } from '../recovery/DataWatch.js';
 import type { ShadowedDecision } from '../path/decisions.js';
-import type { ResilimitError } from '../options/errors.js';
+import type { ResilimitError } from '../base/errors.js';
 import type { Mode } from '../options/options.js';
 import type { NotReady } from '../client/ReadyWatch.js';
 import type { ReconcileResult } from '../recovery/Journal.js';

@@ -1,9 +1,8 @@
 import type { Parts } from '../path/parts.js';
-import { knownOptions } from '../options/checks.js';
-import { ErrorCode, isResilimitError } from '../options/errors.js';
-import { checkCost, checkGivenId, checkKey, sameCall, seqOf } from '../options/input.js';
+import { knownOptions } from '../base/checks.js';
+import { ErrorCode, isResilimitError } from '../base/errors.js';
+import { checkCost, checkGivenId, checkKey, sameCall, seqOf } from '../base/call.js';
 import { MAX_INT } from '../options/options.js';
-import { splitSlicedId } from '../redis/scripts/slicedWindow.js';
 
 /**
  * Options of `refund()`. `cost`: the call's cost, when this instance may not know it (a call another
@@ -62,8 +61,8 @@ export async function refund(
   const seq = hotKeys === undefined ? undefined : seqOf(id);
   const lease = seq === undefined ? undefined : hotKeys?.leaseOf(key, seq);
   if (lease === 'ended') return { refunded: false, permits: 0, pending: false };
-  // With slices, an id Redis admitted ends in its slice (see `slicedId`): the local side knows the call without it.
-  const matches = sameCall(parts.tier.window.options.resolutionMs === undefined ? id : splitSlicedId(id).id);
+  // The id Redis knows a call by may carry more than its own (slices: its slice); the local side knows its own.
+  const matches = sameCall(parts.tier.window.model.ownId(id));
   const held = recovery.forgetCall(key, matches);
   const warm = local.main.forgetCall(key, matches);
   const known = held?.cost ?? warm?.cost ?? 0;

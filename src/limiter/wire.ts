@@ -1,7 +1,7 @@
 import type { EventEmitter } from 'node:events';
 import calculateSlot from 'cluster-key-slot';
 import { Coalescer } from '../path/Coalescer.js';
-import { countInstances } from '../recovery/countInstances.js';
+import { countInstances } from './countInstances.js';
 import { DecisionPath, type Parts } from '../path/DecisionPath.js';
 import type { LimiterDecision } from '../path/decisions.js';
 import { DataWatch, type DataLoss } from '../recovery/DataWatch.js';
@@ -14,7 +14,7 @@ import type { InstanceCounter } from '../recovery/InstanceCounter.js';
 import { LocalTier } from '../local/LocalTier.js';
 import type { ResolvedLimiterOptions } from '../options/options.js';
 import { PendingRefunds } from '../recovery/PendingRefunds.js';
-import { CapacityWatch } from './capacity.js';
+import { CapacityWatch } from '../path/capacity.js';
 import { claimPrefix } from './prefixes.js';
 import { ReadyWatch } from '../client/ReadyWatch.js';
 import { CLOSE_DEADLINES, CLOSE_MAX_MS, Recovery } from '../recovery/Recovery.js';
@@ -23,7 +23,7 @@ import { warnIfUnsafe } from '../client/redisClient.js';
 import { redisKey } from '../redis/redisKey.js';
 import { RedisTier } from '../redis/RedisTier.js';
 import { Reservations } from '../path/Reservations.js';
-import { Settings } from './Settings.js';
+import { Settings } from '../path/Settings.js';
 import { Stats } from './Stats.js';
 import type { LimitOptions } from '../types.js';
 import { Waiters } from './Waiters.js';
@@ -150,6 +150,7 @@ export function wire(front: Front, resolved: ResolvedLimiterOptions, closed: () 
     (key) => settings.limitOf(key),
     (key, id) => refund(parts, key, id),
     resolved,
+    tier.window.model,
   );
   const watch = new ReadyWatch(tier, { ...resolved, answering: () => settings.answering(now()) }, (info) => front.emit('notReady', info));
   const path = new DecisionPath(parts, (error) => {

@@ -1,4 +1,4 @@
-import { describe, ErrorCode, invalidOption, ResilimitError } from '../options/errors.js';
+import { describe, ErrorCode, invalidOption, ResilimitError } from '../base/errors.js';
 import type { Decision, LimitOptions } from '../types.js';
 
 /** Anything that decides calls: `ResilientLimiter`, `RedisWindow` or `LocalWindow`. */

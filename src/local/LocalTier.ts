@@ -1,7 +1,7 @@
-import { ErrorCode, ResilimitError } from '../options/errors.js';
+import { ErrorCode, ResilimitError } from '../base/errors.js';
 import { LocalWindow } from './LocalWindow.js';
 import { MAX_INT } from '../options/options.js';
-import type { PendingCall } from '../recovery/Journal.js';
+import type { PendingCall } from '../base/wire.js';
 
 /** The most window lengths one limiter's `limitAll()` may use (each has its own local window). */
 const MAX_WINDOWS = 64;

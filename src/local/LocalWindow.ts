@@ -1,7 +1,7 @@
 import { LRUCache } from 'lru-cache';
 import { addAt, Log, type Held } from './Log.js';
-import { checkCallOptions, checkCost, checkId, checkKey, type CallId } from '../options/input.js';
-import { block, configure, decide, inspect } from '../internal.js';
+import { checkCallOptions, checkCost, checkId, checkKey, type CallId } from '../base/call.js';
+import { block, configure, decide, inspect } from '../base/internal.js';
 import {
   resolveLocalWindowOptions,
   resolveWindowOptions,

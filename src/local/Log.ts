@@ -1,4 +1,4 @@
-import type { CallId } from '../options/input.js';
+import type { CallId } from '../base/call.js';
 
 /**
  * Calls admitted in (`from`, `to`] leave the window while the other instances may not know yet that

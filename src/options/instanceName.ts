@@ -1,4 +1,4 @@
-import { invalidOption } from './errors.js';
+import { invalidOption } from '../base/errors.js';
 
 /** A name the heartbeat set can hold: its members' marks (`lua/heartbeat.lua`) never start one. */
 const NAME = /^[^!\-~#=@\s]\S{0,127}$/u;

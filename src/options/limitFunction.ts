@@ -1,4 +1,4 @@
-import { describe, ErrorCode, ResilimitError } from './errors.js';
+import { describe, ErrorCode, ResilimitError } from '../base/errors.js';
 import { MAX_INT, type LimitFunction } from './options.js';
 
 /**

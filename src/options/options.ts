@@ -1,13 +1,13 @@
 import type { RedisPort } from '../client/port.js';
 import { portOf } from '../client/portOf.js';
 import type { RedisClient } from '../client/clientType.js';
-import { integer, integerOrAuto, knownOptions, optionalBoolean, optionalFunction, optionalInteger, optionalPerf } from './checks.js';
+import { integer, integerOrAuto, knownOptions, optionalBoolean, optionalFunction, optionalInteger, optionalPerf } from '../base/checks.js';
 import { steadyClock } from './clock.js';
-import { localClock, type LocalMs } from '../time.js';
-import { ErrorCode, invalidOption, ResilimitError } from './errors.js';
+import { localClock, type LocalMs } from '../base/time.js';
+import { ErrorCode, invalidOption, ResilimitError } from '../base/errors.js';
 import { instanceName } from './instanceName.js';
 
-export { integer } from './checks.js';
+export { integer } from '../base/checks.js';
 export type { BreakerOptions } from './breakerOptions.js';
 import type { BreakerOptions } from './breakerOptions.js';
 

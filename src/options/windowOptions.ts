@@ -1,16 +1,11 @@
 import type { RedisPort } from '../client/port.js';
 import { portOf } from '../client/portOf.js';
 import type { RedisClient } from '../client/clientType.js';
-import { integer, knownOptions, optionalFunction, optionalInteger } from './checks.js';
+import { integer, knownOptions, MAX_INT, optionalFunction, optionalInteger } from '../base/checks.js';
 import { steadyClock } from './clock.js';
-import { invalidOption } from './errors.js';
+import { invalidOption } from '../base/errors.js';
 
-/** The largest limit, window, cost or key count accepted: 2^31 - 1. */
-export const MAX_INT = 2_147_483_647;
-/** Keys and request ids may be at most this many UTF-16 code units long. */
-export const MAX_KEY_LENGTH = 1024;
-/** A request id may be at most this many UTF-16 code units long. */
-export const MAX_ID_LENGTH = 128;
+export { MAX_ID_LENGTH, MAX_INT, MAX_KEY_LENGTH } from '../base/checks.js';
 /** A Redis key prefix may be at most this many characters long. */
 export const MAX_PREFIX_LENGTH = 128;
 

@@ -1,10 +1,10 @@
 import { combine, decided, type LimitAllDecision, type LimitDecision } from './decisions.js';
 import type { Parts, PathCall } from './parts.js';
-import { memberOf, type CallId } from '../options/input.js';
-import { countedFrom, itemId, type CheckedItem } from './limitAll.js';
+import { memberOf, type CallId } from '../base/call.js';
+import { itemId, type CheckedItem } from '../redis/allWindows.js';
 import type { GroupReply } from '../redis/scripts/limitAll.js';
 import { bySlot } from '../redis/redisKey.js';
-import type { RedisMs } from '../time.js';
+import type { RedisMs } from '../base/time.js';
 import type { DecisionReason } from '../types.js';
 
 type ItemReply = GroupReply['items'][number];
@@ -76,7 +76,7 @@ export class AllCall implements PathCall<AllReply, LimitAllDecision> {
       const admitted =
         refused || nowMs === undefined || r.duplicate
           ? undefined
-          : { at: offset.localOf(countedFrom(nowMs, item.resolutionMs)), cost: item.cost, id: itemId(this.id, item) };
+          : { at: offset.localOf(item.model.countedFrom(nowMs)), cost: item.cost, id: itemId(this.id, item) };
       const share = settings.fallbackShareOf(item.limit, undefined, true);
       parts.local.forWindow(item.windowMs).observe(item.key, item.limit - remaining, item.limit, settings.instances, share, admitted);
       return decided(r.fits, item.limit, remaining, r.retryAfterMs, r.resetAtMs);

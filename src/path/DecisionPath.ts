@@ -1,5 +1,5 @@
-import type { ResilimitError } from '../options/errors.js';
-import type { CallId } from '../options/input.js';
+import type { ResilimitError } from '../base/errors.js';
+import type { CallId } from '../base/call.js';
 import { AllCall } from './AllCall.js';
 import {
   combine,
@@ -12,8 +12,8 @@ import {
   type LimiterDecision,
   type ShadowedDecision,
 } from './decisions.js';
-import { reasonOf } from './failures.js';
-import type { CheckedItem } from './limitAll.js';
+import { reasonOf } from '../redis/failures.js';
+import type { CheckedItem } from '../redis/allWindows.js';
 import { LeaseCall } from './HotKeys.js';
 import { OneCall } from './OneCall.js';
 import type { Parts, PathCall } from './parts.js';

@@ -1,14 +1,14 @@
 import type { Breaker } from '../redis/Breaker.js';
 import { combine, fixedDecision, localDecision, type LimitAllDecision, type LimitDecision, type LimiterDecision } from './decisions.js';
-import { memberOf, type CallId } from '../options/input.js';
-import { decide, inspect } from '../internal.js';
-import { itemId, type CheckedItem } from './limitAll.js';
+import { memberOf, type CallId } from '../base/call.js';
+import { decide, inspect } from '../base/internal.js';
+import { itemId, type CheckedItem } from '../redis/allWindows.js';
 import type { LocalTier } from '../local/LocalTier.js';
 import type { Recovery } from '../recovery/Recovery.js';
 import type { Reservations } from './Reservations.js';
-import type { Settings } from '../limiter/Settings.js';
+import type { Settings } from './Settings.js';
 import type { DecisionReason } from '../types.js';
-import type { CapacityReason, CapacityWatch } from '../limiter/capacity.js';
+import type { CapacityReason, CapacityWatch } from './capacity.js';
 
 /**
  * Whether a local answer for `reason` may mean that this instance lost Redis (its beats may stop): then

@@ -1,10 +1,10 @@
 import { randomBytes } from 'node:crypto';
 import { LRUCache } from 'lru-cache';
-import { giveLease, takeLease } from '../internal.js';
+import { giveLease, takeLease } from '../base/internal.js';
 import type { BatchOutcome } from '../redis/RedisWindow.js';
 import type { LeaseDecision } from '../redis/scripts/lease.js';
 import type { DecisionReason } from '../types.js';
-import type { LocalMs } from '../time.js';
+import type { LocalMs } from '../base/time.js';
 import { leaseDecision, type LimiterDecision } from './decisions.js';
 import { OneCall } from './OneCall.js';
 import type { Leases, LeaseTaker, Parts } from './parts.js';

@@ -1,10 +1,9 @@
 import { redisDecision, type LimiterDecision } from './decisions.js';
 import type { Parts, PathCall } from './parts.js';
-import { memberOf, type CallId } from '../options/input.js';
-import { block } from '../internal.js';
+import { memberOf, type CallId } from '../base/call.js';
+import { block } from '../base/internal.js';
 import { decisionOf, type BatchOutcome } from '../redis/RedisWindow.js';
-import { slicedId } from '../redis/scripts/slicedWindow.js';
-import type { LocalMs } from '../time.js';
+import type { LocalMs } from '../base/time.js';
 import type { DecisionReason } from '../types.js';
 
 /**
@@ -77,10 +76,9 @@ export class OneCall implements PathCall<BatchOutcome[], LimiterDecision> {
     return redisDecision(decision, this.#idAt(decision.nowMs));
   }
 
-  /** The id Redis knows the call by, decided at `nowMs`: with slices, its slice follows (see `slicedId`). */
+  /** The id Redis knows the call by, decided at `nowMs` (see `WindowModel.redisId`). */
   #idAt(nowMs: number): string {
-    const { resolutionMs } = this.parts.tier.window.options;
-    return resolutionMs === undefined ? this.id : slicedId(this.id, nowMs, resolutionMs);
+    return this.parts.tier.window.model.redisId(this.id, nowMs);
   }
 
   fallback(reason: DecisionReason): LimiterDecision {

@@ -1,4 +1,4 @@
-import { memberOf, type CallId } from '../options/input.js';
+import { memberOf, type CallId } from '../base/call.js';
 import type { RedisDecision } from '../redis/RedisWindow.js';
 import type { Decision, DecisionReason, DecisionSource } from '../types.js';
 

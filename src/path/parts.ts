@@ -1,11 +1,11 @@
-import type { Settings } from '../limiter/Settings.js';
+import type { Settings } from './Settings.js';
 import type { LocalTier } from '../local/LocalTier.js';
 import type { Recovery } from '../recovery/Recovery.js';
 import type { ClockOffset } from '../redis/ClockOffset.js';
 import type { RedisTier } from '../redis/RedisTier.js';
-import type { LocalMs } from '../time.js';
+import type { LocalMs } from '../base/time.js';
 import type { DecisionReason } from '../types.js';
-import type { CallId } from '../options/input.js';
+import type { CallId } from '../base/call.js';
 import type { BatchOutcome } from '../redis/RedisWindow.js';
 import type { LeaseDecision } from '../redis/scripts/lease.js';
 import type { Coalescer, QueuedCall } from './Coalescer.js';

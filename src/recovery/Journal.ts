@@ -1,6 +1,9 @@
 import type { WriteBackReply } from '../redis/scripts/reconcile.js';
-import type { CallId } from '../options/input.js';
+import type { CallId } from '../base/call.js';
 import { PendingCalls, type PendingCall } from './PendingCalls.js';
+import { groupOf } from '../redis/allWindows.js';
+
+export { groupOf } from '../redis/allWindows.js';
 
 export type { PendingCall } from './PendingCalls.js';
 
@@ -44,16 +47,6 @@ export function pendingBytes(call: { key: string; id: CallId }): number {
 
 function bytesOf(key: string, id: CallId): number {
   return CALL_BYTES + 2 * key.length + (typeof id === 'string' ? 2 * id.length : 0);
-}
-
-/**
- * The journal's group of a call: its key, and its own window for a call of `limitAll()`. A group of
- * `limitAll()` opens with a lone surrogate, which no key can hold (keys are well-formed strings), so
- * that no `limit()` key can name a `limitAll()` window, whatever characters it holds; the key of
- * `limit()` is its group as it is, with no string built per call.
- */
-export function groupOf(call: { key: string; windowMs?: number | undefined }): string {
-  return call.windowMs === undefined ? call.key : `\uD800${call.windowMs}\u0000${call.key}`;
 }
 
 /** A write-back pass that stopped part-way: what it did before (`partial`), and why it stopped (`cause`). */

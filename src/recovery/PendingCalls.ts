@@ -1,20 +1,7 @@
-import type { CallId } from '../options/input.js';
+import type { CallId } from '../base/call.js';
+import type { PendingCall } from '../base/wire.js';
 
-/**
- * A call admitted by the local window while Redis could not answer, or one of the warm window's
- * calls to re-seed a Redis that lost its data. Every call has an id, the same in the local window
- * and here, so that a call both re-seeded and written back, or written back and also run late in
- * Redis, counts once.
- */
-export type PendingCall = {
-  key: string;
-  at: number;
-  cost: number;
-  /** The call's id, or the number a generated one was made from (see `idOf`): no string per call while Redis is down. */
-  id: string | number;
-  /** Set for a call of one of `limitAll()`'s windows: its own window length (and Redis key). */
-  windowMs?: number;
-};
+export type { PendingCall } from '../base/wire.js';
 
 const FIRST_CAPACITY = 64;
 

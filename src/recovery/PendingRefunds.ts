@@ -1,5 +1,5 @@
-import { ErrorCode, isResilimitError } from '../options/errors.js';
-import { refundCalls } from '../internal.js';
+import { ErrorCode, isResilimitError } from '../base/errors.js';
+import { refundCalls } from '../base/internal.js';
 import { CALL_BYTES } from './Journal.js';
 import type { RedisTier } from '../redis/RedisTier.js';
 

@@ -1,15 +1,11 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { LRUCache } from 'lru-cache';
-import type { CallId } from '../options/input.js';
-import type { LocalMs } from '../time.js';
-import { allSlicesOf, allWindow } from '../path/limitAll.js';
+import type { CallId } from '../base/call.js';
+import type { LocalMs } from '../base/time.js';
 import type { LocalTier } from '../local/LocalTier.js';
 import type { ResolvedLimiterOptions } from '../options/options.js';
 import type { PendingRefunds } from './PendingRefunds.js';
-import { reconcileArgs } from '../redis/scripts/reconcile.js';
 import { groupOf, Journal, PartialWriteError, reseed, type PendingCall, type ReconcileResult, type WriteBatch } from './Journal.js';
-import { redisKey, slicedKey } from '../redis/redisKey.js';
-import { slicedWindow, slicedWriteBackArgs } from '../redis/scripts/slicedWindow.js';
 import type { RedisTier } from '../redis/RedisTier.js';
 
 /**
@@ -34,7 +30,7 @@ export const CLOSE_MAX_MS = 5_000;
 /** What recovery needs of the limiter's options. */
 type RecoveryOptions = Pick<
   ResolvedLimiterOptions,
-  'prefix' | 'clock' | 'now' | 'perf' | 'maxPending' | 'maxPendingBytes' | 'windowMs' | 'resolutionMs' | 'breaker'
+  'prefix' | 'clock' | 'now' | 'perf' | 'maxPending' | 'maxPendingBytes' | 'windowMs' | 'breaker'
 >;
 
 /** What a recovery tells its limiter. */
@@ -346,20 +342,14 @@ export class Recovery {
     const redisAt = clock === undefined ? (at: number): number => Math.ceil(offset.redisOf(at as LocalMs)) : Math.ceil;
     let result: ReconcileResult;
     let failed = false;
-    const { resolutionMs } = this.tier.window.options;
-    const slices = allSlicesOf(this.#options);
+    const { model } = this.tier.window;
     const write: WriteBatch = (key, calls) => {
       const own = (calls[0] as PendingCall).windowMs;
       const nowArg = clock === undefined ? '' : Math.floor(clock());
-      // limit()'s window, or one of limitAll()'s (`own`): an exact log, or counted by slices as limit()'s is.
-      const window =
-        own !== undefined
-          ? allWindow(prefix, key, own, slices)
-          : { redisKey: resolutionMs === undefined ? redisKey(prefix, key) : slicedKey(prefix, key, resolutionMs), resolutionMs };
-      const length = own ?? windowMs;
-      if (window.resolutionMs === undefined) return this.tier.writeBack(window.redisKey, reconcileArgs(length, nowArg, calls, redisAt));
-      const args = slicedWriteBackArgs(length, window.resolutionMs, nowArg, calls, redisAt);
-      return this.tier.writeBack(window.redisKey, args, slicedWindow);
+      // limit()'s window, or one of limitAll()'s (`own`), counted by the limiter's model.
+      const window = own !== undefined ? model.allWindow(prefix, key, own) : { redisKey: model.keyOf(prefix, key), model };
+      const { script, args } = window.model.writeBack({ windowMs: own ?? windowMs, nowArg, calls, redisAt });
+      return this.tier.writeBack(window.redisKey, args, script);
     };
     try {
       // Half-open lets one call through: the first batch alone, as the trial (unless the clock's read was).

@@ -1,5 +1,5 @@
 import CircuitBreaker from 'opossum';
-import { ErrorCode, isResilimitError } from '../options/errors.js';
+import { ErrorCode, isResilimitError } from '../base/errors.js';
 import type { ResolvedBreakerOptions } from '../options/options.js';
 import type { PollWatch } from './PollWatch.js';
 

@@ -1,4 +1,4 @@
-import type { LocalMs, RedisMs } from '../time.js';
+import type { LocalMs, RedisMs } from '../base/time.js';
 
 /**
  * How far Redis's clock is ahead of the local one (ms), as bounds that hold rather than an estimate,

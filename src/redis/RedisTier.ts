@@ -3,19 +3,19 @@ import type { RedisPort } from '../client/port.js';
 import { Breaker, isOpenRejection, isTimeout, type BreakerState } from './Breaker.js';
 import { withDeadline } from '../client/withDeadline.js';
 import { ClockOffset } from './ClockOffset.js';
-import { ErrorCode, isResilimitError, ResilimitError } from '../options/errors.js';
-import { NOT_READY, redisCallError } from '../path/failures.js';
-import { decideBatch } from '../internal.js';
-import type { CheckedItem } from '../path/limitAll.js';
+import { ErrorCode, isResilimitError, ResilimitError } from '../base/errors.js';
+import { NOT_READY, redisCallError } from './failures.js';
+import { decideBatch } from '../base/internal.js';
+import type { CheckedItem } from './allWindows.js';
 import type { ResolvedLimiterOptions } from '../options/options.js';
 import { PollWatch } from './PollWatch.js';
 import { RedisWindow, type BatchCall, type BatchOutcome } from './RedisWindow.js';
-import type { LocalMs, RedisKey, RedisMs } from '../time.js';
+import type { LocalMs, RedisKey, RedisMs } from '../base/time.js';
 import { StaleReplyError, type Script } from './scripts/script.js';
 import { type BeatMember, heartbeatArgs, heartbeatScript, readBeat } from './scripts/heartbeat.js';
-import { groupCall, readLimitAll, type GroupReply } from './scripts/limitAll.js';
-import { reconcileScript, type WriteBackReply } from './scripts/reconcile.js';
-import type { BeatOp, BeatReply, BeatTimes } from '../recovery/InstanceCounter.js';
+import { readLimitAll, type GroupReply } from './scripts/limitAll.js';
+import type { WriteBackReply } from '../base/wire.js';
+import type { BeatOp, BeatReply, BeatTimes } from './scripts/heartbeat.js';
 
 /** How long a reconnect waits for the server's run id before it takes the data for lost, ms. */
 const PROBE_MS = 1_000;
@@ -222,7 +222,8 @@ export class RedisTier {
       // A late give-back only removes what its take added: no staleness guard.
       const notAfter = op === 'give' ? undefined : this.#notAfter(sentNow);
       const nowArg = clock === undefined ? '' : Math.floor(clock());
-      const { script, args } = groupCall(op, group, id, nowArg, notAfter === undefined ? '' : Math.ceil(notAfter), this.reserve, takenMs);
+      const notAfterArg = notAfter === undefined ? '' : Math.ceil(notAfter);
+      const { script, args } = this.window.model.group({ op, items: group, id, nowArg, notAfterArg, reserve: this.reserve, takenMs });
       return this.#redis
         .run(
           script,
@@ -265,11 +266,11 @@ export class RedisTier {
   }
 
   /**
-   * Writes a batch of journalled calls into `redisKey` with `script` (slices: lua/sliced-window.lua), by source (`EVAL`: a
+   * Writes a batch of journalled calls into `redisKey` with `script` (the model's write-back), by source (`EVAL`: a
    * decision sent right behind it must run after it, and a `NOSCRIPT` retry would go out behind). Inside the breaker, outside
    * the ledger: a batch of up to 200 calls would make a healthy Redis look slow to the gate; the journal bounds write-backs.
    */
-  writeBack(redisKey: RedisKey, args: readonly (string | number)[], script: Script = reconcileScript): Promise<WriteBackReply> {
+  writeBack(redisKey: RedisKey, args: readonly (string | number)[], script: Script): Promise<WriteBackReply> {
     return this.breaker.fire(async () => {
       try {
         return (await this.#redis.eval(script, [redisKey], args)) as WriteBackReply;

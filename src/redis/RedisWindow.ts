@@ -1,7 +1,7 @@
-import { redisCallError } from '../path/failures.js';
-import { invalidOption, type ResilimitError } from '../options/errors.js';
-import { configure, decide, decideBatch, giveLease, refundCalls, takeLease } from '../internal.js';
-import { checkCallOptions, checkCost, checkId, checkKey } from '../options/input.js';
+import { redisCallError } from './failures.js';
+import type { ResilimitError } from '../base/errors.js';
+import { configure, decide, decideBatch, giveLease, refundCalls, takeLease } from '../base/internal.js';
+import { checkCallOptions, checkCost, checkId, checkKey } from '../base/call.js';
 import {
   integer,
   MAX_INT,
@@ -10,21 +10,15 @@ import {
   type RedisWindowOptions,
   type ResolvedRedisWindowOptions,
 } from '../options/options.js';
-import { redisKey, slicedKey } from './redisKey.js';
-import { slicedArgs, slicedBlockArgs, slicedRefundArgs, slicedResetArgs, slicedWindow, splitSlicedId } from './scripts/slicedWindow.js';
-import { blockArgs, blockScript, readBlock } from './scripts/block.js';
+import { redisKey } from './redisKey.js';
+import { readBlock } from './scripts/block.js';
+import { windowModel } from './models/choose.js';
+import type { WindowModel } from './models/WindowModel.js';
 import { giveArgs, leaseScript, readTake, takeArgs, type LeaseAsk, type LeaseDecision } from './scripts/lease.js';
-import { readRefund, refundArgs, refundScript } from './scripts/refund.js';
-import {
-  decisionOf,
-  readDecisions,
-  slidingWindow,
-  slidingWindowArgs,
-  type BatchCall,
-  type BatchOutcome,
-  type RedisDecision,
-} from './scripts/slidingWindow.js';
+import { decisionOf, readDecisions, type BatchCall, type BatchOutcome, type RedisDecision } from './scripts/slidingWindow.js';
 import type { LimitOptions, RateWindow } from '../types.js';
+import type { RedisKey } from '../base/time.js';
+import type { RefundAsk } from './models/WindowModel.js';
 
 export { decisionOf, type BatchCall, type BatchDecision, type BatchOutcome, type RedisDecision } from './scripts/slidingWindow.js';
 
@@ -43,10 +37,13 @@ export { decisionOf, type BatchCall, type BatchDecision, type BatchOutcome, type
  */
 export class RedisWindow implements RateWindow {
   #options: ResolvedRedisWindowOptions;
+  /** How the window is kept in Redis: chosen here, once. */
+  readonly model: WindowModel;
 
   /** @throws {ResilimitError} `ERR_RESILIMIT_INVALID_OPTION` for a missing or out-of-range option. */
   constructor(options: RedisWindowOptions) {
     this.#options = resolveRedisWindowOptions(options);
+    this.model = windowModel(this.#options);
   }
 
   /** The resolved options (frozen). */
@@ -55,14 +52,13 @@ export class RedisWindow implements RateWindow {
   }
 
   /** The Redis key that holds the window of `key`. @throws {ResilimitError} `ERR_RESILIMIT_INVALID_KEY`. */
-  keyOf(key: string): string {
+  keyOf(key: string): RedisKey {
     checkKey(key);
     return this.#keyOf(key);
   }
 
-  #keyOf(key: string): string {
-    const { prefix, resolutionMs } = this.#options;
-    return resolutionMs === undefined ? redisKey(prefix, key) : slicedKey(prefix, key, resolutionMs);
+  #keyOf(key: string): RedisKey {
+    return this.model.keyOf(this.#options.prefix, key);
   }
 
   /** The script's `nowMs`: the window's clock, or '' for Redis's `TIME`. */
@@ -81,7 +77,7 @@ export class RedisWindow implements RateWindow {
     checkKey(key);
     checkCallOptions('RedisWindow.limit()', options);
     const cost = checkCost(options?.cost, this.#options.limit);
-    if (options?.id !== undefined) noIdWithSlices(this.#options.resolutionMs, options.id);
+    if (options?.id !== undefined) this.model.checkCallerId(options.id);
     return this[decide](key, cost, checkId(options?.id));
   }
 
@@ -95,14 +91,9 @@ export class RedisWindow implements RateWindow {
   async block(key: string, ms: number): Promise<number> {
     const redisKeyOfKey = this.keyOf(key);
     integer('ms', ms, 0, MAX_INT);
-    const { redis, windowMs, resolutionMs } = this.#options;
-    const nowArg = this.#nowArg();
+    const { redis, windowMs } = this.#options;
     try {
-      return readBlock(
-        resolutionMs === undefined
-          ? await redis.run(blockScript, [redisKeyOfKey], blockArgs(nowArg, ms))
-          : await redis.run(slicedWindow, [redisKeyOfKey], slicedBlockArgs(windowMs, resolutionMs, nowArg, ms)),
-      );
+      return readBlock(await this.model.block(redis, { redisKey: redisKeyOfKey, windowMs, nowArg: this.#nowArg(), ms }));
     } catch (error) {
       throw redisCallError(error);
     }
@@ -117,11 +108,9 @@ export class RedisWindow implements RateWindow {
   /** Forgets every permit used by `key`. */
   async reset(key: string): Promise<void> {
     const redisKeyOfKey = this.keyOf(key);
-    const { redis, windowMs, resolutionMs } = this.#options;
+    const { redis, windowMs } = this.#options;
     try {
-      // Slices remember the reset: a refund of a call from before it gives nothing (lua/sliced-window.lua, op r).
-      if (resolutionMs === undefined) await redis.del(redisKeyOfKey);
-      else await redis.run(slicedWindow, [redisKeyOfKey], slicedResetArgs(windowMs, resolutionMs, this.#nowArg()));
+      await this.model.reset(redis, { redisKey: redisKeyOfKey, windowMs, nowArg: this.#nowArg() });
     } catch (error) {
       throw redisCallError(error);
     }
@@ -146,7 +135,7 @@ export class RedisWindow implements RateWindow {
    * @internal
    */
   async [decideBatch](calls: readonly BatchCall[], notAfterMs?: number, reserveOf?: (limit: number) => number): Promise<BatchOutcome[]> {
-    const { redis, prefix, windowMs, blockMs, resolutionMs } = this.#options;
+    const { redis, windowMs, blockMs } = this.#options;
     const keys: string[] = [];
     const effective: number[] = [];
     // The permits left free are asked once per run of calls of one limit (a batch usually has one).
@@ -155,15 +144,10 @@ export class RedisWindow implements RateWindow {
     for (const call of calls) {
       if (call.limit !== of) reserve = reserveOf === undefined ? 0 : reserveOf((of = call.limit));
       effective.push(reserve > 0 ? Math.max(call.limit - reserve, call.cost, 1) : call.limit);
-      keys.push(resolutionMs === undefined ? redisKey(prefix, call.key) : slicedKey(prefix, call.key, resolutionMs));
+      keys.push(this.#keyOf(call.key));
     }
-    const nowArg = this.#nowArg();
     const notAfterArg = notAfterMs === undefined ? '' : Math.ceil(notAfterMs);
-    const script = resolutionMs === undefined ? slidingWindow : slicedWindow;
-    const args =
-      resolutionMs === undefined
-        ? slidingWindowArgs(windowMs, nowArg, notAfterArg, blockMs, calls, effective)
-        : slicedArgs(windowMs, resolutionMs, nowArg, notAfterArg, blockMs, calls, effective);
+    const { script, args } = this.model.decide({ windowMs, nowArg: this.#nowArg(), notAfterArg, blockMs, calls, effective });
     let reply: unknown;
     try {
       reply = await redis.run(script, keys, args);
@@ -205,42 +189,9 @@ export class RedisWindow implements RateWindow {
    * each gave back, in order (0: not in the window). `cost`: a call's cost when known, tried first
    * (else the script scans for it). Options are read as it is sent. @internal
    */
-  async [refundCalls](key: string, calls: readonly { readonly id: string; readonly cost: number | undefined }[]): Promise<number[]> {
-    const { redis, prefix, windowMs, resolutionMs } = this.#options;
-    if (resolutionMs !== undefined) return this.#refundSliced(key, calls, resolutionMs);
-    const args = refundArgs(windowMs, this.#nowArg(), calls);
-    let reply: unknown;
-    try {
-      reply = await redis.run(refundScript, [redisKey(prefix, key)], args);
-    } catch (error) {
-      throw redisCallError(error);
-    }
-    return readRefund(reply, calls.length);
-  }
-
-  /** {@link refundCalls} in a window counted by slices: a call without a slice in its id gives nothing back. */
-  async #refundSliced(
-    key: string,
-    calls: readonly { readonly id: string; readonly cost: number | undefined }[],
-    resolutionMs: number,
-  ): Promise<number[]> {
-    const { redis, prefix, windowMs } = this.#options;
-    const slices = calls.map((call) => splitSlicedId(call.id).slice);
-    const sent = calls.flatMap((call, i) => {
-      const slice = slices[i];
-      return slice === undefined ? [] : [{ slice, cost: call.cost, id: call.id }];
-    });
-    if (sent.length === 0) return calls.map(() => 0);
-    const hash = slicedKey(prefix, key, resolutionMs);
-    let reply: unknown;
-    try {
-      reply = await redis.run(slicedWindow, [hash, `${hash}:f`], slicedRefundArgs(windowMs, resolutionMs, this.#nowArg(), sent));
-    } catch (error) {
-      throw redisCallError(error);
-    }
-    const permits = readRefund(reply, sent.length);
-    let next = 0;
-    return slices.map((slice) => (slice === undefined ? 0 : (permits[next++] as number)));
+  async [refundCalls](key: string, calls: readonly RefundAsk[]): Promise<number[]> {
+    const { redis, windowMs } = this.#options;
+    return this.model.refund(redis, { redisKey: this.#keyOf(key), windowMs, nowArg: this.#nowArg(), calls });
   }
 
   /** Changes the limit and window for the calls that follow. @internal */
@@ -248,14 +199,4 @@ export class RedisWindow implements RateWindow {
     // A window counted by slices is checked against its slices by the caller (`Settings.update`).
     this.#options = Object.freeze({ ...this.#options, ...resolveWindowOptions({ ...this.#options, ...changes }) });
   }
-}
-
-/** A caller's `id` with `resolutionMs`: a slice counts calls and cannot tell a call re-sent. @throws {ResilimitError} always */
-export function noIdWithSlices(resolutionMs: number | undefined, id: unknown): void {
-  if (resolutionMs === undefined) return;
-  throw invalidOption(
-    'id',
-    `absent with resolutionMs (${resolutionMs} ms): a window counted by slices does not name calls, so a call re-sent under its id would count twice`,
-    id,
-  );
 }

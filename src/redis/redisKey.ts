@@ -1,4 +1,4 @@
-import type { RedisKey } from '../time.js';
+import type { RedisKey } from '../base/time.js';
 
 import calculateSlot from 'cluster-key-slot';
 
@@ -12,14 +12,6 @@ import calculateSlot from 'cluster-key-slot';
  */
 export function redisKey(prefix: string, key: string): RedisKey {
   return `${prefix}{${escapeBraces(key)}}` as RedisKey;
-}
-
-/**
- * The Redis key of a user key's window counted by slices of `resolutionMs` (a hash, not the exact
- * log's sorted set): `<prefix>{<escaped key>}:s<resolutionMs>`, in the same slot.
- */
-export function slicedKey(prefix: string, key: string, resolutionMs: number): RedisKey {
-  return `${redisKey(prefix, key)}:s${resolutionMs}` as RedisKey;
 }
 
 const special = /[%{}]/g;

@@ -1,7 +1,7 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
 import type { ClientRateLimitInfo, IncrementResponse, Options, Store } from 'express-rate-limit';
 import type { ResilientLimiter } from '../limiter/ResilientLimiter.js';
-import { describe, ErrorCode, invalidOption, isResilimitError, ResilimitError } from '../options/errors.js';
+import { describe, ErrorCode, invalidOption, isResilimitError, ResilimitError } from '../base/errors.js';
 import { retryAfterSeconds } from '../http/fields.js';
 import { hitsOf } from './hits.js';
 

@@ -1,6 +1,6 @@
 import type { ThrottlerStorage } from '@nestjs/throttler';
 import { ResilientLimiter } from '../limiter/ResilientLimiter.js';
-import { ErrorCode, ResilimitError } from '../options/errors.js';
+import { ErrorCode, ResilimitError } from '../base/errors.js';
 import type { Decision } from '../types.js';
 import { retryAfterSeconds } from '../http/fields.js';
 import { hitsOf } from './hits.js';

@@ -1,5 +1,5 @@
-import { knownOptions, optionalInteger } from '../options/checks.js';
-import { describe, ErrorCode, invalidOption, ResilimitError } from '../options/errors.js';
+import { knownOptions, optionalInteger } from '../base/checks.js';
+import { describe, ErrorCode, invalidOption, ResilimitError } from '../base/errors.js';
 import { MAX_INT, MAX_PREFIX_LENGTH, resolveLimiterOptions, type ResilientLimiterOptions } from '../options/options.js';
 
 /** Options of `ResilimitThrottlerStorage`: a `ResilientLimiter`'s, but those the throttlers give, and `maxLimiters`. */

@@ -5,7 +5,7 @@ import type { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { RedisWindow, ResilimitError, type RedisDecision } from '../../src/index.js';
 import type { BatchDecision } from '../../src/redis/RedisWindow.js';
-import { decideBatch } from '../../src/internal.js';
+import { decideBatch } from '../../src/base/internal.js';
 import { prng, ReferenceWindow } from '../support/model.js';
 import { useRedis, waitReady, type RedisHandle } from '../support/redis.js';
 

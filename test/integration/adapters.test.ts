@@ -14,7 +14,7 @@ import { createClient } from 'redis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { portOf } from '../../src/client/portOf.js';
 import { closeRedisClient, createRedisClient, ResilientLimiter, type RedisClient, waitForRedis } from '../../src/index.js';
-import { redisCallError } from '../../src/path/failures.js';
+import { redisCallError } from '../../src/redis/failures.js';
 import { redisKey } from '../../src/redis/redisKey.js';
 import type { Script } from '../../src/redis/scripts/script.js';
 import { freePort, startRedisServer, type RedisChild, withProbe } from '../support/redis.js';

@@ -7,7 +7,8 @@ import calculateSlot from 'cluster-key-slot';
 import type { Cluster } from 'ioredis';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { ResilientLimiter } from '../../src/index.js';
-import { allKey, allWindow } from '../../src/path/limitAll.js';
+import { allKey } from '../../src/redis/allWindows.js';
+import { windowModel } from '../../src/redis/models/choose.js';
 import { slicedFields } from '../support/slicedHash.js';
 import { useCluster } from '../support/useCluster.js';
 
@@ -95,7 +96,7 @@ describe('limitAll() on a Redis Cluster', () => {
       local: { instances: 1 },
       breaker: { timeoutMs: 1000 },
     });
-    const windowOf = (key: string) => allWindow(prefix, key, 60_000, 60).redisKey;
+    const windowOf = (key: string) => windowModel({ windowMs: 60_000, resolutionMs: 1_000 }).allWindow(prefix, key, 60_000).redisKey;
     const used = async (key: string) => Number((await slicedFields(redis, windowOf(key)))['n'] ?? 0);
     try {
       const keys = ['p', 'q', 'r', 's'].map((k) => `gb:${k}`);

@@ -7,7 +7,7 @@
 import { randomUUID } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { ErrorCode, type ResilientLimiter, type ResilientLimiterOptions } from '../../src/index.js';
-import { allWindow } from '../../src/path/limitAll.js';
+import { windowModel } from '../../src/redis/models/choose.js';
 import { slicedWindow } from '../../src/redis/scripts/slicedWindow.js';
 import { expectGlobalLimitBinds } from '../support/limitAllBurst.js';
 import { useLimiters } from '../support/limiters.js';
@@ -27,7 +27,8 @@ async function limiter(options: Partial<ResilientLimiterOptions> = {}): Promise<
 
 /** A limitAll() window's Redis key and slice length on limiter `l` (60 slices a window). */
 function windowOf(l: ResilientLimiter, key: string, windowMs: number) {
-  return allWindow(prefixes.get(l) as string, key, windowMs, 60);
+  const { redisKey, model } = windowModel({ windowMs: 6_000, resolutionMs: 100 }).allWindow(prefixes.get(l) as string, key, windowMs);
+  return { redisKey, resolutionMs: (model as { resolutionMs?: number }).resolutionMs };
 }
 
 /** Permits counted in a limitAll() window's hash, read from Redis (the head's n). */

@@ -6,7 +6,7 @@ import { randomUUID } from 'node:crypto';
 import type { Redis } from 'ioredis';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { createRedisClient, ResilientLimiter, type LimitAllItem, type ResilientLimiterOptions } from '../../src/index.js';
-import { allKey } from '../../src/path/limitAll.js';
+import { allKey } from '../../src/redis/allWindows.js';
 import { expectGlobalLimitBinds } from '../support/limitAllBurst.js';
 import { prng, ReferenceWindow } from '../support/model.js';
 import { useRedis, waitReady, type RedisHandle } from '../support/redis.js';

@@ -3,7 +3,7 @@ import calculateSlot from 'cluster-key-slot';
 import type { Cluster } from 'ioredis';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { ResilientLimiter } from '../../src/index.js';
-import { allKey } from '../../src/path/limitAll.js';
+import { allKey } from '../../src/redis/allWindows.js';
 import { redisKey } from '../../src/redis/redisKey.js';
 import { useCluster } from '../support/useCluster.js';
 

@@ -15,7 +15,7 @@ import {
   type LimiterDecision,
   type ResilientLimiterOptions,
 } from '../../src/index.js';
-import { allKey } from '../../src/path/limitAll.js';
+import { allKey } from '../../src/redis/allWindows.js';
 import { redisKey } from '../../src/redis/redisKey.js';
 import { useRedis, waitReady, type RedisHandle } from '../support/redis.js';
 

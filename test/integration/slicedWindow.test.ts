@@ -9,7 +9,7 @@
 import { randomUUID } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { RedisWindow, ResilientLimiter, type RedisDecision } from '../../src/index.js';
-import { decideBatch } from '../../src/internal.js';
+import { decideBatch } from '../../src/base/internal.js';
 import type { BatchDecision } from '../../src/redis/RedisWindow.js';
 import { maxInAnyWindow, prng, SliceModel } from '../support/model.js';
 import { useLimiters } from '../support/limiters.js';
@@ -137,7 +137,7 @@ describe('a window counted by slices (resolutionMs)', () => {
     const s0 = t.now / 1_000;
     for (let i = 0; i < 3; i += 1) await w.limit('k');
     // Written back 1.5 s later: 2 permits two slices before, 1 in the newest (s0), 4 in a newer one.
-    const run = (args: (string | number)[], keys = [key]): Promise<unknown> =>
+    const run = (args: (string | number)[], keys: string[] = [key]): Promise<unknown> =>
       redis.eval(slicedWindow.source, keys.length, ...keys, ...args);
     t.now += 1_500;
     expect(await run(['w', 10_000, 1_000, t.now, t.now - 3_500, 2, t.now - 1_500, 1, t.now - 300, 4])).toEqual([3, 0, 0]);

@@ -1,5 +1,5 @@
 import type { ClockOffset } from '../../src/redis/ClockOffset.js';
-import type { LocalMs, RedisMs } from '../../src/time.js';
+import type { LocalMs, RedisMs } from '../../src/base/time.js';
 
 /** Samples `offset` with plain numbers: sent and received on the local clock, `redisMs` on Redis's. */
 export function sample(offset: ClockOffset, sentMs: number, redisMs: number, receivedMs: number): void {

@@ -1,7 +1,7 @@
 import { performance } from 'node:perf_hooks';
 import { describe, expect, it, vi } from 'vitest';
 import { LocalWindow, ResilimitError } from '../../src/index.js';
-import { block, configure, decide } from '../../src/internal.js';
+import { block, configure, decide } from '../../src/base/internal.js';
 import { ClockOffset } from '../../src/redis/ClockOffset.js';
 import { prng, ReferenceWindow } from '../support/model.js';
 import { sample } from '../support/clockOffset.js';

@@ -1,7 +1,7 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { Breaker, countsAsFailure, type BreakerState } from '../../src/redis/Breaker.js';
 import type { ResolvedBreakerOptions } from '../../src/options/options.js';
-import { ErrorCode, ResilimitError } from '../../src/options/errors.js';
+import { ErrorCode, ResilimitError } from '../../src/base/errors.js';
 
 const OPTIONS: ResolvedBreakerOptions = {
   timeoutMs: 50,

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { ErrorCode, isRedisUnavailable, isResilimitError, ResilimitError } from '../../src/index.js';
-import { reasonOf, redisCallError } from '../../src/path/failures.js';
+import { reasonOf, redisCallError } from '../../src/redis/failures.js';
 import { checkRuntime } from '../../src/options/options.js';
 
 function replyError(message: string): Error {

@@ -1,4 +1,4 @@
-import type { Script } from '../../redis/scripts/script.js';
+import type { Script } from '../../base/wire.js';
 import { isNoScript, ReplyError, type PortEvent, type RedisPort, type ScriptArgs, scriptCommand } from '../port.js';
 import { isA } from './errorClass.js';
 

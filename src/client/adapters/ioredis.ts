@@ -1,5 +1,5 @@
 import type { Cluster, Redis } from 'ioredis';
-import type { Script } from '../../redis/scripts/script.js';
+import type { Script } from '../../base/wire.js';
 import { withDeadline } from '../withDeadline.js';
 import { stopFollowing } from '../followFailovers.js';
 import { isNoScript, listenOn, type PortEvent, type RedisPort, type ScriptArgs } from '../port.js';

@@ -1,4 +1,4 @@
-import { ErrorCode, ResilimitError } from '../../options/errors.js';
+import { ErrorCode, ResilimitError } from '../../base/errors.js';
 import { loadScript } from './script.js';
 
 /** `lua/heartbeat.lua`: one beat of the instance count (KEYS, ARGV and the reply in its header). */

@@ -1,5 +1,5 @@
 import { loadScript, replyIntegers } from './script.js';
-import type { ResilimitError } from '../../options/errors.js';
+import type { ResilimitError } from '../../base/errors.js';
 import { decisionsOf, type BatchCall, type BatchDecision } from './slidingWindow.js';
 
 /** The decision of the call that asked for a lease, with the permits granted (its cost included; 0 when refused). */

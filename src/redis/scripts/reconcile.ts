@@ -1,12 +1,11 @@
-import type { PendingCall } from '../../recovery/PendingCalls.js';
-import { memberOf } from '../../options/input.js';
+import type { PendingCall } from '../../base/wire.js';
+import { memberOf } from '../../base/call.js';
 import { loadScript } from './script.js';
 
 /** `lua/reconcile.lua`: writes journalled calls into one window (KEYS, ARGV and the reply in its header). */
 export const reconcileScript = loadScript('reconcile');
 
-/** What a write-back of a batch did: calls written, expired (left the window already) and present (Redis had them). */
-export type WriteBackReply = [written: number, expired: number, present: number];
+export type { WriteBackReply } from '../../base/wire.js';
 
 /**
  * The arguments of a write-back of `calls` into a window of `windowMs`: `nowArg` Redis's clock

@@ -1,10 +1,11 @@
-import type { RedisMs } from '../../time.js';
+import type { RedisMs } from '../../base/time.js';
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
-import { ErrorCode, ResilimitError } from '../../options/errors.js';
+import { ErrorCode, ResilimitError } from '../../base/errors.js';
 
-/** A Lua script shipped in `lua/`, with its SHA1 computed once. */
-export type Script = { readonly name: string; readonly source: string; readonly sha: string };
+import type { Script } from '../../base/wire.js';
+
+export type { Script } from '../../base/wire.js';
 
 /** Loads `lua/<name>.lua` (next to `src/` and `dist/` in the package). */
 export function loadScript(name: string): Script {

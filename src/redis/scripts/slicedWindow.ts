@@ -1,5 +1,6 @@
-import type { PendingCall } from '../../recovery/PendingCalls.js';
+import type { PendingCall } from '../../base/wire.js';
 import { loadScript } from './script.js';
+import type { RedisMs } from '../../base/time.js';
 import { sharedLimit, type BatchCall } from './slidingWindow.js';
 
 /**
@@ -93,4 +94,34 @@ export function slicedRefundArgs(
 /** The arguments of a reset (op `r`). */
 export function slicedResetArgs(windowMs: number, resolutionMs: number, nowArg: number | ''): (string | number)[] {
   return head('r', windowMs, resolutionMs, nowArg);
+}
+
+/** One of `limitAll()`'s windows counted by slices. */
+export type SlicedItem = { readonly limit: number; readonly windowMs: number; readonly cost: number; readonly resolutionMs: number };
+
+/**
+ * The arguments of `lua/sliced-window.lua`'s op "a" (a take or a check) for a group of windows counted
+ * by slices, as `limitAllArgs` (no id: the slices name no call).
+ */
+export function slicedAllArgs(
+  op: 'take' | 'check',
+  group: readonly SlicedItem[],
+  nowArg: string | number,
+  notAfter: string | number,
+  reserve: (limit: number) => number = () => 0,
+): (string | number)[] {
+  const args: (string | number)[] = ['a', '', '', nowArg, op, notAfter];
+  for (const item of group)
+    args.push(Math.max(item.limit - reserve(item.limit), item.cost, 1), item.windowMs, item.resolutionMs, item.cost);
+  return args;
+}
+
+/** The arguments of `lua/sliced-window.lua`'s op "g": gives back what a take of the group at `takenMs` (its reply's nowMs) added. */
+export function slicedGiveArgs(group: readonly SlicedItem[], nowArg: string | number, takenMs: RedisMs): (string | number)[] {
+  const args: (string | number)[] = ['g', '', '', nowArg];
+  for (const item of group) {
+    const res = item.resolutionMs;
+    args.push(item.windowMs, res, Math.floor(takenMs / res), item.cost);
+  }
+  return args;
 }

@@ -1,7 +1,7 @@
 import { ReplyError } from '../../client/port.js';
-import { ErrorCode, ResilimitError } from '../../options/errors.js';
-import { memberOf, type CallId } from '../../options/input.js';
-import type { RedisMs } from '../../time.js';
+import { ErrorCode, ResilimitError } from '../../base/errors.js';
+import { memberOf, type CallId } from '../../base/call.js';
+import type { RedisMs } from '../../base/time.js';
 import type { Decision } from '../../types.js';
 import { loadScript, replyIntegers, type Script } from './script.js';
 

@@ -1,5 +1,5 @@
-import { isOpenRejection, isTimeout } from '../redis/Breaker.js';
-import { ErrorCode, isResilimitError, ResilimitError } from '../options/errors.js';
+import { isOpenRejection, isTimeout } from './Breaker.js';
+import { ErrorCode, isResilimitError, ResilimitError } from '../base/errors.js';
 import type { DecisionReason } from '../types.js';
 
 /**

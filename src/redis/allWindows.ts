@@ -1,12 +1,10 @@
-import type { RedisKey, RedisMs } from '../time.js';
-import { knownOptions } from '../options/checks.js';
-import { describe, ErrorCode, invalidOption, ResilimitError } from '../options/errors.js';
-import { checkKey, idOf, type CallId } from '../options/input.js';
+import type { RedisKey } from '../base/time.js';
+import type { WindowModel } from './models/WindowModel.js';
+import { knownOptions } from '../base/checks.js';
+import { describe, ErrorCode, invalidOption, ResilimitError } from '../base/errors.js';
+import { checkKey, idOf, type CallId } from '../base/call.js';
 import { integer, MAX_INT } from '../options/options.js';
-import { groupOf } from '../recovery/Journal.js';
-import { redisKey } from '../redis/redisKey.js';
-
-export type { LimitAllDecision } from './decisions.js';
+import { redisKey } from './redisKey.js';
 
 /** One of the limits {@link ResilientLimiter.limitAll} decides together. */
 export type LimitAllItem = {
@@ -31,9 +29,19 @@ export type CheckedItem = {
   readonly group: string;
   /** 1 for the first item of its Redis key in this call, 2 for the second, …: its member is `id#n` past 1. */
   readonly occurrence: number;
-  /** Its window's slices' length when counted by slices (see {@link allSlicesOf}), else undefined (an exact log). */
-  readonly resolutionMs: number | undefined;
+  /** Its window's counting model: the limiter's, for a window of this length. */
+  readonly model: WindowModel;
 };
+
+/**
+ * The journal's group of a call: its key, and its own window for a call of `limitAll()`. A group of
+ * `limitAll()` opens with a lone surrogate, which no key can hold (keys are well-formed strings), so
+ * that no `limit()` key can name a `limitAll()` window, whatever characters it holds; the key of
+ * `limit()` is its group as it is, with no string built per call.
+ */
+export function groupOf(call: { key: string; windowMs?: number | undefined }): string {
+  return call.windowMs === undefined ? call.key : `\uD800${call.windowMs}\u0000${call.key}`;
+}
 
 /** The most limits one call may decide together. */
 export const MAX_ITEMS = 64;
@@ -48,45 +56,10 @@ export function allKey(prefix: string, key: string, windowMs: number): RedisKey 
   return `${redisKey(prefix, key)}:w${windowMs}` as RedisKey;
 }
 
-/**
- * How many slices a `limitAll()` window is cut in: as many as `limit()`'s window when the limiter
- * counts it by slices (`resolutionMs`, at construction: `update()` does not change the keys), else
- * undefined (exact logs).
- */
-export function allSlicesOf(options: { readonly windowMs: number; readonly resolutionMs: number | undefined }): number | undefined {
-  return options.resolutionMs === undefined ? undefined : Math.ceil(options.windowMs / options.resolutionMs);
-}
-
-/**
- * The Redis key of a `limitAll()` window and its slices' length: {@link allKey}, or with `slices`
- * (see {@link allSlicesOf}) a window cut in that many slices of at least 1 ms, `…:s<resolutionMs>`.
- */
-export function allWindow(
-  prefix: string,
-  key: string,
-  windowMs: number,
-  slices: number | undefined,
-): { readonly redisKey: RedisKey; readonly resolutionMs: number | undefined } {
-  const exact = allKey(prefix, key, windowMs);
-  if (slices === undefined) return { redisKey: exact, resolutionMs: undefined };
-  const resolutionMs = Math.max(1, Math.ceil(windowMs / slices));
-  return { redisKey: `${exact}:s${resolutionMs}` as RedisKey, resolutionMs };
-}
-
-/**
- * The time a local window keeps a call Redis admitted at `nowMs` at, so that it holds the call as long
- * as Redis counts it: `nowMs` in an exact log; in a window cut in slices of `resolutionMs`, the end of
- * the call's slice (Redis counts it until then plus the window: up to a slice longer than the call's
- * own time plus the window, see docs/resolution.md).
- */
-export function countedFrom(nowMs: RedisMs, resolutionMs: number | undefined): RedisMs {
-  return resolutionMs === undefined ? nowMs : (((Math.floor(nowMs / resolutionMs) + 1) * resolutionMs) as RedisMs);
-}
-
-/** Checks the items of a `limitAll()` call; `slices`: see {@link allSlicesOf}. @throws {ResilimitError} */
+/** Checks the items of a `limitAll()` call; `model`: the limiter's counting model. @throws {ResilimitError} */
 const ITEM_OPTIONS = ['key', 'limit', 'windowMs', 'cost'] satisfies (keyof LimitAllItem)[];
 
-export function checkItems(items: unknown, prefix: string, options?: unknown, slices?: number): CheckedItem[] {
+export function checkItems(items: unknown, prefix: string, options: unknown, model: WindowModel): CheckedItem[] {
   if (options !== undefined) knownOptions('limitAll()', options, ['id']);
   if (!Array.isArray(items) || items.length === 0 || items.length > MAX_ITEMS) {
     throw new ResilimitError(
@@ -102,10 +75,10 @@ export function checkItems(items: unknown, prefix: string, options?: unknown, sl
     const limit = integer(`limits[${i}].limit`, o['limit'], 1, MAX_INT);
     const windowMs = integer(`limits[${i}].windowMs`, o['windowMs'], 1, MAX_INT);
     const cost = o['cost'] === undefined ? 1 : integer(`limits[${i}].cost`, o['cost'], 1, limit);
-    const { redisKey: rk, resolutionMs } = allWindow(prefix, o['key'], windowMs, slices);
+    const { redisKey: rk, model: own } = model.allWindow(prefix, o['key'], windowMs);
     const occurrence = (seen.get(rk) ?? 0) + 1;
     seen.set(rk, occurrence);
-    return { key: o['key'], limit, windowMs, cost, redisKey: rk, group: groupOf({ key: o['key'], windowMs }), occurrence, resolutionMs };
+    return { key: o['key'], limit, windowMs, cost, redisKey: rk, group: groupOf({ key: o['key'], windowMs }), occurrence, model: own };
   });
 }
 

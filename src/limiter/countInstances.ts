@@ -1,10 +1,10 @@
 import type { DenyCache } from '../path/DenyCache.js';
 import type { LocalTier } from '../local/LocalTier.js';
-import type { Settings } from '../limiter/Settings.js';
-import { nextId } from '../options/input.js';
-import { InstanceCounter } from './InstanceCounter.js';
+import type { Settings } from '../path/Settings.js';
+import { nextId } from '../base/call.js';
+import { InstanceCounter } from '../recovery/InstanceCounter.js';
 import type { ResolvedLimiterOptions } from '../options/options.js';
-import type { Recovery } from './Recovery.js';
+import type { Recovery } from '../recovery/Recovery.js';
 import type { RedisTier } from '../redis/RedisTier.js';
 import type { BeatMember } from '../redis/scripts/heartbeat.js';
 

@@ -1,7 +1,6 @@
 import { randomBytes } from 'node:crypto';
-import { isObject, unknownOption } from './checks.js';
+import { isObject, MAX_ID_LENGTH, MAX_KEY_LENGTH, unknownOption } from './checks.js';
 import { describe, ErrorCode, invalidOption, ResilimitError } from './errors.js';
-import { MAX_ID_LENGTH, MAX_KEY_LENGTH } from './options.js';
 
 // Per-call checks: they run on every limit() call, so they are kept to a few comparisons.
 

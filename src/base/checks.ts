@@ -1,6 +1,13 @@
 import { performance } from 'node:perf_hooks';
 import { invalidOption } from './errors.js';
 
+/** The largest limit, window, cost or key count accepted: 2^31 - 1. */
+export const MAX_INT = 2_147_483_647;
+/** Keys and request ids may be at most this many UTF-16 code units long. */
+export const MAX_KEY_LENGTH = 1024;
+/** A request id may be at most this many UTF-16 code units long. */
+export const MAX_ID_LENGTH = 128;
+
 /**
  * The checks options are made of: each throws `ERR_RESILIMIT_INVALID_OPTION` naming the option, what
  * was expected and what was given (`invalidOption`).

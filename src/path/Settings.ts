@@ -1,18 +1,10 @@
-import type { DenyCache } from '../path/DenyCache.js';
-import { knownOptions } from '../options/checks.js';
-import { invalidOption } from '../options/errors.js';
-import { configure } from '../internal.js';
+import type { DenyCache } from './DenyCache.js';
+import { knownOptions } from '../base/checks.js';
+import { invalidOption } from '../base/errors.js';
+import { configure } from '../base/internal.js';
 import type { LocalTier } from '../local/LocalTier.js';
 import { limitValue } from '../options/limitFunction.js';
-import {
-  integer,
-  MAX_INT,
-  mode as checkMode,
-  MAX_SLICES,
-  type LimitFunction,
-  type Mode,
-  type ResolvedLimiterOptions,
-} from '../options/options.js';
+import { integer, MAX_INT, mode as checkMode, type LimitFunction, type Mode, type ResolvedLimiterOptions } from '../options/options.js';
 import type { RedisWindow } from '../redis/RedisWindow.js';
 
 /** Once its lease has ended, `afterLease: 'shrink'` answers locally at a share of this many times less. */
@@ -262,15 +254,7 @@ export class Settings {
     const limitFn = typeof changes.limit === 'function' ? changes.limit : undefined;
     const limit = changes.limit === undefined || limitFn !== undefined ? this.#limit : integer('limit', changes.limit, 1, MAX_INT);
     const windowMs = changes.windowMs === undefined ? this.#windowMs : integer('windowMs', changes.windowMs, 1, MAX_INT);
-    // A window counted by slices keeps its slices: the new window must still be cut into at most MAX_SLICES.
-    const res = this.redis.options.resolutionMs;
-    if (res !== undefined && (windowMs < res || windowMs / res > MAX_SLICES)) {
-      throw invalidOption(
-        'windowMs',
-        `from ${res} to ${res * MAX_SLICES} ms with resolutionMs ${res} (at most ${MAX_SLICES} slices a window)`,
-        windowMs,
-      );
-    }
+    this.redis.model.checkWindow(windowMs);
     // A lease lasts at most a window (the option's bound, fixed when the limiter was made).
     const validityMs = this.options.hotKeys?.validityMs;
     if (validityMs !== undefined && windowMs < validityMs) {
