@@ -24,6 +24,7 @@ import type { LimitOptions } from '../types.js';
 import type { Waiters, AcquireOptions } from './Waiters.js';
 import { wire, type Wiring } from './wire.js';
 import { wrap, type WrapOptions } from './wrap.js';
+import { command } from './command.js';
 
 export type { LimiterDecision } from '../path/decisions.js';
 export type { LimiterStats } from './Stats.js';
@@ -181,7 +182,7 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
     this.#parts.hotKeys?.drop(key, false);
     this.#parts.deny.lift(key);
     this.#recovery.forget(key);
-    await this.#tier.command('reset()', 'only the local tiers forgot the key', () => this.#tier.window.reset(key));
+    await command(this.#tier, 'reset()', 'only the local tiers forgot the key', () => this.#tier.window.reset(key));
   }
 
   /**

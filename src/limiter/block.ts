@@ -2,6 +2,7 @@ import type { Parts } from '../path/parts.js';
 import { checkKey } from '../base/call.js';
 import { block } from '../base/internal.js';
 import { integer, MAX_INT } from '../options/options.js';
+import { command } from './command.js';
 
 /**
  * The local half of `ResilientLimiter.block(key, ms)`: this instance refuses every call of `key` for
@@ -30,7 +31,7 @@ export async function blockKey(parts: Pick<Parts, 'now' | 'deny' | 'local' | 'ti
   blockHere(parts, key, ms);
   const otherwise = ms === 0 ? 'only this instance lifted the block' : 'only this instance blocks the key';
   try {
-    await parts.tier.command('block()', otherwise, () => parts.tier.window.block(key, ms));
+    await command(parts.tier, 'block()', otherwise, () => parts.tier.window.block(key, ms));
   } catch (error) {
     if (ms > 0) parts.deny.hold(key); // Redis does not hold it: no probe of Redis may lift it here
     throw error;

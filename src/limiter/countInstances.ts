@@ -6,7 +6,17 @@ import { InstanceCounter } from '../recovery/InstanceCounter.js';
 import type { ResolvedLimiterOptions } from '../options/options.js';
 import type { Recovery } from '../recovery/Recovery.js';
 import type { RedisTier } from '../redis/RedisTier.js';
-import type { BeatMember } from '../redis/scripts/heartbeat.js';
+import type { LocalMs } from '../base/time.js';
+import { NOT_READY, redisCallError } from '../redis/failures.js';
+import {
+  heartbeatArgs,
+  heartbeatScript,
+  readBeat,
+  type BeatMember,
+  type BeatOp,
+  type BeatReply,
+  type BeatTimes,
+} from '../redis/scripts/heartbeat.js';
 
 /**
  * An instance whose last beat is older than this many beats may be answering locally: it is not fresh,
@@ -41,11 +51,11 @@ export function countInstances(
     send: async (op, since, usedClaim) => {
       // Held for the lease plus the longest window this instance admits on (limitAll's may be longer).
       const times = { ttlMs, quietMs: heartbeatMs * QUIET_BEATS, holdMs: leaseMs + local.longestWindowMs(settings.windowMs) };
-      const reply = await tier.beat(`${prefix}instances`, member, times, op, since, usedClaim);
+      const reply = await beat(tier, `${prefix}instances`, { member, times, op, since, usedClaim });
       if (reply.taken !== true) return reply;
       // Another process that beats holds the name (two on one host, say): this one goes by a unique id.
       member = { id: `${member.id}/${nextId()}`, token: '' };
-      return tier.beat(`${prefix}instances`, member, times, op, since, usedClaim);
+      return beat(tier, `${prefix}instances`, { member, times, op, since, usedClaim });
     },
     leaseMs,
     clean: () => {
@@ -62,4 +72,31 @@ export function countInstances(
   });
   counter.start();
   return counter;
+}
+
+/**
+ * One heartbeat of the instance count (see `InstanceCounter`), through the tier outside the ledger:
+ * a beat is not a decision, comes once per `heartbeatMs` (more often while instances are
+ * unrecovered), and is not sent unless the breaker takes calls (it would be the trial call a decision
+ * should make). It carries the staleness deadline of a decision asked now: a beat that a frozen Redis
+ * runs late, while this instance answers locally, must not say it is back. `since` (local clock) is
+ * moved onto Redis's clock at the most it can be ahead: an instance that beat before it never counts
+ * as fresh. With an injected `clock` neither bound is sent (the script reads Redis's clock).
+ * `member` is this instance's id and its process's token ('' when the id is unique), `times` says how
+ * long a beat counts, `usedClaim` is the claim this instance answers on now (see `lua/heartbeat.lua`).
+ */
+function beat(
+  tier: RedisTier,
+  key: string,
+  ask: { member: BeatMember; times: BeatTimes; op: BeatOp; since: number | undefined; usedClaim: number },
+): Promise<BeatReply> {
+  if (!tier.accepting) return Promise.reject(NOT_READY);
+  const { member, times, op, since, usedClaim } = ask;
+  const real = !tier.clockInjected;
+  const notAfter = tier.notAfter(tier.now());
+  const sinceArg = real && since !== undefined ? Math.ceil(tier.offset.redisOf(since as LocalMs)) : ''; // the counter's times are local
+  const args = heartbeatArgs(member.id, times, op, sinceArg, notAfter === undefined ? '' : Math.ceil(notAfter), usedClaim, member.token);
+  return tier.call('outside', () =>
+    tier.port.run(heartbeatScript, [key], args).then(readBeat, (error: unknown) => Promise.reject(redisCallError(error))),
+  );
 }

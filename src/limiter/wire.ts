@@ -27,6 +27,7 @@ import { Settings } from '../path/Settings.js';
 import { Stats } from './Stats.js';
 import type { LimitOptions } from '../types.js';
 import { Waiters } from './Waiters.js';
+import { sendDecisions } from '../path/sendDecisions.js';
 
 /** What `wire` needs of the limiter: its events, and `limit()` for the waiters. */
 export type Front = EventEmitter<LimiterEvents> & {
@@ -117,11 +118,11 @@ export function wire(front: Front, resolved: ResolvedLimiterOptions, closed: () 
     refunds,
   });
   const coalescer = new Coalescer(
-    (calls) => tier.send(calls),
+    (calls) => sendDecisions(tier, calls),
     tier.isCluster ? (call) => calculateSlot(redisKey(prefix, call.key)) : undefined,
     // Half-open lets one Redis call through: a call alone, so that only its caller waits on the trial.
     resolved.coalesce ? () => tier.state === 'closed' : () => false,
-    () => tier.callsInFlight,
+    () => tier.ledger.callsInFlight,
   );
   const reserved = new Reservations();
   const gate = new Gate(tier, recovery, coalescer, { ...resolved, timeoutMs: resolved.breaker.timeoutMs }, perf);

@@ -2,10 +2,12 @@ import { combine, decided, type LimitAllDecision, type LimitDecision } from './d
 import type { Parts, PathCall } from './parts.js';
 import { memberOf, type CallId } from '../base/call.js';
 import { itemId, type CheckedItem } from '../redis/allWindows.js';
-import type { GroupReply } from '../redis/scripts/limitAll.js';
 import { bySlot } from '../redis/redisKey.js';
 import type { RedisMs } from '../base/time.js';
 import type { DecisionReason } from '../types.js';
+import { readLimitAll, type GroupReply } from '../redis/scripts/limitAll.js';
+import { redisCallError } from '../redis/failures.js';
+import type { RedisTier } from '../redis/RedisTier.js';
 
 type ItemReply = GroupReply['items'][number];
 
@@ -44,7 +46,7 @@ export class AllCall implements PathCall<AllReply, LimitAllDecision> {
       let nowMs: RedisMs | undefined;
       for (const group of groups) {
         // After a refusal nothing more is taken: the other slots are only asked how they stand.
-        const reply = await tier.sendAll(refused ? 'check' : 'take', group, id);
+        const reply = await sendGroup(tier, refused ? 'check' : 'take', group, id);
         nowMs = reply.nowMs;
         for (const [i, item] of group.entries()) replies.set(item, reply.items[i] as ItemReply);
         if (!refused) {
@@ -90,6 +92,42 @@ export class AllCall implements PathCall<AllReply, LimitAllDecision> {
   }
 
   async #giveBack(id: string): Promise<void> {
-    for (const { group, nowMs } of this.#taken.splice(0)) await this.parts.tier.sendAll('give', group, id, nowMs).catch(() => undefined);
+    for (const { group, nowMs } of this.#taken.splice(0)) await sendGroup(this.parts.tier, 'give', group, id, nowMs).catch(() => undefined);
   }
+}
+
+/** One script call for a group of `limitAll()`'s windows sharing a slot, by the limiter's model (a give: `takenMs`, its take's nowMs). */
+function sendGroup(tier: RedisTier, op: 'take' | 'check', group: readonly CheckedItem[], id: string): Promise<GroupReply>;
+function sendGroup(tier: RedisTier, op: 'give', group: readonly CheckedItem[], id: string, takenMs: RedisMs): Promise<unknown>;
+function sendGroup(
+  tier: RedisTier,
+  op: 'take' | 'give' | 'check',
+  group: readonly CheckedItem[],
+  id: string,
+  takenMs?: RedisMs,
+): Promise<unknown> {
+  return tier.call(group.length, (sentNow) => {
+    // A late give-back only removes what its take added: no staleness guard.
+    const notAfter = op === 'give' ? undefined : tier.notAfter(sentNow);
+    const notAfterArg = notAfter === undefined ? '' : Math.ceil(notAfter);
+    const { script, args } = tier.window.model.group({
+      op,
+      items: group,
+      id,
+      nowArg: tier.nowArg(),
+      notAfterArg,
+      reserve: tier.reserve,
+      takenMs,
+    });
+    const keys = group.map((item) => item.redisKey);
+    return tier.port.run(script, keys, args).then(
+      (reply) => {
+        if (op === 'give') return reply;
+        const read = readLimitAll(reply, group.length, script);
+        tier.learnOffset(sentNow, read.nowMs);
+        return read;
+      },
+      (error: unknown) => Promise.reject(redisCallError(error)),
+    );
+  });
 }

@@ -67,7 +67,7 @@ export class Gate {
   slowCallMs(): number {
     const set = this.options.slowCallMs;
     if (set !== 'auto') return set;
-    return Math.min(Math.max(5, 4 * this.tier.latencyMs), this.options.timeoutMs);
+    return Math.min(Math.max(5, 4 * this.tier.ledger.latencyMs), this.options.timeoutMs);
   }
 
   /** Rules 1 to 6. */
@@ -80,14 +80,14 @@ export class Gate {
     // on a sign of life (see Breaker.trial): opossum refuses every call then, so none is made.
     if (state === 'half-open') return tier.breaker.trying ? 'breaker-open' : undefined;
     if (!tier.everReady) return 'not-ready';
-    const oldest = tier.oldestCallAt;
-    const silentMs = oldest === undefined ? 0 : this.#look().silentMs(Math.max(oldest, tier.lastReplyAt));
+    const oldest = tier.ledger.oldestCallAt;
+    const silentMs = oldest === undefined ? 0 : this.#look().silentMs(Math.max(oldest, tier.ledger.lastReplyAt));
     if (silentMs > this.options.timeoutMs) {
       // Evidence enough to open at once; an error rate would need calls that we are not sending.
       tier.breaker.open();
       return 'breaker-open';
     }
-    if (tier.outstandingDecisions + this.coalescer.size >= this.options.maxInFlight) return 'saturated';
+    if (tier.ledger.outstandingDecisions + this.coalescer.size >= this.options.maxInFlight) return 'saturated';
     if (silentMs > this.slowCallMs()) return 'slow';
     return undefined;
   }

@@ -8,6 +8,7 @@ import type { LocalMs } from '../base/time.js';
 import { leaseDecision, type LimiterDecision } from './decisions.js';
 import { OneCall } from './OneCall.js';
 import type { Leases, LeaseTaker, Parts } from './parts.js';
+import { sendDecisions } from './sendDecisions.js';
 
 /** Calls of a key in one validity period from which it takes leases: below, a lease would cost about as many Redis calls as it saves. */
 const HOT_CALLS = 4;
@@ -147,7 +148,7 @@ export class HotKeys implements Leases {
     const asked: Asked = { state, leaseId, sentAt: 0, done: pending.resolve };
     this.#asked.set(call, asked);
     return this.parts.coalescer.ask(call, () =>
-      tier.send([call], (notAfter, sentNow) => {
+      sendDecisions(tier, [call], (notAfter, sentNow) => {
         asked.sentAt = sentNow;
         return tier.window[takeLease](ask, notAfter);
       }),
@@ -259,7 +260,7 @@ export class HotKeys implements Leases {
   #giveBack(key: string, leaseId: string, granted: number, unused: number): void {
     const { tier } = this.parts;
     const given = tier
-      .fire(0, () => tier.window[giveLease](key, leaseId, granted, unused))
+      .call(0, () => tier.window[giveLease](key, leaseId, granted, unused))
       .then(
         () => undefined,
         () => undefined,

@@ -2,6 +2,7 @@ import { redisDecision, type LimitDecision } from './decisions.js';
 import type { Parts, PathCall } from './parts.js';
 import { decisionOf, type BatchOutcome } from '../redis/RedisWindow.js';
 import type { DecisionReason } from '../types.js';
+import { sendDecisions } from './sendDecisions.js';
 
 /** A call of `peek()` on the decision path: a script call at cost 0, which writes nothing. */
 export class PeekCall implements PathCall<BatchOutcome[], LimitDecision> {
@@ -17,7 +18,7 @@ export class PeekCall implements PathCall<BatchOutcome[], LimitDecision> {
   reserve(): void {}
 
   ask(): Promise<BatchOutcome[]> {
-    return this.parts.tier.send([this]);
+    return sendDecisions(this.parts.tier, [this]);
   }
 
   settle(reply: BatchOutcome[]): LimitDecision {

@@ -55,7 +55,7 @@ export class PendingRefunds {
    *   or Redis refused it.
    */
   async send(key: string, id: string, cost: number | undefined): Promise<number> {
-    const [permits] = await this.tier.fire(0, this.#script(key, [{ key, id, cost }]));
+    const [permits] = await this.tier.call(0, this.#script(key, [{ key, id, cost }]));
     return permits as number;
   }
 

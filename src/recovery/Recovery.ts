@@ -1,12 +1,12 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { LRUCache } from 'lru-cache';
 import type { CallId } from '../base/call.js';
-import type { LocalMs } from '../base/time.js';
 import type { LocalTier } from '../local/LocalTier.js';
 import type { ResolvedLimiterOptions } from '../options/options.js';
 import type { PendingRefunds } from './PendingRefunds.js';
-import { groupOf, Journal, PartialWriteError, reseed, type PendingCall, type ReconcileResult, type WriteBatch } from './Journal.js';
+import { groupOf, Journal, PartialWriteError, reseed, type ReconcileResult } from './Journal.js';
 import type { RedisTier } from '../redis/RedisTier.js';
+import { readClock, writeBatch } from './writeBack.js';
 
 /**
  * Write-back passes: never two at once. `idle` remembers when the last pass failed (perf clock;
@@ -327,30 +327,17 @@ export class Recovery {
     }
     if (this.#offsetStale && this.#options.clock === undefined) {
       try {
-        await this.tier.readClock();
+        await readClock(this.tier);
       } catch {
         this.report.reconciled({ written: 0, expired: 0, present: 0, remaining: this.journal.size });
         return 'failed';
       }
       this.#offsetStale = false;
     }
-    const { prefix, clock } = this.#options;
     const windowMs = this.settings.windowMs;
-    // Written at the latest time they can have on Redis's clock: they leave Redis's window no earlier than the local one.
-    // (The journal keeps local times as plain numbers; with an injected clock both sides read it.)
-    const { offset } = this.tier;
-    const redisAt = clock === undefined ? (at: number): number => Math.ceil(offset.redisOf(at as LocalMs)) : Math.ceil;
+    const write = writeBatch(this.tier, this.#options.prefix, windowMs);
     let result: ReconcileResult;
     let failed = false;
-    const { model } = this.tier.window;
-    const write: WriteBatch = (key, calls) => {
-      const own = (calls[0] as PendingCall).windowMs;
-      const nowArg = clock === undefined ? '' : Math.floor(clock());
-      // limit()'s window, or one of limitAll()'s (`own`), counted by the limiter's model.
-      const window = own !== undefined ? model.allWindow(prefix, key, own) : { redisKey: model.keyOf(prefix, key), model };
-      const { script, args } = window.model.writeBack({ windowMs: own ?? windowMs, nowArg, calls, redisAt });
-      return this.tier.writeBack(window.redisKey, args, script);
-    };
     try {
       // Half-open lets one call through: the first batch alone, as the trial (unless the clock's read was).
       const concurrency = this.tier.state === 'closed' ? 8 : 1;

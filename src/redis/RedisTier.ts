@@ -1,21 +1,16 @@
 import type { RedisClient } from '../client/clientType.js';
 import type { RedisPort } from '../client/port.js';
-import { Breaker, isOpenRejection, isTimeout, type BreakerState } from './Breaker.js';
+import { Breaker, type BreakerState } from './Breaker.js';
 import { withDeadline } from '../client/withDeadline.js';
 import { ClockOffset } from './ClockOffset.js';
-import { ErrorCode, isResilimitError, ResilimitError } from '../base/errors.js';
-import { NOT_READY, redisCallError } from './failures.js';
-import { decideBatch } from '../base/internal.js';
-import type { CheckedItem } from './allWindows.js';
+import { ErrorCode, isResilimitError } from '../base/errors.js';
+import { NOT_READY } from './failures.js';
 import type { ResolvedLimiterOptions } from '../options/options.js';
+import { CallLedger } from './CallLedger.js';
 import { PollWatch } from './PollWatch.js';
-import { RedisWindow, type BatchCall, type BatchOutcome } from './RedisWindow.js';
-import type { LocalMs, RedisKey, RedisMs } from '../base/time.js';
-import { StaleReplyError, type Script } from './scripts/script.js';
-import { type BeatMember, heartbeatArgs, heartbeatScript, readBeat } from './scripts/heartbeat.js';
-import { readLimitAll, type GroupReply } from './scripts/limitAll.js';
-import type { WriteBackReply } from '../base/wire.js';
-import type { BeatOp, BeatReply, BeatTimes } from './scripts/heartbeat.js';
+import { RedisWindow } from './RedisWindow.js';
+import type { LocalMs, RedisMs } from '../base/time.js';
+import { StaleReplyError } from './scripts/script.js';
 
 /** How long a reconnect waits for the server's run id before it takes the data for lost, ms. */
 const PROBE_MS = 1_000;
@@ -32,15 +27,15 @@ type TierOptions = Pick<
 >;
 
 /**
- * The Redis tier as the limiter uses it: every Redis call goes out through here, inside the breaker.
+ * The Redis tier as the limiter uses it: every Redis call goes out through {@link call}, inside the
+ * breaker. The features own their script calls (decisions: `path/sendDecisions.ts`, `AllCall`;
+ * write-backs and the clock read: `Recovery`; heartbeats: `countInstances`; `reset()`, `block()`:
+ * `limiter/command.ts`); this class owns the way they go.
  *
  * It owns, and alone changes:
  * - the breaker (the one place opossum is used is `Breaker.ts`);
- * - the call ledger, kept by {@link fire}: the outstanding calls' start times in call order, the
- *   decisions they carry, when the last one settled and the average latency of those answered in
- *   time. Invariant: `outstandingDecisions` is the sum of the decisions of the calls in the ledger,
- *   and a call leaves it when it settles, a late one included (a timed-out command still runs).
- *   It marks `polls` (`PollWatch`) each time the wait for Redis starts again (see `PollWatch.mark`);
+ * - the call ledger (`CallLedger`), kept by {@link call}. It marks `polls` (`PollWatch`) each time
+ *   the wait for Redis starts again (see `PollWatch.mark`);
  * - the bounds on Redis's clock minus the local one ({@link ClockOffset}), learnt from every
  *   decision's round trip, and the staleness deadline sent with each decision;
  * - whether the client has been ready once (until then nothing is sent: reason `not-ready`), and the
@@ -60,15 +55,12 @@ export class RedisTier {
   /** The window in Redis that decides `limit()`; `Settings` changes its limit and length. */
   readonly window: RedisWindow;
   readonly #clock: (() => number) | undefined;
-  readonly #now: () => LocalMs;
-  readonly #perf: { now(): number };
+  /** The local clock (see `ResolvedLimiterOptions.now`). */
+  readonly now: () => LocalMs;
   /** The breaker's deadline on every call, ms. */
   readonly timeoutMs: number;
-  readonly #outstanding = new Map<number, number>();
-  #sequence = 0;
-  #outstandingDecisions = 0;
-  #lastReplyAt = 0;
-  #latencyMs = 1;
+  /** The decisions outstanding at Redis (see `CallLedger`). */
+  readonly ledger: CallLedger;
   #everReady: boolean;
   /** The server's run id as learnt at the last `ready` (undefined: not known). */
   #runId: Promise<string | undefined> = Promise.resolve(undefined);
@@ -96,9 +88,9 @@ export class RedisTier {
       ...(options.clock === undefined ? {} : { now: options.clock }),
     });
     this.#clock = options.clock;
-    this.#now = options.now;
-    this.#perf = options.perf;
+    this.now = options.now;
     this.timeoutMs = options.breaker.timeoutMs;
+    this.ledger = new CallLedger(options.perf, this.timeoutMs);
     // A call Redis admitted is kept at most 1 ms after its reply, for one window (the one in force: `update()` may lengthen it).
     this.offset = new ClockOffset(
       () => options.perf.now(),
@@ -131,57 +123,44 @@ export class RedisTier {
     return this.#everReady;
   }
 
-  /** When the oldest outstanding call was sent (perf clock), or undefined when none is. */
-  get oldestCallAt(): number | undefined {
-    return this.#outstanding.size === 0 ? undefined : (this.#outstanding.values().next().value as number);
+  /** The client's port: what a feature sends its script calls through, inside {@link call}. */
+  get port(): RedisPort {
+    return this.#redis;
   }
 
-  /** When the last call settled (perf clock), 0 before any. */
-  get lastReplyAt(): number {
-    return this.#lastReplyAt;
+  /** A call made now would be sent, not refused: the client is connected and the breaker takes calls (no trial running). */
+  get accepting(): boolean {
+    return this.breaker.accepting && this.#redis.ready;
   }
 
-  /** Redis calls in the ledger not yet settled (timed-out ones still running included). */
-  get callsInFlight(): number {
-    return this.#outstanding.size;
-  }
-
-  /** Decisions in calls not yet settled (timed-out ones still running included). */
-  get outstandingDecisions(): number {
-    return this.#outstandingDecisions;
-  }
-
-  /** The average latency of recent decision calls answered within the deadline, ms. */
-  get latencyMs(): number {
-    return this.#latencyMs;
+  /** True with an injected `clock`: both sides read it, so no offset is learnt and no deadline is sent. */
+  get clockInjected(): boolean {
+    return this.#clock !== undefined;
   }
 
   /**
-   * Runs one Redis call inside the breaker, in the ledger as `decisions` decisions until it settles.
-   * Rejects with `NOT_READY`, sending nothing, while the client is not connected.
+   * The one way to Redis: runs `run` inside the breaker, given the local time it is sent at.
+   * `decisions`: in the ledger as that many decisions until it settles (0 for `reset()`, `block()`, a
+   * refund), after a check that the client is connected (else `NOT_READY`, nothing sent); or `'outside'`
+   * the ledger (write-backs, heartbeats, the clock read), as they are not decisions and a batch of 200
+   * calls would make a healthy Redis look slow to the gate. A stale reply teaches the clock offset.
    */
-  fire<T>(decisions: number, run: () => Promise<T>): Promise<T> {
+  call<T>(decisions: number | 'outside', run: (sentNow: LocalMs) => Promise<T>): Promise<T> {
+    if (decisions === 'outside') return this.breaker.fire(() => run(this.now()));
     return this.breaker.fire(() => {
       if (!this.#redis.ready) return Promise.reject(NOT_READY);
-      const sequence = ++this.#sequence;
-      const sentAt = this.#perf.now();
-      if (this.#outstanding.size === 0) this.polls.mark();
-      this.#outstanding.set(sequence, sentAt);
-      this.#outstandingDecisions += decisions;
+      const ledger = this.ledger;
+      if (ledger.callsInFlight === 0) this.polls.mark();
+      const sequence = ledger.enter(decisions);
       const settle = (answered: boolean, error?: unknown): void => {
-        const at = this.#perf.now();
-        this.#outstanding.delete(sequence);
-        this.#outstandingDecisions -= decisions;
-        this.#lastReplyAt = at;
-        if (this.#outstanding.size > 0) this.polls.mark();
-        // A late reply says how slow Redis was, not how slow it is: the breaker answered that call already.
-        const latency = at - sentAt;
-        if (answered && decisions > 0 && latency <= this.timeoutMs) this.#latencyMs += (latency - this.#latencyMs) * 0.05;
+        ledger.settle(sequence, decisions, answered);
+        if (ledger.callsInFlight > 0) this.polls.mark();
         // Redis answers again while the breaker is open (a frozen Redis resumed, its queued calls now
         // stale): try it now. A reply error is an answer too; a connection error is not.
         if (this.breaker.state === 'open' && (answered || repliedWith(error))) void this.probe();
       };
-      const call = run();
+      const sentNow = this.now();
+      const call = run(sentNow).catch((error: unknown) => this.#learnFromStale(error, sentNow));
       call.then(
         () => settle(true),
         (error: unknown) => settle(false, error),
@@ -190,134 +169,10 @@ export class RedisTier {
     });
   }
 
-  /**
-   * Decides calls of `limit()` (or peeks, at cost 0) in one script call: the window's batch, or `how` (a hot key's lease, told
-   * the deadline and the local time it is sent at). Its staleness deadline counts from the send (see {@link #notAfter}).
-   */
-  async send(
-    calls: readonly BatchCall[],
-    how = (notAfter: number | undefined, _sentNow: LocalMs) => this.window[decideBatch](calls, notAfter, this.reserve),
-  ): Promise<BatchOutcome[]> {
-    let sentNow = 0 as LocalMs;
-    const decisions = await this.fire(calls.length, () => {
-      sentNow = this.#now();
-      return how(this.#notAfter(sentNow), sentNow).catch((error: unknown) => this.#learnFromStale(error, sentNow));
-    });
-    // Every decision of a batch tells the same time (a batch of calls Redis could not decide teaches nothing).
-    for (const d of decisions) {
-      if (d instanceof ResilimitError) continue;
-      this.#learnOffset(sentNow, d.nowMs);
-      break;
-    }
-    return decisions;
-  }
-
-  /** One script call for a group of `limitAll()`'s windows sharing a slot (a give: `takenMs`, its take's nowMs). */
-  sendAll(op: 'take' | 'check', group: readonly CheckedItem[], id: string): Promise<GroupReply>;
-  sendAll(op: 'give', group: readonly CheckedItem[], id: string, takenMs: RedisMs): Promise<unknown>;
-  sendAll(op: 'take' | 'give' | 'check', group: readonly CheckedItem[], id: string, takenMs?: RedisMs): Promise<unknown> {
-    return this.fire(group.length, () => {
-      const clock = this.#clock;
-      const sentNow = this.#now();
-      // A late give-back only removes what its take added: no staleness guard.
-      const notAfter = op === 'give' ? undefined : this.#notAfter(sentNow);
-      const nowArg = clock === undefined ? '' : Math.floor(clock());
-      const notAfterArg = notAfter === undefined ? '' : Math.ceil(notAfter);
-      const { script, args } = this.window.model.group({ op, items: group, id, nowArg, notAfterArg, reserve: this.reserve, takenMs });
-      return this.#redis
-        .run(
-          script,
-          group.map((item) => item.redisKey),
-          args,
-        )
-        .then(
-          (reply) => {
-            if (op === 'give') return reply;
-            const read = readLimitAll(reply, group.length, script);
-            this.#learnOffset(sentNow, read.nowMs);
-            return read;
-          },
-          (error: unknown) => Promise.reject(redisCallError(error)),
-        )
-        .catch((error: unknown) => this.#learnFromStale(error, sentNow));
-    });
-  }
-
-  /**
-   * Runs a Redis call of `name` (`'reset()'`, `'block()'`) inside the breaker, in the ledger with no
-   * decisions. `otherwise`: what the caller did all the same, for the error's message.
-   * @throws {ResilimitError} `ERR_RESILIMIT_REDIS_REPLY` as Redis gave it; `ERR_RESILIMIT_REDIS_UNAVAILABLE`
-   *   saying why for anything else (the breaker open, the deadline, the connection).
-   */
-  async command<T>(name: string, otherwise: string, run: () => Promise<T>): Promise<T> {
-    try {
-      return await this.fire(0, run);
-    } catch (error) {
-      if (isResilimitError(error) && error.code === ErrorCode.REDIS_REPLY) throw error;
-      const why = isOpenRejection(error)
-        ? 'the breaker is open'
-        : isTimeout(error)
-          ? `no answer within ${this.timeoutMs} ms`
-          : error instanceof Error
-            ? error.message
-            : String(error);
-      throw new ResilimitError(ErrorCode.REDIS_UNAVAILABLE, `${name} could not reach Redis (${why}): ${otherwise}`, { cause: error });
-    }
-  }
-
-  /**
-   * Writes a batch of journalled calls into `redisKey` with `script` (the model's write-back), by source (`EVAL`: a
-   * decision sent right behind it must run after it, and a `NOSCRIPT` retry would go out behind). Inside the breaker, outside
-   * the ledger: a batch of up to 200 calls would make a healthy Redis look slow to the gate; the journal bounds write-backs.
-   */
-  writeBack(redisKey: RedisKey, args: readonly (string | number)[], script: Script): Promise<WriteBackReply> {
-    return this.breaker.fire(async () => {
-      try {
-        return (await this.#redis.eval(script, [redisKey], args)) as WriteBackReply;
-      } catch (error) {
-        throw redisCallError(error);
-      }
-    });
-  }
-
-  /**
-   * Reads Redis's clock (`TIME`) and learns the clock offset from the round trip, before a
-   * write-back moves local times onto Redis's clock: it comes after an outage, before any decision,
-   * and either clock may have stepped meanwhile. Inside the breaker (half-open, it is the trial),
-   * outside the ledger, as write-backs are. Nothing with an injected clock (both sides use it), nor
-   * on a Cluster: it has no one clock, and `TIME` goes to any node, a dead one included (every
-   * catch-up then failed at random while one master was down).
-   */
-  async readClock(): Promise<void> {
-    if (this.#clock !== undefined || this.isCluster) return;
-    await this.breaker.fire(async () => {
-      const sentNow = this.#now();
-      const [seconds, micros] = await this.#redis.time().catch((error: unknown) => Promise.reject(redisCallError(error)));
-      this.#learnOffset(sentNow, (Number(seconds) * 1000 + Math.floor(Number(micros) / 1000)) as RedisMs);
-    });
-  }
-
-  /**
-   * One heartbeat of the instance count (see `InstanceCounter`). Inside the breaker, outside the
-   * ledger: a beat is not a decision, comes once per `heartbeatMs` (more often while instances are
-   * unrecovered), and must not be sent while the breaker is open (it would be the trial call a
-   * decision should make). It carries the staleness deadline of a decision asked now: a beat that a
-   * frozen Redis runs late, while this instance answers locally, must not say it is back.
-   * `since` (local clock) is moved onto Redis's clock at the most it can be ahead: an instance that
-   * beat before it never counts as fresh. With an injected `clock` neither bound is sent (the script
-   * reads Redis's clock). `member` is this instance's id and its process's token ('' when the id is
-   * unique), `times` says how long a beat counts, `usedClaim` is the claim this instance answers on
-   * now (see `lua/heartbeat.lua`).
-   */
-  beat(key: string, member: BeatMember, times: BeatTimes, op: BeatOp, since: number | undefined, usedClaim: number): Promise<BeatReply> {
-    if (!this.breaker.accepting || !this.#redis.ready) return Promise.reject(NOT_READY);
-    const real = this.#clock === undefined;
-    const notAfter = this.#notAfter(this.#now());
-    const sinceArg = real && since !== undefined ? Math.ceil(this.offset.redisOf(since as LocalMs)) : ''; // the counter's times are local
-    const args = heartbeatArgs(member.id, times, op, sinceArg, notAfter === undefined ? '' : Math.ceil(notAfter), usedClaim, member.token);
-    return this.breaker.fire(() =>
-      this.#redis.run(heartbeatScript, [key], args).then(readBeat, (error: unknown) => Promise.reject(redisCallError(error))),
-    );
+  /** The script's `nowMs` argument: the injected clock now, or '' (the script reads Redis's `TIME`). */
+  nowArg(): number | '' {
+    const clock = this.#clock;
+    return clock === undefined ? '' : Math.floor(clock());
   }
 
   /** Removes the client listeners and the breaker's timers. */
@@ -375,7 +230,7 @@ export class RedisTier {
    * bound is not widened for the time since the last round trip: after a long outage that would put
    * the deadline of the first calls in the past, and they would find Redis no use.
    */
-  #notAfter(now: number): number | undefined {
+  notAfter(now: number): number | undefined {
     const timeoutMs = this.timeoutMs;
     return this.#clock === undefined && this.offset.known
       ? now + this.offset.low(false) + Math.max(timeoutMs - 2, timeoutMs / 2)
@@ -383,8 +238,8 @@ export class RedisTier {
   }
 
   /** Learns the clock offset from a round trip sent at `sentNow` (local clock) that read Redis's clock at `redisNowMs`. */
-  #learnOffset(sentNow: LocalMs, redisNowMs: RedisMs): void {
-    if (this.#clock === undefined) this.offset.sample(sentNow, redisNowMs, this.#now());
+  learnOffset(sentNow: LocalMs, redisNowMs: RedisMs): void {
+    if (this.#clock === undefined) this.offset.sample(sentNow, redisNowMs, this.now());
   }
 
   /**
@@ -393,7 +248,7 @@ export class RedisTier {
    * every later call would be stale too.
    */
   #learnFromStale(error: unknown, sentNow: LocalMs): never {
-    if (error instanceof StaleReplyError) this.#learnOffset(sentNow, error.redisNowMs);
+    if (error instanceof StaleReplyError) this.learnOffset(sentNow, error.redisNowMs);
     throw error;
   }
 }
