@@ -1,53 +1,17 @@
 import { randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { Redis } from 'ioredis';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import {
-  createRedisClient,
-  ResilientLimiter,
-  type LimiterDecision,
-  type ReconcileResult,
-  type ResilientLimiterOptions,
-} from '../../src/index.js';
+import { describe, expect, it } from 'vitest';
+import type { ResilientLimiter, LimiterDecision, ReconcileResult, ResilientLimiterOptions } from '../../src/index.js';
 import { redisKey } from '../../src/redis/redisKey.js';
 import { prng, ReferenceWindow } from '../support/model.js';
-import { restartEmpty, startRedisServer, waitReady, type RedisChild } from '../support/redis.js';
+import { run, useLimiters } from '../support/limiters.js';
+import { restartEmpty } from '../support/redis.js';
 
-let server: RedisChild;
-let admin: Redis;
-const clients: Redis[] = [];
-const limiters: ResilientLimiter[] = [];
+const lim = useLimiters({ local: { instances: 1 } });
 
-beforeAll(async () => {
-  server = await startRedisServer();
-  admin = server.client();
-  await waitReady(admin);
-});
-afterEach(async () => {
-  await Promise.all(limiters.splice(0).map((l) => l.close()));
-  for (const c of clients.splice(0)) c.disconnect();
-});
-afterAll(async () => {
-  await server?.close();
-});
-
-async function client(): Promise<Redis> {
-  const c = createRedisClient({ host: '127.0.0.1', port: server.port });
-  clients.push(c);
-  await waitReady(c);
-  return c;
-}
-
-async function limiter(options: Partial<ResilientLimiterOptions> & { limit: number; windowMs: number }) {
-  const l = new ResilientLimiter({
-    redis: await client(),
-    prefix: `t:${randomUUID()}:`,
-    local: { instances: 1 },
-    ...options,
-  });
-  limiters.push(l);
-  return l;
+function limiter(options: Partial<ResilientLimiterOptions> & { limit: number; windowMs: number }): Promise<ResilientLimiter> {
+  return lim.limiter(options);
 }
 
 function count<D extends { allowed: boolean }>(decisions: D[], predicate: (d: D) => boolean) {
@@ -58,12 +22,6 @@ function count<D extends { allowed: boolean }>(decisions: D[], predicate: (d: D)
 function clock(start = Date.now()) {
   const c = { t: start, now: () => c.t };
   return c;
-}
-
-async function run(l: ResilientLimiter, key: string, n: number, options?: { cost?: number }) {
-  const out: LimiterDecision[] = [];
-  for (let i = 0; i < n; i++) out.push(await l.limit(key, options));
-  return out;
 }
 
 describe('ResilientLimiter with a healthy Redis', () => {
@@ -124,7 +82,7 @@ describe('the deny cache', () => {
 
 let perInfo = 0;
 async function commandsProcessed(): Promise<number> {
-  const read = async () => Number(/total_commands_processed:(\d+)/.exec(await admin.info('stats'))![1]);
+  const read = async () => Number(/total_commands_processed:(\d+)/.exec(await lim.admin.info('stats'))![1]);
   if (perInfo === 0) {
     const a = await read();
     const b = await read();
@@ -204,12 +162,12 @@ describe('reconciliation', () => {
   it('counts a timed-out call that still ran in Redis once, not twice (idempotent ids)', async () => {
     const c = clock();
     const l = await limiter({ limit: 10, windowMs: 60_000, clock: c.now, breaker: { timeoutMs: 30 } });
-    server.freeze();
+    lim.server.freeze();
     let decision: LimiterDecision;
     try {
       decision = await l.limit('k', { id: 'req-1' });
     } finally {
-      server.thaw();
+      lim.server.thaw();
     }
     // The fallback admitted it; the call queued in the frozen Redis runs after the thaw (a phantom write).
     expect(decision).toMatchObject({ allowed: true, source: 'local', reason: 'timeout' });
@@ -223,13 +181,13 @@ describe('reconciliation', () => {
     const l = await limiter({ limit: 10, windowMs: 60_000, breaker: { timeoutMs: 30, resetTimeoutMs: 100 } });
     l.forceOpen();
     await run(l, 'k', 3);
-    server.freeze();
+    lim.server.freeze();
     try {
       l.forceClose();
       await l.reconcile();
       expect(l.stats().reconcile).toMatchObject({ pending: 3, written: 0 });
     } finally {
-      server.thaw();
+      lim.server.thaw();
     }
     await sleep(50);
     await l.reconcile();
@@ -370,7 +328,7 @@ describe('catching up after an outage or a data loss', () => {
     const l = await limiter({ limit: 10, windowMs: 60_000, breaker: { timeoutMs: 50, resetTimeoutMs: 100 } });
     const before = await run(l, 'k', 7);
     expect(count(before, (d) => d.source === 'redis' && d.allowed)).toBe(7);
-    await restartEmpty(server, clients.at(-1)!);
+    await restartEmpty(lim.server, lim.clientOf(l));
     await l.reconcile();
     // Without re-seeding, the restarted Redis would grant 10 more; it grants the 3 left.
     const after = await run(l, 'k', 10);
@@ -390,7 +348,7 @@ describe('catching up after an outage or a data loss', () => {
     l.forceClose();
     await l.reconcile();
     expect(l.stats().reconcile.written).toBe(4);
-    await restartEmpty(server, clients.at(-1)!);
+    await restartEmpty(lim.server, lim.clientOf(l));
     await l.reconcile();
     // 4 by Redis and 3 locally before the restart: 3 left (not 6), and the limitAll window has 4 left.
     expect(count(await run(l, 'k', 10), (d) => d.allowed)).toBe(3);
@@ -409,7 +367,7 @@ describe('catching up after an outage or a data loss', () => {
     l.forceOpen();
     expect(count(await run(l, 'k', 3), (d) => d.source === 'local' && d.allowed)).toBe(3);
     l.forceClose();
-    await restartEmpty(server, clients.at(-1)!);
+    await restartEmpty(lim.server, lim.clientOf(l));
     await l.reconcile();
     expect(l.stats().reconcile.written).toBe(4);
     expect(count(await run(l, 'k', 10), (d) => d.allowed)).toBe(6);
@@ -449,20 +407,20 @@ describe('coalescing the calls of one event-loop turn (coalesce: true)', () => {
 
   it('answers a coalesced batch from the fallback within the deadline when Redis is frozen', async () => {
     const l = await limiter({ limit: 100, windowMs: 60_000, coalesce: true, breaker: { timeoutMs: 50 } });
-    server.freeze();
+    lim.server.freeze();
     try {
       const started = performance.now();
       const decisions = await Promise.all(Array.from({ length: 50 }, (_, i) => l.limit(`k${i}`)));
       expect(performance.now() - started).toBeLessThan(50 + 40);
       expect(decisions.every((d) => d.source === 'local' && d.reason === 'timeout')).toBe(true);
     } finally {
-      server.thaw();
+      lim.server.thaw();
     }
   });
 });
 
 async function scriptCalls(): Promise<number> {
-  const stats = await admin.info('commandstats');
+  const stats = await lim.admin.info('commandstats');
   const calls = (name: string) => Number(new RegExp(`cmdstat_${name}:calls=(\\d+)`).exec(stats)?.[1] ?? 0);
   return calls('evalsha') + calls('eval');
 }
@@ -470,7 +428,7 @@ async function scriptCalls(): Promise<number> {
 describe('calls still waiting on Redis', () => {
   it('count as used when another call of the same key is answered locally meanwhile', async () => {
     const l = await limiter({ limit: 1, windowMs: 60_000, slowCallMs: 5, breaker: { timeoutMs: 200 } });
-    server.freeze();
+    lim.server.freeze();
     let first: Promise<LimiterDecision> | undefined;
     try {
       first = l.limit('k');
@@ -479,7 +437,7 @@ describe('calls still waiting on Redis', () => {
       expect(await l.limit('k')).toMatchObject({ reason: 'slow', source: 'local', allowed: false, remaining: 0 });
       expect(await l.limit('other')).toMatchObject({ reason: 'slow', allowed: true });
     } finally {
-      server.thaw();
+      lim.server.thaw();
     }
     await first;
   });
@@ -559,11 +517,11 @@ describe('peek() and reset()', () => {
 describe('a key held for its journalled calls', () => {
   /** One call of `key` answered locally after a timeout (Redis frozen), journalled, then Redis back. */
   async function timedOut(l: ResilientLimiter, key: string): Promise<void> {
-    server.freeze();
+    lim.server.freeze();
     try {
       expect(await l.limit(key)).toMatchObject({ source: 'local', reason: 'timeout', allowed: true });
     } finally {
-      server.thaw();
+      lim.server.thaw();
     }
     await sleep(60); // the late run of that call in Redis is a no-op (past its deadline)
   }
@@ -580,7 +538,7 @@ describe('a key held for its journalled calls', () => {
     }
     // The first call after the thaw sends the journalled one and goes to Redis right behind it.
     expect(after.map((d) => `${d.source}/${d.reason}`)).toEqual(Array(20).fill('redis/decided'));
-    expect(await admin.zcard(redisKey(prefix, 'k'))).toBe(26);
+    expect(await lim.admin.zcard(redisKey(prefix, 'k'))).toBe(26);
   });
 
   it('is decided by Redis after its journalled calls, also when Redis had forgotten the write-back script', async () => {
@@ -590,9 +548,9 @@ describe('a key held for its journalled calls', () => {
     await timedOut(l, 'k'); // the second permit, journalled
     // Redis knows the decision script but not the write-back one (SCRIPT FLUSH, then a decision
     // elsewhere): by SHA, the write would be retried by source behind the decision that follows it.
-    await admin.script('FLUSH');
-    await admin.script('LOAD', readFileSync(new URL('../../lua/sliding-window.lua', import.meta.url), 'utf8'));
+    await lim.admin.script('FLUSH');
+    await lim.admin.script('LOAD', readFileSync(new URL('../../lua/sliding-window.lua', import.meta.url), 'utf8'));
     expect(await l.limit('k')).toMatchObject({ source: 'redis', allowed: false, remaining: 0 });
-    expect(await admin.zcard(redisKey(prefix, 'k'))).toBe(2);
+    expect(await lim.admin.zcard(redisKey(prefix, 'k'))).toBe(2);
   });
 });

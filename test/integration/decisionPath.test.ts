@@ -8,37 +8,17 @@
 import { once } from 'node:events';
 import { performance } from 'node:perf_hooks';
 import { randomUUID } from 'node:crypto';
-import type { Redis } from 'ioredis';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import {
-  createRedisClient,
-  ResilientLimiter,
-  type BreakerState,
-  type LimiterDecision,
-  type ResilientLimiterOptions,
-} from '../../src/index.js';
-import { startRedisServer, waitReady, type RedisChild } from '../support/redis.js';
+import { afterEach, describe, expect, it } from 'vitest';
+import type { ResilientLimiter, BreakerState, LimiterDecision, ResilientLimiterOptions } from '../../src/index.js';
+import { useLimiters } from '../support/limiters.js';
 
 /** Longer than any test: the gates, not opossum's timer, must be what answers. */
 const DEADLINE_MS = 60_000;
 
-let server: RedisChild;
-let admin: Redis;
-const clients: Redis[] = [];
-const limiters: ResilientLimiter[] = [];
-
-beforeAll(async () => {
-  server = await startRedisServer();
-  admin = server.client();
-  await waitReady(admin);
-});
-afterEach(async () => {
-  server.thaw();
-  await Promise.all(limiters.splice(0).map((l) => l.close()));
-  for (const c of clients.splice(0)) c.disconnect();
-});
-afterAll(async () => {
-  await server?.close();
+const lim = useLimiters({ limit: 1_000, windowMs: 60_000, local: { instances: 1 } });
+// After useLimiters's: vitest runs afterEach hooks last registered first, so the server thaws before the limiters close.
+afterEach(() => {
+  lim.server.thaw();
 });
 
 /** A monotonic clock that moves only when told to. */
@@ -59,21 +39,13 @@ function nextTurn(): Promise<void> {
 }
 
 async function limiter(perf: { now(): number }, options: Partial<ResilientLimiterOptions> = {}, warm = true): Promise<ResilientLimiter> {
-  const redis = createRedisClient({ host: '127.0.0.1', port: server.port });
-  clients.push(redis);
-  await waitReady(redis);
   const { breaker, ...rest } = options;
-  const l = new ResilientLimiter({
-    redis,
+  const l = await lim.limiter({
     prefix: `g:${randomUUID()}:`,
-    limit: 1_000,
-    windowMs: 60_000,
-    local: { instances: 1 },
     perf,
     ...rest,
     breaker: { timeoutMs: DEADLINE_MS, resetTimeoutMs: 60_000, ...breaker },
   });
-  limiters.push(l);
   // Warm: the script is loaded and the clock offset known.
   for (let i = 0; warm && i < 3; i++) expect(await l.limit(`warm${i}`)).toMatchObject({ source: 'redis', reason: 'decided' });
   return l;
@@ -91,7 +63,7 @@ describe('the gates on the perf clock, Redis frozen', () => {
   it('answers slow only once a poll vouches that Redis was silent for more than slowCallMs, and opens the breaker past the deadline (a stall)', async () => {
     const perf = fakePerf();
     const l = await limiter(perf, { slowCallMs: 20, reconcile: false });
-    server.freeze();
+    lim.server.freeze();
     const sent = [l.limit('stuck')];
     await nextTurn(); // sent: the oldest outstanding call, at perf time t
     perf.advance(20);
@@ -121,7 +93,7 @@ describe('the gates on the perf clock, Redis frozen', () => {
     await nextTurn();
     expect(await answeredAtOnce(l.limit('stall'))).toMatchObject({ source: 'local', reason: 'breaker-open' });
     expect(l.state).toBe('open');
-    server.thaw();
+    lim.server.thaw();
     // The frozen calls run once Redis wakes (their staleness deadline is opossum's 60 s away).
     for (const d of await Promise.all(sent)) expect(d.source).toBe('redis');
   });
@@ -129,7 +101,7 @@ describe('the gates on the perf clock, Redis frozen', () => {
   it('does not count as silence the time this process was busy before a poll could read the reply', async () => {
     const perf = fakePerf();
     const l = await limiter(perf, { reconcile: false });
-    await admin.ping(); // from here on this runs in a poll phase, right after a reply was read
+    await lim.admin.ping(); // from here on this runs in a poll phase, right after a reply was read
     const first = l.limit('a');
     await new Promise<void>((resolve) => process.nextTick(resolve)); // sent, at perf time t; Redis answers at once
     // A timer callback asks again before the loop polls: the rest of this iteration keeps the process
@@ -149,13 +121,13 @@ describe('the gates on the perf clock, Redis frozen', () => {
   it('measures silence from the last reply, not only from the oldest call', async () => {
     const perf = fakePerf();
     const l = await limiter(perf, { slowCallMs: 20, reconcile: false });
-    server.freeze();
+    lim.server.freeze();
     const stuck = l.limit('stuck');
     await nextTurn();
     perf.advance(50);
-    server.thaw();
+    lim.server.thaw();
     expect((await stuck).source).toBe('redis'); // a reply at perf t + 50
-    server.freeze();
+    lim.server.freeze();
     const again = l.limit('again'); // sent at t + 50
     await nextTurn();
     perf.advance(20);
@@ -168,21 +140,21 @@ describe('the gates on the perf clock, Redis frozen', () => {
     expect(l.stats().inFlight).toBe(3);
     // Silent for 21 ms since the reply (71 since the oldest call but one, long answered).
     expect(await answeredAtOnce(l.limit('slow'))).toMatchObject({ reason: 'slow' });
-    server.thaw();
+    lim.server.thaw();
     await Promise.all([again, atEdge, seeing]);
   });
 
   it('does not count a burst made in one turn as silence of its own making', async () => {
     const perf = fakePerf();
     const l = await limiter(perf, { slowCallMs: 20, reconcile: false });
-    server.freeze();
+    lim.server.freeze();
     const first = l.limit('a');
     // The clock moves within the same turn: the gate measures up to the start of the turn.
     perf.advance(1_000);
     const second = l.limit('b');
     await nextTurn();
     expect(l.stats().inFlight).toBe(2);
-    server.thaw();
+    lim.server.thaw();
     expect((await first).reason).toBe('decided');
     expect((await second).reason).toBe('decided');
   });
@@ -190,12 +162,12 @@ describe('the gates on the perf clock, Redis frozen', () => {
   it('answers saturated once maxInFlight decisions wait on Redis, sent or queued', async () => {
     const perf = fakePerf();
     const l = await limiter(perf, { maxInFlight: 3, reconcile: false });
-    server.freeze();
+    lim.server.freeze();
     const waiting = [l.limit('a'), l.limit('b')]; // queued for this turn's batch
     await nextTurn();
     waiting.push(l.limit('c')); // two sent, one queued
     expect(await answeredAtOnce(l.limit('d'))).toMatchObject({ source: 'local', reason: 'saturated' });
-    server.thaw();
+    lim.server.thaw();
     for (const d of await Promise.all(waiting)) expect(d.reason).toBe('decided');
     expect(await l.limit('e')).toMatchObject({ reason: 'decided' });
   });
@@ -203,7 +175,7 @@ describe('the gates on the perf clock, Redis frozen', () => {
   it('lets the half-open trial through although the ledger still holds stalled calls', async () => {
     const perf = fakePerf();
     const l = await limiter(perf, { reconcile: false, breaker: { resetTimeoutMs: 1 } });
-    server.freeze();
+    lim.server.freeze();
     const stuck = l.limit('stuck');
     await nextTurn();
     perf.advance(DEADLINE_MS + 1);
@@ -222,7 +194,7 @@ describe('the gates on the perf clock, Redis frozen', () => {
     // The trial is the one call opossum lets through: any other is refused at once.
     expect(await answeredAtOnce(l.limit('other'))).toMatchObject({ reason: 'breaker-open' });
     const closed = once(l, 'stateChange');
-    server.thaw();
+    lim.server.thaw();
     expect(await trial).toMatchObject({ source: 'redis', reason: 'decided' });
     expect(await closed).toEqual([{ state: 'closed', previous: 'half-open' }]);
     await Promise.all([stuck, seeing]);
@@ -239,7 +211,7 @@ describe('write-back retries on the perf clock', () => {
     l.forceOpen();
     expect(await l.limit('held')).toMatchObject({ source: 'local', reason: 'breaker-open' });
     // The key's window in Redis is a string: its write-back fails (WRONGTYPE) without opening the breaker.
-    await admin.set(`${prefix}{held}`, 'not a window');
+    await lim.admin.set(`${prefix}{held}`, 'not a window');
     const firstPass = once(l, 'reconciled');
     l.forceClose(); // catch-up: one pass, which fails
     await firstPass;
@@ -258,7 +230,7 @@ describe('write-back retries on the perf clock', () => {
     expect(passes).toEqual([1, 3]); // the two calls answered `reconciling` were journalled too
     // Other keys were decided by Redis all along.
     expect(await l.limit('other')).toMatchObject({ reason: 'decided' });
-    await admin.del(`${prefix}{held}`);
+    await lim.admin.del(`${prefix}{held}`);
   });
 });
 
@@ -279,7 +251,7 @@ describe('limitAll() on the decision path of limit()', () => {
   it('is waited for by close(), as limit() is', async () => {
     const perf = fakePerf();
     const l = await limiter(perf, { reconcile: false });
-    server.freeze();
+    lim.server.freeze();
     const decision = l.limitAll(limits);
     let closed = false;
     const closing = l.close().then(() => {
@@ -288,7 +260,7 @@ describe('limitAll() on the decision path of limit()', () => {
     for (let i = 0; i < 50; i++) await nextTurn();
     expect(closed).toBe(false);
     expect(l.stats().inFlight).toBe(1);
-    server.thaw();
+    lim.server.thaw();
     expect(await decision).toMatchObject({ allowed: true, source: 'redis' });
     await closing;
     expect(closed).toBe(true);

@@ -3,61 +3,44 @@
  * listening on an OS-assigned loopback port, sent real requests (fetch; node:http where the source
  * address matters), deciding on a real Redis; and Hono through `app.request()`, with no server.
  */
-import { execFile } from 'node:child_process';
-import { randomUUID } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import type { IncomingMessage, Server } from 'node:http';
 import { setImmediate as tick, setTimeout as sleep } from 'node:timers/promises';
-import { fileURLToPath } from 'node:url';
-import { promisify } from 'node:util';
 import { type HttpBindings, serve } from '@hono/node-server';
 import { Hono, type Context as HonoContext } from 'hono';
-import type { Redis } from 'ioredis';
 import Koa, { type ParameterizedContext } from 'koa';
-import { afterAll, afterEach, beforeAll, describe, expect, expectTypeOf, it } from 'vitest';
+import { describe, expect, expectTypeOf, it } from 'vitest';
 import * as honoEntry from '../../src/hono.js';
 import * as koaEntry from '../../src/koa.js';
-import { closeRedisClient, createRedisClient, ResilientLimiter, type Decision, type ResilientLimiterOptions } from '../../src/index.js';
-import { freePort, useRedis, waitReady, type RedisHandle } from '../support/redis.js';
-import { type App, errorBody, get, getFrom, item, items, outcomeOf, type Reply, sequence, served } from '../support/httpReplies.js';
-
-let redisServer: RedisHandle;
-let redis: Redis;
-const limiters: ResilientLimiter[] = [];
-const apps: App[] = [];
-
-beforeAll(async () => {
-  redisServer = await useRedis();
-  redis = createRedisClient(redisServer.url);
-  await waitReady(redis);
-});
-afterEach(async () => {
-  await Promise.all(apps.splice(0).map((a) => a.close()));
-  await Promise.all(limiters.splice(0).map((l) => l.close()));
-});
-afterAll(async () => {
-  await redis?.quit();
-  await redisServer?.close();
-});
+import {
+  closeRedisClient,
+  createRedisClient,
+  type ResilientLimiter,
+  type Decision,
+  type ResilientLimiterOptions,
+} from '../../src/index.js';
+import { ROOT, importByName } from '../support/entryPoints.js';
+import { remainingBecomes, useHttpLimiters } from '../support/httpLimiters.js';
+import { freePort } from '../support/redis.js';
+import {
+  type App,
+  errorBody,
+  get,
+  getFrom,
+  item,
+  items,
+  outcomeOf,
+  QUOTA_EXCEEDED,
+  type Reply,
+  sequence,
+  served,
+  TEMPORARY_REDUCED_CAPACITY,
+} from '../support/httpReplies.js';
 
 /** The limiter's clock: it replaces Redis's TIME too, so that waits are exact (no request moves it). */
 const NOW = Date.UTC(2026, 0, 1);
 
-function limiter(options: Partial<ResilientLimiterOptions> = {}): ResilientLimiter {
-  const l = new ResilientLimiter({
-    redis,
-    limit: 3,
-    windowMs: 60_000,
-    prefix: `hk:${randomUUID()}:`,
-    local: { instances: 1 },
-    clock: () => NOW,
-    // A generous deadline: these tests are about HTTP, so Redis must decide even on a loaded machine.
-    breaker: { timeoutMs: 2000 },
-    ...options,
-  });
-  limiters.push(l);
-  return l;
-}
+const { apps, limiters, limiter } = useHttpLimiters('hk', { clock: () => NOW });
 
 // ---------------------------------------------------------------------------------------------
 // One app per framework, built from a framework-neutral description: the limiter(s) in front of a
@@ -235,19 +218,6 @@ function decisionOf(reply: Reply): { decision: { allowed: boolean; remaining: nu
   return JSON.parse(reply.body);
 }
 
-const QUOTA_EXCEEDED = {
-  type: 'https://iana.org/assignments/http-problem-types#quota-exceeded',
-  title: 'Request cannot be satisfied as assigned quota has been exceeded',
-  status: 429,
-};
-
-/** The 503 body with `reducedCapacity: 'temporary-reduced-capacity'`: the draft's type of that name (section 5.2). */
-const TEMPORARY_REDUCED_CAPACITY = {
-  type: 'https://iana.org/assignments/http-problem-types#temporary-reduced-capacity',
-  title: 'Request cannot be satisfied due to temporary server capacity constraints',
-  status: 503,
-};
-
 /**
  * A limiter of 4 shared by 2 instances (a local share of 2), in an outage (the breaker forced open),
  * on the clock that never moves: a refusal's wait is exactly the window, Retry-After 60.
@@ -256,14 +226,6 @@ function outage(options: Partial<ResilientLimiterOptions> = {}): ResilientLimite
   const l = limiter({ limit: 4, local: { instances: 2 }, ...options });
   l.forceOpen();
   return l;
-}
-
-/** Polls (bounded: 2 s) until `key`'s window has `remaining` permits: a refund runs as the response closes, after the client has it. */
-async function remainingBecomes(l: ResilientLimiter, remaining: number, key = 'k'): Promise<void> {
-  for (let i = 0; (await l.peek(key)).remaining !== remaining; i += 1) {
-    if (i > 200) throw new Error(`remaining ${(await l.peek(key)).remaining}, not ${remaining}`);
-    await sleep(10);
-  }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -424,7 +386,7 @@ describe.each(frameworks)('$name', (framework) => {
     const app = await start({ key: 'empty', skipFailedRequests: true }, l);
     for (const path of ['/status/503', '/status/404', '/status/500']) {
       expect((await get(app, path)).status).toBe(Number(path.slice('/status/'.length)));
-      await remainingBecomes(l, 3);
+      await remainingBecomes(l, 3, 'k');
     }
     const aborted = new AbortController();
     const hung = fetch(`${app.url}/hang`, { signal: aborted.signal }).catch((error: unknown) => error);
@@ -432,7 +394,7 @@ describe.each(frameworks)('$name', (framework) => {
     expect((await l.peek('k')).remaining).toBe(2); // counted while it runs
     aborted.abort();
     await hung;
-    await remainingBecomes(l, 3);
+    await remainingBecomes(l, 3, 'k');
     expect((await sequence(app, 4, '/status/201')).map((r) => r.status)).toEqual([201, 201, 201, 429]);
     expect((await l.peek('k')).remaining).toBe(0); // neither the successes nor the 429 came back
   });
@@ -442,7 +404,7 @@ describe.each(frameworks)('$name', (framework) => {
     const app = await start({ key: 'empty', probesSucceed: true }, l);
     for (let i = 0; i < 4; i += 1) {
       expect((await get(app, '/status/404', { 'x-probe': '1' })).status).toBe(404);
-      await remainingBecomes(l, 3);
+      await remainingBecomes(l, 3, 'k');
     }
     expect((await sequence(app, 4)).map((r) => r.status)).toEqual([200, 200, 200, 429]);
   });
@@ -706,25 +668,15 @@ describe('option validation', () => {
 
 describe('the package entry points', () => {
   it('exports resilimit/hono and resilimit/koa from the build, loading neither a framework nor the limiter', async () => {
-    const root = fileURLToPath(new URL('../../', import.meta.url));
-    if (!existsSync(`${root}dist/hono.js`) || !existsSync(`${root}dist/koa.d.ts`))
+    if (!existsSync(`${ROOT}dist/hono.js`) || !existsSync(`${ROOT}dist/koa.d.ts`))
       throw new Error('Run `npm run build` first (`npm test` does).');
-    // Resolved by package name from inside the package (self-reference), as a user's import is; a
-    // resolve hook records every module the imports load.
-    const script = `
-      import { registerHooks } from 'node:module';
-      const loaded = [];
-      registerHooks({ resolve: (specifier, context, next) => { const r = next(specifier, context); loaded.push(r.url); return r; } });
-      const hono = await import('resilimit/hono');
-      const koa = await import('resilimit/koa');
-      console.log(JSON.stringify({ hono: Object.keys(hono).sort(), koa: Object.keys(koa).sort(), loaded }));
-    `;
-    const { stdout } = await promisify(execFile)(process.execPath, ['--input-type=module', '-e', script], { cwd: root });
-    const { hono, koa, loaded } = JSON.parse(stdout) as { hono: string[]; koa: string[]; loaded: string[] };
+    const {
+      exports: [hono, koa],
+      files,
+    } = await importByName('resilimit/hono', 'resilimit/koa');
     const keys = ['byHeader', 'byIp', 'byIpFrom', 'byRoute', 'byRouteTemplate', 'byRouteWith', 'combine', 'headerKey'];
     expect(hono).toEqual([...keys, 'rateLimit']);
     expect(koa).toEqual([...keys, 'rateLimit']);
-    const files = loaded.filter((url) => url.startsWith('file:')).map((url) => url.slice(url.indexOf('/dist/') + 1));
     expect(files).toEqual(expect.arrayContaining(['dist/hono.js', 'dist/koa.js']));
     expect(files.every((f) => f.startsWith('dist/'))).toBe(true); // no dependency, no framework
     expect(files).not.toContain('dist/limiter/ResilientLimiter.js');

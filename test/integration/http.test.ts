@@ -3,21 +3,16 @@
  * OS-assigned loopback port, sent real requests (fetch; node:http where the source address matters),
  * deciding on a real Redis.
  */
-import { execFile } from 'node:child_process';
-import { randomUUID } from 'node:crypto';
 import { once } from 'node:events';
 import { existsSync } from 'node:fs';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { setImmediate as tick, setTimeout as sleep } from 'node:timers/promises';
-import { fileURLToPath } from 'node:url';
-import { promisify } from 'node:util';
 import connect from 'connect';
 import express, { type NextFunction, type Request, type Response } from 'express';
 import Fastify, { type FastifyReply, type FastifyRequest } from 'fastify';
-import type { Redis } from 'ioredis';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { createRedisClient, ResilientLimiter, type Decision, type ResilientLimiterOptions } from '../../src/index.js';
+import { describe, expect, it } from 'vitest';
+import type { Decision, ResilientLimiter, ResilientLimiterOptions } from '../../src/index.js';
 import {
   byHeader,
   byIp,
@@ -29,44 +24,24 @@ import {
   type CommonHttpOptions,
   type RequestLike,
 } from '../../src/http.js';
-import { useRedis, waitReady, type RedisHandle } from '../support/redis.js';
-import { type App, errorBody, get, getFrom, item, items, outcomeOf, type Reply, sequence, served } from '../support/httpReplies.js';
+import { ROOT, importByName } from '../support/entryPoints.js';
+import { remainingBecomes, useHttpLimiters, WINDOW_MS } from '../support/httpLimiters.js';
+import {
+  type App,
+  errorBody,
+  get,
+  getFrom,
+  item,
+  items,
+  outcomeOf,
+  QUOTA_EXCEEDED,
+  type Reply,
+  sequence,
+  served,
+  TEMPORARY_REDUCED_CAPACITY,
+} from '../support/httpReplies.js';
 
-let redisServer: RedisHandle;
-let redis: Redis;
-const limiters: ResilientLimiter[] = [];
-const apps: App[] = [];
-
-beforeAll(async () => {
-  redisServer = await useRedis();
-  redis = createRedisClient(redisServer.url);
-  await waitReady(redis);
-});
-afterEach(async () => {
-  await Promise.all(apps.splice(0).map((a) => a.close()));
-  await Promise.all(limiters.splice(0).map((l) => l.close()));
-});
-afterAll(async () => {
-  await redis?.quit();
-  await redisServer?.close();
-});
-
-const WINDOW_MS = 60_000;
-
-function limiter(options: Partial<ResilientLimiterOptions> = {}): ResilientLimiter {
-  const l = new ResilientLimiter({
-    redis,
-    limit: 3,
-    windowMs: WINDOW_MS,
-    prefix: `http:${randomUUID()}:`,
-    local: { instances: 1 },
-    // A generous deadline: these tests are about HTTP, so Redis must decide even on a loaded machine.
-    breaker: { timeoutMs: 2000 },
-    ...options,
-  });
-  limiters.push(l);
-  return l;
-}
+const { apps, limiter } = useHttpLimiters('http');
 
 // ---------------------------------------------------------------------------------------------
 // One app per framework: the limiter(s) in front of a handler that counts its runs, and an error
@@ -238,20 +213,6 @@ function withPk(field: string | null): { params: Record<string, number>; pk: str
   const [, rest, base64] = match as RegExpExecArray;
   return { params: item(rest as string), pk: Buffer.from(base64 as string, 'base64').toString('utf8') };
 }
-
-/** The default 429 body: RFC 9457 problem details of the draft's quota-exceeded type. */
-const QUOTA_EXCEEDED = {
-  type: 'https://iana.org/assignments/http-problem-types#quota-exceeded',
-  title: 'Request cannot be satisfied as assigned quota has been exceeded',
-  status: 429,
-};
-
-/** The 503 body with `reducedCapacity: 'temporary-reduced-capacity'`: the draft's type of that name (section 5.2). */
-const TEMPORARY_REDUCED_CAPACITY = {
-  type: 'https://iana.org/assignments/http-problem-types#temporary-reduced-capacity',
-  title: 'Request cannot be satisfied due to temporary server capacity constraints',
-  status: 503,
-};
 
 // ---------------------------------------------------------------------------------------------
 
@@ -510,20 +471,12 @@ describe.each(frameworks)('$name', (framework) => {
     expect(JSON.parse(replies[3]?.body as string)).toMatchObject({ ...QUOTA_EXCEEDED, 'violated-policies': ['default'] });
   });
 
-  /** Polls (bounded) until `key`'s window has `remaining` permits: a refund runs as the response closes, after the client has it. */
-  async function remainingBecomes(l: ResilientLimiter, remaining: number, key = 'client'): Promise<void> {
-    for (let i = 0; (await l.peek(key)).remaining !== remaining; i += 1) {
-      if (i > 200) throw new Error(`remaining ${(await l.peek(key)).remaining}, not ${remaining}`);
-      await sleep(10);
-    }
-  }
-
   it('with skipFailedRequests, counts only the requests that succeed: an error status or a cut connection is refunded', async () => {
     const l = limiter();
     const app = await start({ key: () => 'client', skipFailedRequests: true }, l);
     for (const status of [500, 404, 400, 503]) {
       expect((await get(app, `/status/${status}`)).status).toBe(status);
-      await remainingBecomes(l, 3);
+      await remainingBecomes(l, 3, 'client');
     }
     // The client gives up while the handler still runs: the response never finished.
     const aborted = new AbortController();
@@ -532,7 +485,7 @@ describe.each(frameworks)('$name', (framework) => {
     expect((await l.peek('client')).remaining).toBe(2); // counted while it runs
     aborted.abort();
     await hung;
-    await remainingBecomes(l, 3);
+    await remainingBecomes(l, 3, 'client');
     const replies = await sequence(app, 4, '/status/201');
     expect(replies.map((r) => r.status)).toEqual([201, 201, 201, 429]);
     await sleep(50);
@@ -544,7 +497,7 @@ describe.each(frameworks)('$name', (framework) => {
     const app = await start({ key: () => 'client', skipSuccessfulRequests: true }, l);
     for (let i = 0; i < 4; i += 1) {
       expect((await get(app)).status).toBe(200);
-      await remainingBecomes(l, 3);
+      await remainingBecomes(l, 3, 'client');
     }
     const replies = await sequence(app, 4, '/status/401');
     expect(replies.map((r) => r.status)).toEqual([401, 401, 401, 429]);
@@ -565,7 +518,7 @@ describe.each(frameworks)('$name', (framework) => {
     );
     for (let i = 0; i < 4; i += 1) {
       expect((await get(app, '/status/404', { 'x-probe': '1' })).status).toBe(404);
-      await remainingBecomes(l, 3);
+      await remainingBecomes(l, 3, 'client');
     }
     const replies = await sequence(app, 4); // 200s, but not probes: they count
     expect(replies.map((r) => r.status)).toEqual([200, 200, 200, 429]);
@@ -750,13 +703,6 @@ describe('refusals of reduced capacity (the reducedCapacity option)', () => {
 });
 
 describe('skipFailedRequests and skipSuccessfulRequests', () => {
-  async function settles(l: ResilientLimiter, remaining: number): Promise<void> {
-    for (let i = 0; (await l.peek('client')).remaining !== remaining; i += 1) {
-      if (i > 200) throw new Error(`remaining ${(await l.peek('client')).remaining}, not ${remaining}`);
-      await sleep(10);
-    }
-  }
-
   it('refund failures while the breaker is open from the local window at once: only successes count', async () => {
     const l = limiter();
     l.forceOpen();
@@ -764,7 +710,7 @@ describe('skipFailedRequests and skipSuccessfulRequests', () => {
     apps.push(app);
     for (let i = 0; i < 5; i += 1) {
       expect((await get(app, '/status/502')).status).toBe(502);
-      await settles(l, 3);
+      await remainingBecomes(l, 3, 'client');
     }
     expect((await sequence(app, 4)).map((r) => r.status)).toEqual([200, 200, 200, 429]);
     expect(l.stats().bySource.local).toBe(9);
@@ -966,20 +912,12 @@ describe('option validation', () => {
 
 describe('the package entry point', () => {
   it('exports resilimit/http from the build, with its types, loading neither the limiter nor a framework', async () => {
-    const root = fileURLToPath(new URL('../../', import.meta.url));
-    if (!existsSync(`${root}dist/http.js`)) throw new Error('Run `npm run build` first (`npm test` does).');
-    expect(existsSync(`${root}dist/http.d.ts`)).toBe(true);
-    // Resolved by package name from inside the package (self-reference), as a user's import is; a
-    // resolve hook records every module the import loads.
-    const script = `
-      import { registerHooks } from 'node:module';
-      const loaded = [];
-      registerHooks({ resolve: (specifier, context, next) => { const r = next(specifier, context); loaded.push(r.url); return r; } });
-      const http = await import('resilimit/http');
-      console.log(JSON.stringify({ exports: Object.keys(http).sort(), loaded }));
-    `;
-    const { stdout } = await promisify(execFile)(process.execPath, ['--input-type=module', '-e', script], { cwd: root });
-    const { exports, loaded } = JSON.parse(stdout) as { exports: string[]; loaded: string[] };
+    if (!existsSync(`${ROOT}dist/http.js`)) throw new Error('Run `npm run build` first (`npm test` does).');
+    expect(existsSync(`${ROOT}dist/http.d.ts`)).toBe(true);
+    const {
+      exports: [exports],
+      files,
+    } = await importByName('resilimit/http');
     expect(exports).toEqual([
       'byHeader',
       'byIp',
@@ -992,7 +930,6 @@ describe('the package entry point', () => {
       'rateLimit',
       'rateLimitHook',
     ]);
-    const files = loaded.filter((url) => url.startsWith('file:')).map((url) => url.slice(url.indexOf('/dist/') + 1));
     expect(files).toContain('dist/http.js');
     expect(files.every((f) => f.startsWith('dist/'))).toBe(true); // no dependency, no framework
     expect(files).not.toContain('dist/limiter/ResilientLimiter.js');

@@ -5,37 +5,11 @@
  */
 import { randomUUID } from 'node:crypto';
 import { subscribe, unsubscribe } from 'node:diagnostics_channel';
-import type { Redis } from 'ioredis';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import {
-  createRedisClient,
-  ResilientLimiter,
-  type DecisionMessage,
-  type LimitDecision,
-  type LimiterDecision,
-  type ResilientLimiterOptions,
-} from '../../src/index.js';
+import { describe, expect, it } from 'vitest';
+import type { ResilientLimiter, DecisionMessage, LimitDecision, LimiterDecision, ResilientLimiterOptions } from '../../src/index.js';
 import { allKey } from '../../src/redis/allWindows.js';
 import { redisKey } from '../../src/redis/redisKey.js';
-import { useRedis, waitReady, type RedisHandle } from '../support/redis.js';
-
-let server: RedisHandle;
-let admin: Redis;
-const clients: Redis[] = [];
-const limiters: ResilientLimiter[] = [];
-
-beforeAll(async () => {
-  server = await useRedis();
-  admin = server.client();
-  await waitReady(admin);
-});
-afterEach(async () => {
-  await Promise.all(limiters.splice(0).map((l) => l.close()));
-  for (const c of clients.splice(0)) c.disconnect();
-});
-afterAll(async () => {
-  await server?.close();
-});
+import { run, useLimiters } from '../support/limiters.js';
 
 const WINDOW_MS = 60_000;
 
@@ -45,34 +19,17 @@ function clock(start = Date.now()) {
   return c;
 }
 
+// A generous deadline: Redis must decide even on a loaded machine, or the answers would move.
+const redis = useLimiters({ limit: 3, windowMs: WINDOW_MS, local: { instances: 1 }, breaker: { timeoutMs: 2_000 } });
+
 async function limiter(options: Partial<ResilientLimiterOptions> = {}): Promise<ResilientLimiter & { prefix: string }> {
-  const redis = createRedisClient({ host: server.host, port: server.port });
-  clients.push(redis);
-  await waitReady(redis);
   const prefix = `shadow:${randomUUID()}:`;
-  const l = new ResilientLimiter({
-    redis,
-    prefix,
-    limit: 3,
-    windowMs: WINDOW_MS,
-    local: { instances: 1 },
-    // A generous deadline: Redis must decide even on a loaded machine, or the answers would move.
-    breaker: { timeoutMs: 2_000 },
-    ...options,
-  });
-  limiters.push(l);
-  return Object.assign(l, { prefix });
+  return Object.assign(await redis.limiter({ prefix, ...options }), { prefix });
 }
 
 /** The calls Redis's window holds for a Redis key: one member per admitted call, scored with its time (the `*` member, which counts costs above 1, has a negative score). */
 function calls(key: string): Promise<number> {
-  return admin.zcount(key, 0, '+inf');
-}
-
-async function run(l: ResilientLimiter, key: string, n: number): Promise<LimiterDecision[]> {
-  const out: LimiterDecision[] = [];
-  for (let i = 0; i < n; i += 1) out.push(await l.limit(key));
-  return out;
+  return redis.admin.zcount(key, 0, '+inf');
 }
 
 /** What a shadowing limiter answers where an enforcing one answered `d`. */

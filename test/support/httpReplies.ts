@@ -31,6 +31,20 @@ export async function served(server: Server, app: { handled: number }): Promise<
   });
 }
 
+/** The default 429 body: RFC 9457 problem details of the draft's quota-exceeded type. */
+export const QUOTA_EXCEEDED = {
+  type: 'https://iana.org/assignments/http-problem-types#quota-exceeded',
+  title: 'Request cannot be satisfied as assigned quota has been exceeded',
+  status: 429,
+};
+
+/** The 503 body with `reducedCapacity: 'temporary-reduced-capacity'`: the draft's type of that name (section 5.2). */
+export const TEMPORARY_REDUCED_CAPACITY = {
+  type: 'https://iana.org/assignments/http-problem-types#temporary-reduced-capacity',
+  title: 'Request cannot be satisfied due to temporary server capacity constraints',
+  status: 503,
+};
+
 /** The test apps' error handler's body: the error's code and message. */
 export function errorBody(error: unknown): string {
   const e = error as { code?: string; message?: string };

@@ -17,19 +17,23 @@ export type Limiters = {
   client(): Promise<Redis>;
   /** A limiter on a client of its own: `defaults` of the file, then `options`; closed after the test. */
   limiter(options?: Partial<ResilientLimiterOptions>): Promise<ResilientLimiter>;
+  /** The client `limiter()` made for `l` (to wait for its reconnect, say). */
+  clientOf(l: ResilientLimiter): Redis;
   /** Closes `l` after the test (for a limiter made by hand). */
   track<T extends ResilientLimiter>(l: T): T;
 };
 
 /**
  * Registers the hooks and returns the file's helpers. `defaults`: options every `limiter()` of the file
- * gets (a prefix of its own per limiter unless they name one).
+ * gets (a prefix of its own per limiter unless they name one); without `limit` and `windowMs`, every
+ * `limiter()` names them.
  */
-export function useLimiters(defaults: Partial<ResilientLimiterOptions> & Pick<ResilientLimiterOptions, 'limit' | 'windowMs'>): Limiters {
+export function useLimiters(defaults: Partial<ResilientLimiterOptions>): Limiters {
   let server: RedisChild | undefined;
   let admin: Redis | undefined;
   const clients: Redis[] = [];
   const limiters: ResilientLimiter[] = [];
+  const clientOf = new WeakMap<ResilientLimiter, Redis>();
   beforeAll(async () => {
     server = await startRedisServer();
     admin = server.client();
@@ -59,7 +63,16 @@ export function useLimiters(defaults: Partial<ResilientLimiterOptions> & Pick<Re
     },
     async limiter(options = {}) {
       const redis = await helpers.client();
-      return helpers.track(new ResilientLimiter({ redis, prefix: `t:${crypto.randomUUID()}:`, ...defaults, ...options }));
+      // A file whose defaults leave out `limit` or `windowMs` names them at each call (the constructor checks).
+      const all = { redis, prefix: `t:${crypto.randomUUID()}:`, ...defaults, ...options } as ResilientLimiterOptions;
+      const l = helpers.track(new ResilientLimiter(all));
+      clientOf.set(l, redis);
+      return l;
+    },
+    clientOf(l) {
+      const redis = clientOf.get(l);
+      if (redis === undefined) throw new Error('useLimiters: not a limiter of limiter()');
+      return redis;
     },
     track(l) {
       limiters.push(l);
@@ -69,9 +82,9 @@ export function useLimiters(defaults: Partial<ResilientLimiterOptions> & Pick<Re
   return helpers;
 }
 
-/** `n` calls of `l.limit(key)`, one after another. */
-export async function run(l: ResilientLimiter, key: string, n: number): Promise<LimiterDecision[]> {
+/** `n` calls of `l.limit(key, options)`, one after another. */
+export async function run(l: ResilientLimiter, key: string, n: number, options?: { cost?: number }): Promise<LimiterDecision[]> {
   const out: LimiterDecision[] = [];
-  for (let i = 0; i < n; i++) out.push(await l.limit(key));
+  for (let i = 0; i < n; i++) out.push(await l.limit(key, options));
   return out;
 }
