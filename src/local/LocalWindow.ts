@@ -1,6 +1,6 @@
 import { LRUCache } from 'lru-cache';
 import { addAt, Log, type Held } from './Log.js';
-import { checkCallOptions, checkCost, checkId, checkKey, type CallId } from '../base/call.js';
+import { checkCallOptions, checkCost, checkId, checkKey, isLocalOnly, type CallId, type SentId } from '../base/call.js';
 import { block, configure, decide, inspect } from '../base/internal.js';
 import {
   resolveLocalWindowOptions,
@@ -171,16 +171,16 @@ export class LocalWindow implements RateWindow {
 
   /**
    * Every call still in its window that carries an id, oldest first per key (keys in no particular
-   * order), but for those never to reach Redis (a negative id, see `CallId`); recency is not touched. @internal
+   * order), but for those never to reach Redis (a `LocalOnlyId`); recency is not touched. @internal
    */
-  *calls(now = this.#now()): Generator<{ key: string; at: number; cost: number; id: CallId }> {
+  *calls(now = this.#now()): Generator<{ key: string; at: number; cost: number; id: SentId }> {
     const cutoff = now - this.#options.windowMs;
     for (const [key, log] of this.#logs.entries()) {
       if (log.ids === undefined) continue;
       for (let i = log.head; i < log.times.length; i += 1) {
         const at = log.times[i] as number;
         const id = log.ids[i];
-        if (at > cutoff && id !== undefined && (typeof id === 'string' || id > 0)) yield { key, at, cost: log.costAt(i), id };
+        if (at > cutoff && id !== undefined && !isLocalOnly(id)) yield { key, at, cost: log.costAt(i), id };
       }
     }
   }

@@ -1,6 +1,6 @@
 import { combine, decided, type LimitAllDecision, type LimitDecision } from './decisions.js';
 import type { Parts, PathCall } from './parts.js';
-import { memberOf, type CallId } from '../base/call.js';
+import { memberOf, type SentId } from '../base/call.js';
 import { itemId, type CheckedItem } from '../redis/allWindows.js';
 import type { GroupReply } from '../redis/scripts/limitAll.js';
 import { bySlot } from '../redis/redisKey.js';
@@ -26,7 +26,7 @@ export class AllCall implements PathCall<AllReply, LimitAllDecision> {
   constructor(
     readonly parts: Parts,
     readonly items: readonly CheckedItem[],
-    readonly id: CallId,
+    readonly id: SentId,
     readonly now: number,
   ) {}
 

@@ -1,5 +1,5 @@
 import type { ResilimitError } from '../base/errors.js';
-import type { CallId } from '../base/call.js';
+import type { SentId } from '../base/call.js';
 import { AllCall } from './AllCall.js';
 import {
   combine,
@@ -46,7 +46,7 @@ export class DecisionPath {
   ) {}
 
   /** `limit()`'s decision of a call of `cost` under `limit` (`Settings.limitOf`). */
-  one(key: string, cost: number, id: CallId, limit: number): LimiterDecision | Promise<LimiterDecision> {
+  one(key: string, cost: number, id: SentId, limit: number): LimiterDecision | Promise<LimiterDecision> {
     const { parts } = this;
     const now = parts.now();
     if (!parts.settings.enabled) return fixedDecision(true, 'disabled', 'disabled', now, limit, 0, id);
@@ -65,7 +65,7 @@ export class DecisionPath {
   }
 
   /** `limitAll()`'s decision of `items` together (their local windows made first). */
-  all(items: readonly CheckedItem[], id: CallId): LimitAllDecision | Promise<LimitAllDecision> {
+  all(items: readonly CheckedItem[], id: SentId): LimitAllDecision | Promise<LimitAllDecision> {
     const { parts } = this;
     for (const item of items) parts.local.forWindow(item.windowMs);
     const now = parts.now();

@@ -1,6 +1,6 @@
 import type { Breaker } from '../redis/Breaker.js';
 import { combine, fixedDecision, localDecision, type LimitAllDecision, type LimitDecision, type LimiterDecision } from './decisions.js';
-import { memberOf, type CallId } from '../base/call.js';
+import { localOnly, memberOf, type CallId, type SentId } from '../base/call.js';
 import { decide, inspect } from '../base/internal.js';
 import { itemId, type CheckedItem } from '../redis/allWindows.js';
 import type { LocalTier } from '../local/LocalTier.js';
@@ -62,7 +62,7 @@ export class Fallback {
   }
 
   /** `limit()`'s answer, for a call of `limit` (`Settings.limitOf`), at `now` (the caller's reading of the clock, if it has one). */
-  one(key: string, cost: number, id: CallId, reason: DecisionReason, limit: number, now = this.now()): LimiterDecision {
+  one(key: string, cost: number, id: SentId, reason: DecisionReason, limit: number, now = this.now()): LimiterDecision {
     const lease = this.settings.leaseReason(now);
     const why = lease ?? reason;
     const mode = this.settings.fallbackMode(now);
@@ -81,9 +81,9 @@ export class Fallback {
     const journalled = this.#journals(reason);
     // A journalled call keeps its id in the local window even if it was never sent to Redis: once
     // written back it is in Redis, so a re-seed after Redis lost its data writes it again (counted
-    // once). A generated id of a call not journalled was never in Redis: kept negated, for refund()
-    // alone, never re-seeded (see `CallId`).
-    const kept = journalled || typeof id === 'string' ? id : -id;
+    // once). A generated id of a call not journalled was never in Redis: kept as a `LocalOnlyId`, for
+    // refund() alone, never re-seeded.
+    const kept: CallId = journalled || typeof id === 'string' ? id : localOnly(id);
     const d = this.local.main[decide](key, cost, kept, now, this.reserved.of(key), share, this.blockMs, limit);
     if (d.allowed && journalled) {
       this.recovery.add(key, now, cost, id);
@@ -106,7 +106,7 @@ export class Fallback {
   }
 
   /** `limitAll()`'s answer: in `'local'`, all or nothing on local windows of each limit's share. */
-  all(items: readonly CheckedItem[], id: CallId, reason: DecisionReason): LimitAllDecision {
+  all(items: readonly CheckedItem[], id: SentId, reason: DecisionReason): LimitAllDecision {
     const now = this.now();
     const lease = this.settings.leaseReason(now);
     const why = lease ?? reason;
@@ -127,7 +127,7 @@ export class Fallback {
     if (mayBeLost(reason)) this.settings.lost(this.local);
     const journalled = this.#journals(reason);
     const kept = journalled || typeof id === 'string' ? id : undefined;
-    const idFor = (item: CheckedItem): CallId | undefined => (kept === undefined ? undefined : itemId(kept, item));
+    const idFor = (item: CheckedItem): SentId | undefined => (kept === undefined ? undefined : itemId(kept, item));
     // First every window is asked (the same key twice counts its earlier costs), then all consume, or none.
     const before = new Map<string, number>();
     const views = items.map((item) => {

@@ -5,6 +5,7 @@ import type { BatchOutcome } from '../redis/RedisWindow.js';
 import type { LeaseDecision } from '../redis/scripts/lease.js';
 import type { DecisionReason } from '../types.js';
 import type { LocalMs } from '../base/time.js';
+import type { GeneratedId } from '../base/call.js';
 import { leaseDecision, type LimiterDecision } from './decisions.js';
 import { OneCall } from './OneCall.js';
 import type { Leases, LeaseTaker, Parts } from './parts.js';
@@ -100,7 +101,7 @@ export class HotKeys implements Leases {
    * being taken), `'take'` (the key is hot: the call asks Redis for a lease, {@link LeaseCall}), or
    * undefined (the usual path).
    */
-  use(key: string, cost: number, seq: number, limit: number, now: LocalMs): LimiterDecision | Promise<unknown> | 'take' | undefined {
+  use(key: string, cost: number, seq: GeneratedId, limit: number, now: LocalMs): LimiterDecision | Promise<unknown> | 'take' | undefined {
     let state = this.#keys.get(key);
     if (state === undefined) {
       if (this.#closed) return undefined;
@@ -193,7 +194,7 @@ export class HotKeys implements Leases {
   }
 
   /** Whether the call of `key` with the generated id `seq` was admitted on its live lease, on one that ended (still in the window), or on none. */
-  leaseOf(key: string, seq: number): 'live' | 'ended' | undefined {
+  leaseOf(key: string, seq: GeneratedId): 'live' | 'ended' | undefined {
     const state = this.#keys.get(key);
     if (state === undefined) return undefined;
     if (state.lease !== undefined && seq >= state.lease.fromSeq) return 'live';

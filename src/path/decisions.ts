@@ -1,4 +1,4 @@
-import { memberOf, type CallId } from '../base/call.js';
+import { memberOf, type GeneratedId, type SentId } from '../base/call.js';
 import type { RedisDecision } from '../redis/RedisWindow.js';
 import type { Decision, DecisionReason, DecisionSource } from '../types.js';
 
@@ -128,9 +128,9 @@ export function redisDecision(d: RedisDecision, id?: string): Made {
 }
 
 /** A local window's decision, as the limiter answers it with `reason` (with `id`: a call of `limit()`). This is the whole path while Redis is down. */
-export function localDecision(d: Decision, reason: DecisionReason, id: CallId): LimiterDecision;
+export function localDecision(d: Decision, reason: DecisionReason, id: SentId): LimiterDecision;
 export function localDecision(d: Decision, reason: DecisionReason): LimitDecision;
-export function localDecision(d: Decision, reason: DecisionReason, id?: CallId): Made {
+export function localDecision(d: Decision, reason: DecisionReason, id?: SentId): Made {
   return {
     allowed: d.allowed,
     limit: d.limit,
@@ -152,7 +152,7 @@ type FixedArgs = [allowed: boolean, source: DecisionSource, reason: DecisionReas
  * `'fail-open'` / `'fail-closed'`. A refusal asks to retry after `retryAfterMs` (the breaker's open
  * period); only `'fail-closed'` refuses, for want of any capacity without Redis: `reducedCapacity`.
  */
-export function fixedDecision(...args: [...FixedArgs, id: CallId]): LimiterDecision;
+export function fixedDecision(...args: [...FixedArgs, id: SentId]): LimiterDecision;
 export function fixedDecision(...args: FixedArgs): LimitDecision;
 export function fixedDecision(
   allowed: boolean,
@@ -161,7 +161,7 @@ export function fixedDecision(
   now: number,
   limit: number,
   retryAfterMs: number,
-  id?: CallId,
+  id?: SentId,
 ): Made {
   const wait = allowed ? 0 : retryAfterMs;
   const member = allowed && id !== undefined ? memberOf(id) : undefined;
@@ -245,7 +245,7 @@ export function combine(decisions: LimitDecision[], source: DecisionSource, reas
 }
 
 /** A call of `limit()` admitted on a hot key's lease (permits Redis counted when it granted them), as the limiter answers it. */
-export function leaseDecision(limit: number, remaining: number, resetAtMs: number, seq: number): LimiterDecision {
+export function leaseDecision(limit: number, remaining: number, resetAtMs: number, seq: GeneratedId): LimiterDecision {
   const d: Made = {
     allowed: true,
     limit,

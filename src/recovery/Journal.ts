@@ -1,5 +1,5 @@
 import type { WriteBackReply } from '../redis/scripts/reconcile.js';
-import type { CallId } from '../base/call.js';
+import type { CallId, SentId } from '../base/call.js';
 import { PendingCalls, type PendingCall } from './PendingCalls.js';
 import { groupOf } from '../redis/allWindows.js';
 
@@ -41,11 +41,11 @@ export const CALL_BYTES = 128;
  * string in 1 byte per character when every character fits in one, else 2: this bounds both. A key
  * shared by several calls is counted with each: an upper bound, in O(1) per call.
  */
-export function pendingBytes(call: { key: string; id: CallId }): number {
+export function pendingBytes(call: { key: string; id: SentId }): number {
   return bytesOf(call.key, call.id);
 }
 
-function bytesOf(key: string, id: CallId): number {
+function bytesOf(key: string, id: SentId): number {
   return CALL_BYTES + 2 * key.length + (typeof id === 'string' ? 2 * id.length : 0);
 }
 
@@ -143,7 +143,7 @@ export class Journal {
   }
 
   /** Journals a call: `windowMs` for a call of one of `limitAll()`'s windows. */
-  add(key: string, at: number, cost: number, id: CallId, windowMs?: number): void {
+  add(key: string, at: number, cost: number, id: SentId, windowMs?: number): void {
     this.#calls.push(key, at, cost, id, windowMs);
     this.#bytes += bytesOf(key, id);
     if (this.#tracking) this.#countGroup(key, windowMs, 1);

@@ -12,6 +12,7 @@ import {
   type WriteBatch,
 } from '../../src/recovery/Journal.js';
 import { ticks } from '../support/ticks.js';
+import type { GeneratedId } from '../../src/base/call.js';
 
 setFlagsFromString('--expose-gc');
 const gc = runInNewContext('gc') as () => void;
@@ -308,7 +309,7 @@ describe('Journal', () => {
 
   it('bounds the bytes of its waiting calls by maxBytes, dropping the oldest and counting them in `dropped`', async () => {
     const small = (n: number): PendingCall => ({ key: 'k'.repeat(10), at: 10 + n, cost: 1, id: `s${String(n).padStart(2, '0')}` });
-    const big: PendingCall = { key: 'b'.repeat(1000), at: 100, cost: 1, id: 0 };
+    const big: PendingCall = { key: 'b'.repeat(1000), at: 100, cost: 1, id: 0 as GeneratedId };
     const S = pendingBytes(small(0));
     const B = pendingBytes(big);
     expect(S).toBe(CALL_BYTES + 2 * 10 + 2 * 3); // the caller's id (a string) counts
@@ -434,7 +435,7 @@ describe('Journal.forgetCall (a refund)', () => {
 });
 
 describe('reseed', () => {
-  const call = (key: string, i: number): PendingCall => ({ key, at: 1_000 + i, cost: 1, id: i });
+  const call = (key: string, i: number): PendingCall => ({ key, at: 1_000 + i, cost: 1, id: i as GeneratedId });
 
   it('writes every pending group in batches of 200 and releases each once its last batch is sent', async () => {
     const sent: [string, number][] = [];
