@@ -79,7 +79,7 @@ export class AllCall implements PathCall<AllReply, LimitAllDecision> {
           : { at: offset.localOf(item.model.countedFrom(nowMs)), cost: item.cost, id: itemId(this.id, item) };
       const share = settings.fallbackShareOf(item.limit, undefined, true);
       parts.local.forWindow(item.windowMs).observe(item.key, item.limit - remaining, item.limit, settings.instances, share, admitted);
-      return decided(r.fits, item.limit, remaining, r.retryAfterMs, r.resetAtMs);
+      return decided(r, item.limit, remaining);
     });
     parts.recovery.schedule();
     return combine(decisions, 'redis', 'decided');

@@ -1,5 +1,14 @@
 import type { Breaker } from '../redis/Breaker.js';
-import { combine, fixedDecision, localDecision, type LimitAllDecision, type LimitDecision, type LimiterDecision } from './decisions.js';
+import {
+  combine,
+  failClosedDecision,
+  failOpenDecision,
+  localDecision,
+  noShareDecision,
+  type LimitAllDecision,
+  type LimitDecision,
+  type LimiterDecision,
+} from './decisions.js';
 import { localOnly, memberOf, type CallId, type SentId } from '../base/call.js';
 import { decide, inspect } from '../base/internal.js';
 import { itemId, type CheckedItem } from '../redis/allWindows.js';
@@ -68,13 +77,15 @@ export class Fallback {
     const mode = this.settings.fallbackMode(now);
     if (mode !== 'local') {
       if (lease !== undefined) this.#note(lease, limit, 0);
-      return fixedDecision(mode === 'fail-open', mode, why, now, limit, this.breaker.resetTimeoutMs, id);
+      return mode === 'fail-open'
+        ? failOpenDecision(why, now, limit, id)
+        : failClosedDecision(why, now, limit, this.breaker.resetTimeoutMs);
     }
     const share = this.settings.localShareOf(limit, now);
     // A lease ended and a tenth of the share is none, or a share rounds to 0: refused, in mode 'local'.
     if (share === 0) {
       this.#note(lease ?? 'no-share', limit, 0);
-      return fixedDecision(false, 'local', lease ?? 'no-share', now, limit, this.breaker.resetTimeoutMs, id);
+      return noShareDecision(lease ?? 'no-share', now, limit, this.breaker.resetTimeoutMs);
     }
     this.#note(lease, limit, share);
     if (mayBeLost(reason)) this.settings.lost(this.local);
@@ -174,7 +185,9 @@ export class Fallback {
    * period has passed); `'local'`: a refusal of mode `'local'` with no share to answer on, until then too.
    */
   #fixed(source: 'fail-open' | 'fail-closed' | 'local', reason: DecisionReason, now: number, limit: number): LimitDecision {
-    return fixedDecision(source === 'fail-open', source, reason, now, limit, this.breaker.resetTimeoutMs);
+    if (source === 'fail-open') return failOpenDecision(reason, now, limit);
+    const wait = this.breaker.resetTimeoutMs;
+    return source === 'local' ? noShareDecision(reason, now, limit, wait) : failClosedDecision(reason, now, limit, wait);
   }
 
   /**
