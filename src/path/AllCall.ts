@@ -77,7 +77,7 @@ export class AllCall implements PathCall<AllReply, LimitAllDecision> {
         refused || nowMs === undefined || r.duplicate
           ? undefined
           : { at: offset.localOf(item.model.countedFrom(nowMs)), cost: item.cost, id: itemId(this.id, item) };
-      const share = settings.fallbackShareOf(item.limit, undefined, true);
+      const share = settings.itemShareOf(item.limit);
       parts.local.forWindow(item.windowMs).observe(item.key, item.limit - remaining, item.limit, settings.instances, share, admitted);
       return decided(r, item.limit, remaining);
     });

@@ -13,6 +13,7 @@ import { localOnly, memberOf, type CallId, type SentId } from '../base/call.js';
 import { decide, inspect } from '../base/internal.js';
 import { itemId, type CheckedItem } from '../redis/allWindows.js';
 import type { LocalTier } from '../local/LocalTier.js';
+import type { CallTerms } from '../local/terms.js';
 import type { Recovery } from '../recovery/Recovery.js';
 import type { Reservations } from './Reservations.js';
 import type { Settings } from './Settings.js';
@@ -53,6 +54,8 @@ export class Fallback {
   readonly blockMs: number;
   /** Announces, once, that this instance answers on less than its share (see `CapacityWatch`). */
   readonly capacity: CapacityWatch;
+  /** The terms of the call being answered, filled for each (`#termsOf`, `#itemTerms`): nothing allocated per call. */
+  readonly #terms: CallTerms = { now: 0, reserved: 0, limit: 0, whole: 0, blockMs: 0 };
 
   constructor(
     parts: Pick<Fallback, 'settings' | 'local' | 'reserved' | 'recovery' | 'breaker' | 'now' | 'reconcile' | 'blockMs' | 'capacity'>,
@@ -95,7 +98,7 @@ export class Fallback {
     // once). A generated id of a call not journalled was never in Redis: kept as a `LocalOnlyId`, for
     // refund() alone, never re-seeded.
     const kept: CallId = journalled || typeof id === 'string' ? id : localOnly(id);
-    const d = this.local.main[decide](key, cost, kept, now, this.reserved.of(key), share, this.blockMs, limit);
+    const d = this.local.main[decide](key, cost, kept, this.#termsOf(now, key, share, limit));
     if (d.allowed && journalled) {
       this.recovery.add(key, now, cost, id);
       // Its Redis call was sent and not answered: Redis may have run it.
@@ -128,7 +131,7 @@ export class Fallback {
         mode,
         why,
       );
-    const share = (item: CheckedItem): number => this.settings.fallbackShareOf(item.limit, now, true);
+    const share = (item: CheckedItem): number => this.settings.itemShareOf(item.limit, now);
     if (items.some((item) => share(item) === 0))
       return combine(
         items.map((item) => this.#fixed('local', lease ?? 'no-share', now, item.limit)),
@@ -145,15 +148,14 @@ export class Fallback {
       const earlier = before.get(item.group) ?? 0;
       before.set(item.group, earlier + item.cost);
       const reserved = this.reserved.of(item.group) + earlier;
-      return this.local.forWindow(item.windowMs)[inspect](item.key, item.cost, idFor(item), now, reserved, share(item), item.limit);
+      return this.local.forWindow(item.windowMs)[inspect](item.key, item.cost, idFor(item), this.#itemTerms(now, item, reserved));
     });
     let decisions = views;
     if (views.every((d) => d.allowed)) {
       decisions = items.map((item) => {
         const itemCallId = idFor(item);
-        const d = this.local
-          .forWindow(item.windowMs)
-          [decide](item.key, item.cost, itemCallId, now, this.reserved.of(item.group), share(item), 0, item.limit);
+        const terms = this.#itemTerms(now, item, this.reserved.of(item.group));
+        const d = this.local.forWindow(item.windowMs)[decide](item.key, item.cost, itemCallId, terms);
         if (d.allowed && journalled && itemCallId !== undefined) {
           this.recovery.add(item.key, now, item.cost, itemCallId, item.windowMs);
         }
@@ -177,7 +179,7 @@ export class Fallback {
     const share = this.settings.fallbackShareOf(limit, now);
     if (share === 0) return this.#fixed('local', lease ?? 'no-share', now, limit);
     if (mayBeLost(reason)) this.settings.lost(this.local);
-    return localDecision(this.local.main[inspect](key, 1, undefined, now, this.reserved.of(key), share, limit), why);
+    return localDecision(this.local.main[inspect](key, 1, undefined, this.#termsOf(now, key, share, limit)), why);
   }
 
   /**
@@ -188,6 +190,31 @@ export class Fallback {
     if (source === 'fail-open') return failOpenDecision(reason, now, limit);
     const wait = this.breaker.resetTimeoutMs;
     return source === 'local' ? noShareDecision(reason, now, limit, wait) : failClosedDecision(reason, now, limit, wait);
+  }
+
+  /**
+   * The terms of a call of `key` at `now` on the local window: `share` of `limit`, the permits its
+   * calls still waiting on Redis hold counted as used, and the `blockMs` penalty (`limit()`'s and `peek()`'s). One object, filled anew.
+   */
+  #termsOf(now: number, key: string, share: number | undefined, limit: number): CallTerms {
+    const t = this.#terms;
+    t.now = now;
+    t.reserved = this.reserved.of(key);
+    t.limit = share ?? this.local.main.options.limit; // undefined: the window's own (`Settings.localShareOf`)
+    t.whole = limit;
+    t.blockMs = this.blockMs;
+    return t;
+  }
+
+  /** The terms of one limit of `limitAll()` at `now`, `reserved` permits counting as used (no penalty: `blockMs` is `limit()`'s). */
+  #itemTerms(now: number, item: CheckedItem, reserved: number): CallTerms {
+    const t = this.#terms;
+    t.now = now;
+    t.reserved = reserved;
+    t.limit = this.settings.itemShareOf(item.limit, now);
+    t.whole = item.limit;
+    t.blockMs = 0;
+    return t;
   }
 
   /**

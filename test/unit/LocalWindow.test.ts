@@ -341,13 +341,14 @@ describe('LocalWindow blocks (internal: the local tier of block() and blockMs)',
     expect(w.peek('k')).toMatchObject({ allowed: false, retryAfterMs: 3_000 });
     t.now = 4_000;
     expect(w[decide]('k', 1, undefined).allowed).toBe(true);
-    expect(w[decide]('k', 1, undefined, t.now, 0, undefined, 2_500).allowed).toBe(true);
+    const penalty = () => ({ now: t.now, reserved: 0, limit: 2, whole: 2, blockMs: 2_500 });
+    expect(w[decide]('k', 1, undefined, penalty()).allowed).toBe(true);
     // Full: refused with a penalty of 2,500 ms, longer than the window's own wait (1,000 ms).
-    expect(w[decide]('k', 1, undefined, t.now, 0, undefined, 2_500)).toMatchObject({ allowed: false, retryAfterMs: 2_500 });
+    expect(w[decide]('k', 1, undefined, penalty())).toMatchObject({ allowed: false, retryAfterMs: 2_500 });
     t.now = 5_500; // the window is empty again; the block holds, and a refusal meanwhile does not lengthen it
-    expect(w[decide]('k', 1, undefined, t.now, 0, undefined, 2_500)).toMatchObject({ allowed: false, retryAfterMs: 1_000 });
+    expect(w[decide]('k', 1, undefined, penalty())).toMatchObject({ allowed: false, retryAfterMs: 1_000 });
     t.now = 6_500;
-    expect(w[decide]('k', 1, undefined, t.now, 0, undefined, 2_500).allowed).toBe(true);
+    expect(w[decide]('k', 1, undefined, penalty()).allowed).toBe(true);
     w[block]('k', 60_000);
     w[block]('k', 0);
     expect(w[decide]('k', 1, undefined).allowed).toBe(true);
