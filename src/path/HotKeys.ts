@@ -207,16 +207,16 @@ export class HotKeys implements Leases {
     if (lease !== undefined) lease.left += cost;
   }
 
-  /**
-   * Ends the key's lease at once: `block()` (its unused permits given back: they count for after the
-   * block), `reset()` (`giveBack` false: Redis's window of the key is gone, the lease with it).
-   */
-  drop(key: string, giveBack: boolean): void {
+  /** Ends the key's lease at once, its unused permits given back (`block()`: they count for after the block). */
+  giveBack(key: string): void {
     const state = this.#keys.get(key);
-    if (state?.lease !== undefined) {
-      if (giveBack) this.#end(key, state, this.parts.now());
-      else clearTimeout(state.lease.timer);
-    }
+    if (state?.lease !== undefined) this.#end(key, state, this.parts.now());
+    this.#keys.delete(key);
+  }
+
+  /** Ends the key's lease at once, giving nothing back (`reset()`: Redis's window of the key is gone, the lease with it). */
+  forget(key: string): void {
+    clearTimeout(this.#keys.get(key)?.lease?.timer);
     this.#keys.delete(key);
   }
 

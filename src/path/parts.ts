@@ -50,8 +50,10 @@ export interface Leases {
   leaseOf(key: string, seq: GeneratedId): 'live' | 'ended' | undefined;
   /** Gives `cost` permits of a refunded call back to the key's live lease. */
   refund(key: string, cost: number): void;
-  /** Ends the key's lease (`giveBack`: its unused permits given back). */
-  drop(key: string, giveBack: boolean): void;
+  /** Ends the key's lease, its unused permits given back. */
+  giveBack(key: string): void;
+  /** Ends the key's lease, giving nothing back (Redis's window of the key is gone). */
+  forget(key: string): void;
   /** Redis lost data: forgets every lease. */
   dropAll(): void;
   /** Ends every lease, the unused permits given back. */
