@@ -280,21 +280,21 @@ describe('LocalWindow.observe: the part of a shared window learnt from Redis', (
     // The clocks agree. Sent at 0, Redis admitted at 30, the reply read at 60: the offset is within [-31, 31].
     t.now = t.elapsed = 60;
     sample(offset, 0, 30, 60);
-    expect(w.observe('k', 1, 10, 1, 10, { at: 30 - offset.low(false), cost: 1, id: gen(1) }, offset)).toBe(true);
+    expect(w.observe('k', 1, 10, 1, 10, { at: 30 - offset.lowAtSample(), cost: 1, id: gen(1) }, offset)).toBe(true);
     // A fast round trip narrows the bounds to [-1, 1]: the call is kept at 61, it was admitted at 30.
     t.now = t.elapsed = 100;
     sample(offset, 100, 100, 100);
     // At 135 Redis's window (35, 135] no longer holds it, and admits a call holding only that one.
     t.now = t.elapsed = 135;
-    expect(w.observe('k', 1, 10, 1, 10, { at: 135 - offset.low(false), cost: 1, id: gen(2) }, offset)).toBe(true);
+    expect(w.observe('k', 1, 10, 1, 10, { at: 135 - offset.lowAtSample(), cost: 1, id: gen(2) }, offset)).toBe(true);
     // Once the wide bounds are forgotten (kept one to two windows), Redis losing a call it holds is
     // seen again: one admitted at 270, then a call Redis admits holding only itself.
     t.now = t.elapsed = 270;
     sample(offset, 270, 270, 270);
-    expect(w.observe('k', 1, 10, 1, 10, { at: 270 - offset.low(false), cost: 1, id: gen(3) }, offset)).toBe(true);
+    expect(w.observe('k', 1, 10, 1, 10, { at: 270 - offset.lowAtSample(), cost: 1, id: gen(3) }, offset)).toBe(true);
     t.now = t.elapsed = 300;
     sample(offset, 300, 300, 300);
-    expect(w.observe('k', 1, 10, 1, 10, { at: 300 - offset.low(false), cost: 1, id: gen(4) }, offset)).toBe(false);
+    expect(w.observe('k', 1, 10, 1, 10, { at: 300 - offset.lowAtSample(), cost: 1, id: gen(4) }, offset)).toBe(false);
   });
 
   it('reuses the permits of its own calls as they leave the window, and keeps its part for one window', () => {
