@@ -119,12 +119,18 @@ export class Journal {
     return this.#unsent.size !== 0 && this.#unsent.has(group);
   }
 
-  /** Starts (rebuilding the counts from every unwritten call) or stops keeping {@link holds} up to date. */
-  track(on: boolean): void {
-    if (on === this.#tracking) return;
-    this.#tracking = on;
+  /** Stops keeping {@link holds} up to date (Redis is lost: every call answers locally anyway). */
+  untrack(): void {
+    if (!this.#tracking) return;
+    this.#tracking = false;
     this.#unsent.clear();
-    if (!on) return;
+  }
+
+  /** Starts keeping {@link holds} up to date, rebuilding the counts from every unwritten call. */
+  track(): void {
+    if (this.#tracking) return;
+    this.#tracking = true;
+    this.#unsent.clear();
     const calls = this.#calls;
     for (let i = 0; i < calls.size; i += 1) this.#countGroup(calls.keyAt(i), calls.windowAt(i), 1);
     for (const batch of this.#taken) for (const call of batch) this.#count(call, 1);

@@ -229,10 +229,10 @@ describe('Journal', () => {
   it('keeps no counts while not tracking (an outage), and rebuilds them when tracking resumes', async () => {
     const r = new Journal(100);
     add(r, call('a', 10, 0));
-    r.track(false);
+    r.untrack();
     add(r, call('b', 10, 0));
     expect([r.holds('a'), r.holds('b')]).toEqual([false, false]);
-    r.track(true);
+    r.track();
     expect([r.holds('a'), r.holds('b'), r.holds('c')]).toEqual([true, true, false]);
     const gates: (() => void)[] = [];
     const flushing = r.flush(0, 1, async () => {
@@ -241,8 +241,8 @@ describe('Journal', () => {
     });
     await ticks();
     // Toggled while the pass writes a's batch: b's, taken but not sent, is counted again; a's is out.
-    r.track(false);
-    r.track(true);
+    r.untrack();
+    r.track();
     expect([r.holds('a'), r.holds('b')]).toEqual([false, true]);
     while (gates.length > 0) {
       gates.shift()?.();
