@@ -2,7 +2,7 @@
  * The types that cross the layers: what a script is, a call waiting to be written into Redis, and
  * what a write-back reports. Types only: the code that makes and reads them lives in its tier.
  */
-import type { CallId } from './call.js';
+import type { SentId } from './call.js';
 
 /** A Lua script shipped in `lua/`, with its SHA1 computed once. */
 export type Script = { readonly name: string; readonly source: string; readonly sha: string };
@@ -18,7 +18,7 @@ export type PendingCall = {
   at: number;
   cost: number;
   /** The call's id, or the number a generated one was made from (see `idOf`): no string per call while Redis is down. */
-  id: CallId;
+  id: SentId;
   /** Set for a call of one of `limitAll()`'s windows: its own window length (and Redis key). */
   windowMs?: number;
 };

@@ -179,7 +179,7 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
     this.#open('reset()');
     checkKey(key);
     this.#parts.local.main.reset(key);
-    this.#parts.hotKeys?.drop(key, false);
+    this.#parts.hotKeys?.forget(key);
     this.#parts.deny.lift(key);
     this.#recovery.forget(key);
     await command(this.#tier, 'reset()', 'only the local tiers forgot the key', () => this.#tier.window.reset(key));

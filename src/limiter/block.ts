@@ -15,7 +15,7 @@ function blockHere(parts: Pick<Parts, 'now' | 'deny' | 'local' | 'hotKeys'>, key
   checkKey(key);
   integer('ms', ms, 0, MAX_INT);
   const now = parts.now();
-  parts.hotKeys?.drop(key, true); // its lease admits no more here (other instances' leases last until they end)
+  parts.hotKeys?.giveBack(key); // its lease admits no more here (other instances' leases last until they end)
   parts.local.main[block](key, ms === 0 ? 0 : now + ms);
   if (ms === 0) parts.deny.lift(key);
   else parts.deny.deny(key, { until: parts.deny.untilFor(0, ms), cost: 1, remaining: 0, resetAtMs: now + ms, limit: 0 });

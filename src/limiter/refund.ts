@@ -1,7 +1,7 @@
 import type { Parts } from '../path/parts.js';
 import { knownOptions } from '../base/checks.js';
 import { ErrorCode, isResilimitError } from '../base/errors.js';
-import { checkCost, checkGivenId, checkKey, sameCall, seqOf } from '../base/call.js';
+import { checkCost, checkGivenId, checkKey, isLocalOnly, sameCall, seqOf } from '../base/call.js';
 import { MAX_INT } from '../options/options.js';
 
 /**
@@ -71,10 +71,10 @@ export async function refund(
     hotKeys?.refund(key, known);
     return { refunded: true, permits: known, pending: false };
   }
-  // Never sent to Redis: journalled and not yet written back, or never to be (a negative id, see `CallId`);
+  // Never sent to Redis: journalled and not yet written back, or never to be (a `LocalOnlyId`);
   // unless its own Redis call went unanswered (Redis may have run it: the refund goes there too).
   const unanswered = recovery.takeUnanswered(key, id);
-  if (!unanswered && ((held !== undefined && !held.sent) || (held === undefined && typeof warm?.id === 'number' && warm.id < 0))) {
+  if (!unanswered && ((held !== undefined && !held.sent) || (held === undefined && isLocalOnly(warm?.id)))) {
     return { refunded: true, permits: known, pending: false };
   }
   const pending = recovery.refunds;

@@ -74,7 +74,8 @@ export function wire(front: Front, resolved: ResolvedLimiterOptions, closed: () 
       if (state === 'open') stats.opened += 1;
       // This instance lost Redis: until they say they are back, the others may answer locally too.
       if (state === 'open' && previous === 'closed') instances?.outage();
-      recovery.journal.track(state !== 'open');
+      if (state === 'open') recovery.journal.untrack();
+      else recovery.journal.track();
       front.emit('stateChange', { state, previous });
       // After the listeners (they may call as the state changes): write the journal before Redis decides
       // again; half-open, its first batch is the trial, unless a PING on a sign of life is (see Breaker.trial).

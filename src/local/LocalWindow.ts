@@ -1,6 +1,7 @@
 import { LRUCache } from 'lru-cache';
 import { addAt, Log, type Held } from './Log.js';
-import { checkCallOptions, checkCost, checkId, checkKey, type CallId } from '../base/call.js';
+import type { CallTerms, RefusedFor } from './terms.js';
+import { checkCallOptions, checkCost, checkId, checkKey, isLocalOnly, type CallId, type SentId } from '../base/call.js';
 import { block, configure, decide, inspect } from '../base/internal.js';
 import {
   resolveLocalWindowOptions,
@@ -34,6 +35,8 @@ export class LocalWindow implements RateWindow {
   #held: Held | undefined;
   /** Passed to every `get`: lru-cache otherwise makes an options object per call. */
   readonly #getOptions: { status: LRUCache.Status<string, Log, unknown> | undefined } = { status: undefined };
+  /** The terms of the call being decided, as adjusted (the key's part, its ghosts): one object, filled per call. */
+  readonly #terms: CallTerms = { now: 0, reserved: 0, limit: 0, whole: 0, blockMs: 0 };
 
   /** @throws {ResilimitError} `ERR_RESILIMIT_INVALID_OPTION` for a missing or out-of-range option. */
   constructor(options: LocalWindowOptions) {
@@ -171,69 +174,63 @@ export class LocalWindow implements RateWindow {
 
   /**
    * Every call still in its window that carries an id, oldest first per key (keys in no particular
-   * order), but for those never to reach Redis (a negative id, see `CallId`); recency is not touched. @internal
+   * order), but for those never to reach Redis (a `LocalOnlyId`); recency is not touched. @internal
    */
-  *calls(now = this.#now()): Generator<{ key: string; at: number; cost: number; id: CallId }> {
+  *calls(now = this.#now()): Generator<{ key: string; at: number; cost: number; id: SentId }> {
     const cutoff = now - this.#options.windowMs;
     for (const [key, log] of this.#logs.entries()) {
       if (log.ids === undefined) continue;
       for (let i = log.head; i < log.times.length; i += 1) {
         const at = log.times[i] as number;
         const id = log.ids[i];
-        if (at > cutoff && id !== undefined && (typeof id === 'string' || id > 0)) yield { key, at, cost: log.costAt(i), id };
+        if (at > cutoff && id !== undefined && !isLocalOnly(id)) yield { key, at, cost: log.costAt(i), id };
       }
     }
   }
 
   /**
    * {@link limit} with checked arguments. The caller's id (a string) is checked for a re-sent call;
-   * a generated one is only kept. `reserved` permits count as used: calls of this key still waiting
-   * on Redis, which may be admitted there. `limit` replaces the window's own for this call (which is
-   * less the part left to other instances, see {@link observe}). `whole`: the limit that share is
-   * of (a refusal the whole limit has room for is `reducedCapacity`, see {@link #fitsWhole}); by
-   * default the window's own, as for a window used alone, whose refusals are all of its limit. @internal
+   * a generated one is only kept. Without `terms`, the window is used alone: now, on its own limit,
+   * nothing reserved, no penalty. With them (see {@link CallTerms}), `reserved` permits count as
+   * used, `limit` replaces the window's own for this call (less the part left to other instances,
+   * see {@link observe}), a refusal `whole` has room for is `reducedCapacity`, and a refusal for
+   * want of permits blocks the key for `blockMs`. @internal
    */
-  [decide](
-    key: string,
-    cost: number,
-    id: CallId | undefined,
-    now = this.#now(),
-    reserved = 0,
-    given?: number,
-    blockMs = 0,
-    whole?: number,
-  ): Decision {
+  [decide](key: string, cost: number, id: CallId | undefined, terms?: CallTerms): Decision {
+    const t = this.#termsOf(terms);
+    const { now } = t;
     const log = this.#logOf(key, now);
-    let limit = given ?? this.#options.limit;
-    const of = whole ?? limit;
-    if (now < log.partUntil && log.part < limit) limit = log.part;
-    if (typeof id === 'string' && log.idSet?.has(id) === true) return this.#decide(log, now, true, 1, 0, limit);
-    reserved += log.ghosts(now);
-    if (now < log.blockedUntil) return this.#decide(log, now, false, cost, reserved, limit, log.blockedForShare);
-    if (log.used + reserved + cost > limit) {
-      const reduced = this.#fitsWhole(log, now, reserved + cost, of);
-      if (blockMs > 0) {
+    if (now < log.partUntil && log.part < t.limit) t.limit = log.part;
+    if (typeof id === 'string' && log.idSet?.has(id) === true) return this.#admitted(log, t, 0);
+    t.reserved += log.ghosts(now);
+    if (now < log.blockedUntil) return this.#refused(log, t, cost, log.blockedForShare ? 'share' : 'limit');
+    if (log.used + t.reserved + cost > t.limit) {
+      const reduced = this.#fitsWhole(log, now, t.reserved + cost, t.whole);
+      if (t.blockMs > 0) {
         // A penalty: refused for want of permits, the key is blocked for blockMs (for the same reason).
-        log.blockedUntil = now + blockMs;
+        log.blockedUntil = now + t.blockMs;
         log.blockedForShare = reduced;
       }
-      return this.#decide(log, now, false, cost, reserved, limit, reduced);
+      return this.#refused(log, t, cost, reduced ? 'share' : 'limit');
     }
     // Times never go backwards within a log: a clock stepping back keeps calls in the window longer, never shorter.
     const newest = log.newest();
     log.add(newest !== undefined && newest > now ? newest : now, cost, id);
-    return this.#decide(log, now, true, cost, 0, limit);
+    return this.#admitted(log, t, 0);
   }
 
   /**
-   * What {@link decide} would answer, consuming nothing and creating nothing (`allowed` tells whether
-   * the call fits; a caller's id already in the window fits). `whole`: as {@link decide}'s. @internal
+   * What {@link decide} would answer on `terms`, consuming nothing and creating nothing (`allowed`
+   * tells whether the call fits; a caller's id already in the window fits; `blockMs` is not read). @internal
    */
-  [inspect](key: string, cost: number, id: CallId | undefined, now: number, reserved: number, limit: number, whole = limit): Decision {
+  [inspect](key: string, cost: number, id: CallId | undefined, terms: CallTerms): Decision {
+    const t = this.#termsOf(terms);
+    const { now, whole } = t;
     const log = this.#logs.peek(key);
     // The part left to this instance, as decide() applies it (an all-or-nothing call asks first).
-    if (log !== undefined && now < log.partUntil && log.part < limit) limit = log.part;
+    if (log !== undefined && now < log.partUntil && log.part < t.limit) t.limit = log.part;
     if (log === undefined) {
+      const { limit, reserved } = t;
       const fits = reserved + cost <= limit;
       // Only permits reserved by calls waiting on Redis can be in the way: no time to give, a window at most.
       return {
@@ -246,12 +243,30 @@ export class LocalWindow implements RateWindow {
       };
     }
     this.#expire(log, now);
-    if (typeof id === 'string' && log.idSet?.has(id) === true) return this.#decide(log, now, true, 1, 0, limit);
-    reserved += log.ghosts(now);
+    if (typeof id === 'string' && log.idSet?.has(id) === true) return this.#admitted(log, t, 0);
+    t.reserved += log.ghosts(now);
     const blocked = now < log.blockedUntil;
-    if (!blocked && log.used + reserved + cost <= limit) return this.#decide(log, now, true, cost, reserved, limit);
-    const reduced = blocked ? log.blockedForShare : this.#fitsWhole(log, now, reserved + cost, whole);
-    return this.#decide(log, now, false, cost, reserved, limit, reduced);
+    if (!blocked && log.used + t.reserved + cost <= t.limit) return this.#admitted(log, t, t.reserved);
+    const reduced = blocked ? log.blockedForShare : this.#fitsWhole(log, now, t.reserved + cost, whole);
+    return this.#refused(log, t, cost, reduced ? 'share' : 'limit');
+  }
+
+  /** The window's own terms of a call (`given` copied when given): the object {@link decide} and {@link inspect} adjust. */
+  #termsOf(given: CallTerms | undefined): CallTerms {
+    const t = this.#terms;
+    if (given === undefined) {
+      t.now = this.#now();
+      t.reserved = 0;
+      t.limit = t.whole = this.#options.limit;
+      t.blockMs = 0;
+    } else {
+      t.now = given.now;
+      t.reserved = given.reserved;
+      t.limit = given.limit;
+      t.whole = given.whole;
+      t.blockMs = given.blockMs;
+    }
+    return t;
   }
 
   /**
@@ -264,7 +279,9 @@ export class LocalWindow implements RateWindow {
     const log = this.#logs.peek(key);
     if (log === undefined) return this.#empty(now);
     this.#expire(log, now);
-    return this.#decide(log, now, log.used + 1 <= this.#options.limit && now >= log.blockedUntil, 1);
+    const t = this.#termsOf(undefined);
+    t.now = now;
+    return log.used + 1 <= t.limit && now >= log.blockedUntil ? this.#admitted(log, t, 0) : this.#refused(log, t, 1, 'limit');
   }
 
   /** Forgets every permit used by `key`. @throws {ResilimitError} `ERR_RESILIMIT_INVALID_KEY`. */
@@ -315,18 +332,36 @@ export class LocalWindow implements RateWindow {
     return log.used + need + (now < log.partUntil ? log.others : 0) <= whole;
   }
 
-  #decide(log: Log, now: number, allowed: boolean, cost: number, reserved = 0, limit = this.#options.limit, reduced = false): Decision {
-    const { windowMs } = this.#options;
+  // The two builders below make every decision of a key the window holds: the same fields in the same order.
+
+  /** An admitted call's decision on terms `t` (its `now` and `limit`), `reserved` permits counting as used. */
+  #admitted(log: Log, t: CallTerms, reserved: number): Decision {
+    const { now, limit } = t;
     const newest = log.newest();
     return {
-      allowed,
+      allowed: true,
+      limit,
+      remaining: Math.max(limit - log.used - reserved, 0),
+      retryAfterMs: 0,
+      resetAtMs: Math.ceil(newest === undefined ? now : newest + this.#options.windowMs),
+      source: 'local',
+      reducedCapacity: false,
+    };
+  }
+
+  /** A refused call's decision on terms `t` (its `now`, `limit` and `reserved`), for want of `cost` permits more. */
+  #refused(log: Log, t: CallTerms, cost: number, why: RefusedFor): Decision {
+    const { now, limit, reserved } = t;
+    const newest = log.newest();
+    return {
+      allowed: false,
       limit,
       remaining: Math.max(limit - log.used - reserved, 0),
       // Whole milliseconds, rounded up (the steady clock reads fractions): a caller waiting that long is not early.
-      retryAfterMs: allowed ? 0 : Math.ceil(this.#retryAfter(log, now, cost + reserved, limit)),
-      resetAtMs: Math.ceil(newest === undefined ? now : newest + windowMs),
+      retryAfterMs: Math.ceil(this.#retryAfter(log, now, cost + reserved, limit)),
+      resetAtMs: Math.ceil(newest === undefined ? now : newest + this.#options.windowMs),
       source: 'local',
-      reducedCapacity: reduced,
+      reducedCapacity: why === 'share',
     };
   }
 

@@ -1,4 +1,4 @@
-import type { CallId } from '../base/call.js';
+import { isLocalOnly, type CallId } from '../base/call.js';
 
 /**
  * Calls admitted in (`from`, `to`] leave the window while the other instances may not know yet that
@@ -28,7 +28,7 @@ export class Log {
   idSet: Set<string> | undefined;
   head = 0;
   used = 0;
-  /** The permits of calls never to reach Redis (a negative id, see `CallId`), counted in `used` too. */
+  /** The permits of calls never to reach Redis (a `LocalOnlyId`), counted in `used` too. */
   unsent = 0;
   /** This instance's part of the key's window as last learnt from Redis, until `partUntil` (see `LocalWindow.observe`). */
   part = Number.POSITIVE_INFINITY;
@@ -64,7 +64,7 @@ export class Log {
       }
       const id = this.ids?.[head];
       if (typeof id === 'string') this.idSet?.delete(id);
-      else if (id !== undefined && id < 0) this.unsent -= cost;
+      else if (isLocalOnly(id)) this.unsent -= cost;
       head += 1;
     }
     if (head > 32 && head * 2 > times.length) {
@@ -87,7 +87,7 @@ export class Log {
       this.ids ??= new Array<CallId | undefined>(index).fill(undefined);
       this.ids.push(id);
       if (typeof id === 'string') (this.idSet ??= new Set()).add(id);
-      else if (id !== undefined && id < 0) this.unsent += cost;
+      else if (isLocalOnly(id)) this.unsent += cost;
     }
     this.used += cost;
   }
@@ -104,7 +104,7 @@ export class Log {
       this.costs?.splice(i, 1);
       ids.splice(i, 1);
       this.used -= cost;
-      if (typeof id === 'number' && id < 0) this.unsent -= cost;
+      if (isLocalOnly(id)) this.unsent -= cost;
       // Redis may have admitted one id twice, under two costs (two members): the set keeps it while one is left.
       if (typeof id === 'string' && !ids.includes(id, this.head)) this.idSet?.delete(id);
       return { cost, id };
@@ -124,7 +124,7 @@ export class Log {
   }
 
   /**
-   * Whether the calls that reached Redis (every one but a negative id, see `CallId`) admitted after
+   * Whether the calls that reached Redis (every one but a `LocalOnlyId`) admitted after
    * `after` hold more than `count` permits. Walks only the calls at or before `after` (the oldest:
    * those about to leave), usually none.
    */
@@ -133,7 +133,7 @@ export class Log {
     let held = this.used - this.unsent;
     for (let i = this.head; i < times.length && held > count && (times[i] as number) <= after; i += 1) {
       const id = ids?.[i];
-      if (typeof id !== 'number' || id >= 0) held -= this.costAt(i);
+      if (!isLocalOnly(id)) held -= this.costAt(i);
     }
     return held > count;
   }

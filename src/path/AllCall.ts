@@ -1,6 +1,6 @@
 import { combine, decided, type LimitAllDecision, type LimitDecision } from './decisions.js';
 import type { Parts, PathCall } from './parts.js';
-import { memberOf, type CallId } from '../base/call.js';
+import { memberOf, type SentId } from '../base/call.js';
 import { itemId, type CheckedItem } from '../redis/allWindows.js';
 import { bySlot } from '../redis/redisKey.js';
 import type { RedisMs } from '../base/time.js';
@@ -28,7 +28,7 @@ export class AllCall implements PathCall<AllReply, LimitAllDecision> {
   constructor(
     readonly parts: Parts,
     readonly items: readonly CheckedItem[],
-    readonly id: CallId,
+    readonly id: SentId,
     readonly now: number,
   ) {}
 
@@ -79,9 +79,9 @@ export class AllCall implements PathCall<AllReply, LimitAllDecision> {
         refused || nowMs === undefined || r.duplicate
           ? undefined
           : { at: offset.localOf(item.model.countedFrom(nowMs)), cost: item.cost, id: itemId(this.id, item) };
-      const share = settings.fallbackShareOf(item.limit, undefined, true);
+      const share = settings.itemShareOf(item.limit);
       parts.local.forWindow(item.windowMs).observe(item.key, item.limit - remaining, item.limit, settings.instances, share, admitted);
-      return decided(r.fits, item.limit, remaining, r.retryAfterMs, r.resetAtMs);
+      return decided(r, item.limit, remaining);
     });
     parts.recovery.schedule();
     return combine(decisions, 'redis', 'decided');

@@ -1,10 +1,10 @@
 import type { ResilimitError } from '../base/errors.js';
-import type { CallId } from '../base/call.js';
+import type { SentId } from '../base/call.js';
 import { AllCall } from './AllCall.js';
 import {
   combine,
   denyCacheDecision,
-  fixedDecision,
+  disabledDecision,
   shadowed,
   shadowedAll,
   type LimitAllDecision,
@@ -46,10 +46,10 @@ export class DecisionPath {
   ) {}
 
   /** `limit()`'s decision of a call of `cost` under `limit` (`Settings.limitOf`). */
-  one(key: string, cost: number, id: CallId, limit: number): LimiterDecision | Promise<LimiterDecision> {
+  one(key: string, cost: number, id: SentId, limit: number): LimiterDecision | Promise<LimiterDecision> {
     const { parts } = this;
     const now = parts.now();
-    if (!parts.settings.enabled) return fixedDecision(true, 'disabled', 'disabled', now, limit, 0, id);
+    if (!parts.settings.enabled) return disabledDecision(now, limit, id);
     // A hot key: admitted on its lease, or after the lease being taken, or this call takes one.
     const hot = parts.hotKeys === undefined || typeof id !== 'number' ? undefined : parts.hotKeys.use(key, cost, id, limit, now);
     if (hot !== undefined && hot !== 'take') return hot instanceof Promise ? this.#after(hot, () => this.one(key, cost, id, limit)) : hot;
@@ -65,13 +65,13 @@ export class DecisionPath {
   }
 
   /** `limitAll()`'s decision of `items` together (their local windows made first). */
-  all(items: readonly CheckedItem[], id: CallId): LimitAllDecision | Promise<LimitAllDecision> {
+  all(items: readonly CheckedItem[], id: SentId): LimitAllDecision | Promise<LimitAllDecision> {
     const { parts } = this;
     for (const item of items) parts.local.forWindow(item.windowMs);
     const now = parts.now();
     if (!parts.settings.enabled) {
       return combine(
-        items.map((item) => fixedDecision(true, 'disabled', 'disabled', now, item.limit, 0)),
+        items.map((item) => disabledDecision(now, item.limit)),
         'disabled',
         'disabled',
       );
@@ -84,7 +84,7 @@ export class DecisionPath {
   /** `peek()`'s answer for a call of cost 1 under `limit`: the deny cache is not consulted. */
   peek(key: string, limit: number): LimitDecision | Promise<LimitDecision> {
     const { parts } = this;
-    if (!parts.settings.enabled) return fixedDecision(true, 'disabled', 'disabled', parts.now(), limit, 0);
+    if (!parts.settings.enabled) return disabledDecision(parts.now(), limit);
     const diverted = parts.gate.divert(key);
     if (diverted !== undefined) return this.#shadow(parts.fallback.peek(key, diverted, limit));
     return this.run(new PeekCall(parts, key, limit), this.#shadow);

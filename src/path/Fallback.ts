@@ -1,9 +1,19 @@
 import type { Breaker } from '../redis/Breaker.js';
-import { combine, fixedDecision, localDecision, type LimitAllDecision, type LimitDecision, type LimiterDecision } from './decisions.js';
-import { memberOf, type CallId } from '../base/call.js';
+import {
+  combine,
+  failClosedDecision,
+  failOpenDecision,
+  localDecision,
+  noShareDecision,
+  type LimitAllDecision,
+  type LimitDecision,
+  type LimiterDecision,
+} from './decisions.js';
+import { localOnly, memberOf, type CallId, type SentId } from '../base/call.js';
 import { decide, inspect } from '../base/internal.js';
 import { itemId, type CheckedItem } from '../redis/allWindows.js';
 import type { LocalTier } from '../local/LocalTier.js';
+import type { CallTerms } from '../local/terms.js';
 import type { Recovery } from '../recovery/Recovery.js';
 import type { Reservations } from './Reservations.js';
 import type { Settings } from './Settings.js';
@@ -44,6 +54,8 @@ export class Fallback {
   readonly blockMs: number;
   /** Announces, once, that this instance answers on less than its share (see `CapacityWatch`). */
   readonly capacity: CapacityWatch;
+  /** The terms of the call being answered, filled for each (`#termsOf`, `#itemTerms`): nothing allocated per call. */
+  readonly #terms: CallTerms = { now: 0, reserved: 0, limit: 0, whole: 0, blockMs: 0 };
 
   constructor(
     parts: Pick<Fallback, 'settings' | 'local' | 'reserved' | 'recovery' | 'breaker' | 'now' | 'reconcile' | 'blockMs' | 'capacity'>,
@@ -62,29 +74,31 @@ export class Fallback {
   }
 
   /** `limit()`'s answer, for a call of `limit` (`Settings.limitOf`), at `now` (the caller's reading of the clock, if it has one). */
-  one(key: string, cost: number, id: CallId, reason: DecisionReason, limit: number, now = this.now()): LimiterDecision {
+  one(key: string, cost: number, id: SentId, reason: DecisionReason, limit: number, now = this.now()): LimiterDecision {
     const lease = this.settings.leaseReason(now);
     const why = lease ?? reason;
     const mode = this.settings.fallbackMode(now);
     if (mode !== 'local') {
       if (lease !== undefined) this.#note(lease, limit, 0);
-      return fixedDecision(mode === 'fail-open', mode, why, now, limit, this.breaker.resetTimeoutMs, id);
+      return mode === 'fail-open'
+        ? failOpenDecision(why, now, limit, id)
+        : failClosedDecision(why, now, limit, this.breaker.resetTimeoutMs);
     }
     const share = this.settings.localShareOf(limit, now);
     // A lease ended and a tenth of the share is none, or a share rounds to 0: refused, in mode 'local'.
     if (share === 0) {
       this.#note(lease ?? 'no-share', limit, 0);
-      return fixedDecision(false, 'local', lease ?? 'no-share', now, limit, this.breaker.resetTimeoutMs, id);
+      return noShareDecision(lease ?? 'no-share', now, limit, this.breaker.resetTimeoutMs);
     }
     this.#note(lease, limit, share);
     if (mayBeLost(reason)) this.settings.lost(this.local);
     const journalled = this.#journals(reason);
     // A journalled call keeps its id in the local window even if it was never sent to Redis: once
     // written back it is in Redis, so a re-seed after Redis lost its data writes it again (counted
-    // once). A generated id of a call not journalled was never in Redis: kept negated, for refund()
-    // alone, never re-seeded (see `CallId`).
-    const kept = journalled || typeof id === 'string' ? id : -id;
-    const d = this.local.main[decide](key, cost, kept, now, this.reserved.of(key), share, this.blockMs, limit);
+    // once). A generated id of a call not journalled was never in Redis: kept as a `LocalOnlyId`, for
+    // refund() alone, never re-seeded.
+    const kept: CallId = journalled || typeof id === 'string' ? id : localOnly(id);
+    const d = this.local.main[decide](key, cost, kept, this.#termsOf(now, key, share, limit));
     if (d.allowed && journalled) {
       this.recovery.add(key, now, cost, id);
       // Its Redis call was sent and not answered: Redis may have run it.
@@ -106,7 +120,7 @@ export class Fallback {
   }
 
   /** `limitAll()`'s answer: in `'local'`, all or nothing on local windows of each limit's share. */
-  all(items: readonly CheckedItem[], id: CallId, reason: DecisionReason): LimitAllDecision {
+  all(items: readonly CheckedItem[], id: SentId, reason: DecisionReason): LimitAllDecision {
     const now = this.now();
     const lease = this.settings.leaseReason(now);
     const why = lease ?? reason;
@@ -117,7 +131,7 @@ export class Fallback {
         mode,
         why,
       );
-    const share = (item: CheckedItem): number => this.settings.fallbackShareOf(item.limit, now, true);
+    const share = (item: CheckedItem): number => this.settings.itemShareOf(item.limit, now);
     if (items.some((item) => share(item) === 0))
       return combine(
         items.map((item) => this.#fixed('local', lease ?? 'no-share', now, item.limit)),
@@ -127,22 +141,21 @@ export class Fallback {
     if (mayBeLost(reason)) this.settings.lost(this.local);
     const journalled = this.#journals(reason);
     const kept = journalled || typeof id === 'string' ? id : undefined;
-    const idFor = (item: CheckedItem): CallId | undefined => (kept === undefined ? undefined : itemId(kept, item));
+    const idFor = (item: CheckedItem): SentId | undefined => (kept === undefined ? undefined : itemId(kept, item));
     // First every window is asked (the same key twice counts its earlier costs), then all consume, or none.
     const before = new Map<string, number>();
     const views = items.map((item) => {
       const earlier = before.get(item.group) ?? 0;
       before.set(item.group, earlier + item.cost);
       const reserved = this.reserved.of(item.group) + earlier;
-      return this.local.forWindow(item.windowMs)[inspect](item.key, item.cost, idFor(item), now, reserved, share(item), item.limit);
+      return this.local.forWindow(item.windowMs)[inspect](item.key, item.cost, idFor(item), this.#itemTerms(now, item, reserved));
     });
     let decisions = views;
     if (views.every((d) => d.allowed)) {
       decisions = items.map((item) => {
         const itemCallId = idFor(item);
-        const d = this.local
-          .forWindow(item.windowMs)
-          [decide](item.key, item.cost, itemCallId, now, this.reserved.of(item.group), share(item), 0, item.limit);
+        const terms = this.#itemTerms(now, item, this.reserved.of(item.group));
+        const d = this.local.forWindow(item.windowMs)[decide](item.key, item.cost, itemCallId, terms);
         if (d.allowed && journalled && itemCallId !== undefined) {
           this.recovery.add(item.key, now, item.cost, itemCallId, item.windowMs);
         }
@@ -166,7 +179,7 @@ export class Fallback {
     const share = this.settings.fallbackShareOf(limit, now);
     if (share === 0) return this.#fixed('local', lease ?? 'no-share', now, limit);
     if (mayBeLost(reason)) this.settings.lost(this.local);
-    return localDecision(this.local.main[inspect](key, 1, undefined, now, this.reserved.of(key), share, limit), why);
+    return localDecision(this.local.main[inspect](key, 1, undefined, this.#termsOf(now, key, share, limit)), why);
   }
 
   /**
@@ -174,7 +187,34 @@ export class Fallback {
    * period has passed); `'local'`: a refusal of mode `'local'` with no share to answer on, until then too.
    */
   #fixed(source: 'fail-open' | 'fail-closed' | 'local', reason: DecisionReason, now: number, limit: number): LimitDecision {
-    return fixedDecision(source === 'fail-open', source, reason, now, limit, this.breaker.resetTimeoutMs);
+    if (source === 'fail-open') return failOpenDecision(reason, now, limit);
+    const wait = this.breaker.resetTimeoutMs;
+    return source === 'local' ? noShareDecision(reason, now, limit, wait) : failClosedDecision(reason, now, limit, wait);
+  }
+
+  /**
+   * The terms of a call of `key` at `now` on the local window: `share` of `limit`, the permits its
+   * calls still waiting on Redis hold counted as used, and the `blockMs` penalty (`limit()`'s and `peek()`'s). One object, filled anew.
+   */
+  #termsOf(now: number, key: string, share: number | undefined, limit: number): CallTerms {
+    const t = this.#terms;
+    t.now = now;
+    t.reserved = this.reserved.of(key);
+    t.limit = share ?? this.local.main.options.limit; // undefined: the window's own (`Settings.localShareOf`)
+    t.whole = limit;
+    t.blockMs = this.blockMs;
+    return t;
+  }
+
+  /** The terms of one limit of `limitAll()` at `now`, `reserved` permits counting as used (no penalty: `blockMs` is `limit()`'s). */
+  #itemTerms(now: number, item: CheckedItem, reserved: number): CallTerms {
+    const t = this.#terms;
+    t.now = now;
+    t.reserved = reserved;
+    t.limit = this.settings.itemShareOf(item.limit, now);
+    t.whole = item.limit;
+    t.blockMs = 0;
+    return t;
   }
 
   /**

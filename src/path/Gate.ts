@@ -110,14 +110,14 @@ export class Gate {
     const { polls } = this.tier;
     if (!this.#looked) {
       this.#looked = true;
-      polls.observe(false);
+      polls.observe('any');
       setImmediate(this.#endTurn).unref();
     }
     return polls;
   }
 
   readonly #endTurn = (): void => {
-    this.tier.polls.observe(true);
+    this.tier.polls.observe('check');
     this.#looked = false;
   };
 }

@@ -5,6 +5,7 @@ import type { BatchOutcome } from '../redis/RedisWindow.js';
 import type { LeaseDecision } from '../redis/scripts/lease.js';
 import type { DecisionReason } from '../types.js';
 import type { LocalMs } from '../base/time.js';
+import type { GeneratedId } from '../base/call.js';
 import { leaseDecision, type LimiterDecision } from './decisions.js';
 import { OneCall } from './OneCall.js';
 import type { Leases, LeaseTaker, Parts } from './parts.js';
@@ -101,7 +102,7 @@ export class HotKeys implements Leases {
    * being taken), `'take'` (the key is hot: the call asks Redis for a lease, {@link LeaseCall}), or
    * undefined (the usual path).
    */
-  use(key: string, cost: number, seq: number, limit: number, now: LocalMs): LimiterDecision | Promise<unknown> | 'take' | undefined {
+  use(key: string, cost: number, seq: GeneratedId, limit: number, now: LocalMs): LimiterDecision | Promise<unknown> | 'take' | undefined {
     let state = this.#keys.get(key);
     if (state === undefined) {
       if (this.#closed) return undefined;
@@ -194,7 +195,7 @@ export class HotKeys implements Leases {
   }
 
   /** Whether the call of `key` with the generated id `seq` was admitted on its live lease, on one that ended (still in the window), or on none. */
-  leaseOf(key: string, seq: number): 'live' | 'ended' | undefined {
+  leaseOf(key: string, seq: GeneratedId): 'live' | 'ended' | undefined {
     const state = this.#keys.get(key);
     if (state === undefined) return undefined;
     if (state.lease !== undefined && seq >= state.lease.fromSeq) return 'live';
@@ -207,16 +208,16 @@ export class HotKeys implements Leases {
     if (lease !== undefined) lease.left += cost;
   }
 
-  /**
-   * Ends the key's lease at once: `block()` (its unused permits given back: they count for after the
-   * block), `reset()` (`giveBack` false: Redis's window of the key is gone, the lease with it).
-   */
-  drop(key: string, giveBack: boolean): void {
+  /** Ends the key's lease at once, its unused permits given back (`block()`: they count for after the block). */
+  giveBack(key: string): void {
     const state = this.#keys.get(key);
-    if (state?.lease !== undefined) {
-      if (giveBack) this.#end(key, state, this.parts.now());
-      else clearTimeout(state.lease.timer);
-    }
+    if (state?.lease !== undefined) this.#end(key, state, this.parts.now());
+    this.#keys.delete(key);
+  }
+
+  /** Ends the key's lease at once, giving nothing back (`reset()`: Redis's window of the key is gone, the lease with it). */
+  forget(key: string): void {
+    clearTimeout(this.#keys.get(key)?.lease?.timer);
     this.#keys.delete(key);
   }
 

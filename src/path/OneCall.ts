@@ -1,6 +1,6 @@
 import { redisDecision, type LimiterDecision } from './decisions.js';
 import type { Parts, PathCall } from './parts.js';
-import { memberOf, type CallId } from '../base/call.js';
+import { memberOf, type SentId } from '../base/call.js';
 import { block } from '../base/internal.js';
 import { decisionOf, type BatchOutcome } from '../redis/RedisWindow.js';
 import type { LocalMs } from '../base/time.js';
@@ -17,7 +17,7 @@ export class OneCall implements PathCall<BatchOutcome[], LimiterDecision> {
     readonly parts: Parts,
     readonly key: string,
     readonly cost: number,
-    readonly callId: CallId,
+    readonly callId: SentId,
     /** The local time the call was asked at. */
     readonly now: LocalMs,
     /** The limit the call is decided against (`Settings.limitOf`). */

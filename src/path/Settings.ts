@@ -101,9 +101,20 @@ export class Settings {
    * The share of `limit` the local tier answers with at `now` (local clock; undefined: as if leased):
    * {@link shareOf}, or a tenth of it once the lease has ended with `afterLease: 'shrink'`.
    */
-  fallbackShareOf(limit: number, now?: number, item = false): number {
-    // limitAll()'s items: their limits are not `limit()`'s, so `local.limit` is not theirs either.
-    const share = item ? this.#claimedShareOf(limit) : this.shareOf(limit);
+  fallbackShareOf(limit: number, now?: number): number {
+    return this.#shrinkAt(this.shareOf(limit), now);
+  }
+
+  /**
+   * {@link fallbackShareOf} for one limit of `limitAll()`: its limit is not `limit()`'s, so
+   * `local.limit` is not its either (the claimed share of it).
+   */
+  itemShareOf(limit: number, now?: number): number {
+    return this.#shrinkAt(this.#claimedShareOf(limit), now);
+  }
+
+  /** `share`, or a tenth of it once the lease has ended with `afterLease: 'shrink'` at `now` (undefined: as if leased). */
+  #shrinkAt(share: number, now: number | undefined): number {
     return now !== undefined && this.#shrunk(now) ? Math.floor(share / SHRINK) : share;
   }
 

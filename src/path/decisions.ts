@@ -1,4 +1,4 @@
-import { memberOf, type CallId } from '../base/call.js';
+import { memberOf, type GeneratedId, type SentId } from '../base/call.js';
 import type { RedisDecision } from '../redis/RedisWindow.js';
 import type { Decision, DecisionReason, DecisionSource } from '../types.js';
 
@@ -92,16 +92,23 @@ export const REASONS: readonly DecisionReason[] = [
 // `refusalAt`, which keeps their order). Each returns an object literal with the same fields in the
 // same order (one hidden class on the hot path), never a spread: allowed, limit, remaining,
 // retryAfterMs, resetAtMs, source, reason, reducedCapacity, id (then shadowRejected, when shadowed). `reducedCapacity` is false but on refusals of the local tier and of
-// `'fail-closed'` (`localDecision`, `fixedDecision`).
+// `'fail-closed'` (`localDecision`, `failClosedDecision`, `noShareDecision`).
 
-/** Redis's decision of one limit of `limitAll()`, as the limiter answers it. */
-export function decided(allowed: boolean, limit: number, remaining: number, retryAfterMs: number, resetAtMs: number): LimitDecision {
+/**
+ * Redis's decision of one limit of `limitAll()`, as the limiter answers it: the script's `reply` for
+ * that limit, with `remaining` counted after the call (see `AllCall.settle`).
+ */
+export function decided(
+  reply: { fits: boolean; retryAfterMs: number; resetAtMs: number },
+  limit: number,
+  remaining: number,
+): LimitDecision {
   const d: Made = {
-    allowed,
+    allowed: reply.fits,
     limit,
     remaining,
-    retryAfterMs,
-    resetAtMs,
+    retryAfterMs: reply.retryAfterMs,
+    resetAtMs: reply.resetAtMs,
     source: 'redis',
     reason: 'decided',
     reducedCapacity: false,
@@ -128,9 +135,9 @@ export function redisDecision(d: RedisDecision, id?: string): Made {
 }
 
 /** A local window's decision, as the limiter answers it with `reason` (with `id`: a call of `limit()`). This is the whole path while Redis is down. */
-export function localDecision(d: Decision, reason: DecisionReason, id: CallId): LimiterDecision;
+export function localDecision(d: Decision, reason: DecisionReason, id: SentId): LimiterDecision;
 export function localDecision(d: Decision, reason: DecisionReason): LimitDecision;
-export function localDecision(d: Decision, reason: DecisionReason, id?: CallId): Made {
+export function localDecision(d: Decision, reason: DecisionReason, id?: SentId): Made {
   return {
     allowed: d.allowed,
     limit: d.limit,
@@ -144,37 +151,77 @@ export function localDecision(d: Decision, reason: DecisionReason, id?: CallId):
   };
 }
 
-/** The arguments of {@link fixedDecision} before the call's id. */
-type FixedArgs = [allowed: boolean, source: DecisionSource, reason: DecisionReason, now: number, limit: number, retryAfterMs: number];
+// The decisions that consult no window, one builder each (no flag says which: each is on a path of
+// its own, and none allocates more than its answer).
+
+/** The kill switch's answer (`setEnabled(false)`): admitted, nothing consumed (with `id`: a call of `limit()`). */
+export function disabledDecision(now: number, limit: number, id: SentId): LimiterDecision;
+export function disabledDecision(now: number, limit: number): LimitDecision;
+export function disabledDecision(now: number, limit: number, id?: SentId): Made {
+  return {
+    allowed: true,
+    limit,
+    remaining: limit,
+    retryAfterMs: 0,
+    resetAtMs: Math.ceil(now),
+    source: 'disabled',
+    reason: 'disabled',
+    reducedCapacity: false,
+    id: id === undefined ? undefined : memberOf(id),
+  };
+}
+
+/** The fixed answer of mode `'fail-open'` when Redis does not decide, for `reason`: admitted, nothing consumed. */
+export function failOpenDecision(reason: DecisionReason, now: number, limit: number, id: SentId): LimiterDecision;
+export function failOpenDecision(reason: DecisionReason, now: number, limit: number): LimitDecision;
+export function failOpenDecision(reason: DecisionReason, now: number, limit: number, id?: SentId): Made {
+  return {
+    allowed: true,
+    limit,
+    remaining: limit,
+    retryAfterMs: 0,
+    resetAtMs: Math.ceil(now),
+    source: 'fail-open',
+    reason,
+    reducedCapacity: false,
+    id: id === undefined ? undefined : memberOf(id),
+  };
+}
 
 /**
- * A decision that consults no window: the kill switch (`'disabled'`), or the fixed answer of mode
- * `'fail-open'` / `'fail-closed'`. A refusal asks to retry after `retryAfterMs` (the breaker's open
- * period); only `'fail-closed'` refuses, for want of any capacity without Redis: `reducedCapacity`.
+ * The fixed answer of mode `'fail-closed'` when Redis does not decide, for `reason`: refused until
+ * `retryAfterMs` (the breaker's open period) has passed. For want of any capacity without Redis:
+ * `reducedCapacity`.
  */
-export function fixedDecision(...args: [...FixedArgs, id: CallId]): LimiterDecision;
-export function fixedDecision(...args: FixedArgs): LimitDecision;
-export function fixedDecision(
-  allowed: boolean,
-  source: DecisionSource,
-  reason: DecisionReason,
-  now: number,
-  limit: number,
-  retryAfterMs: number,
-  id?: CallId,
-): Made {
-  const wait = allowed ? 0 : retryAfterMs;
-  const member = allowed && id !== undefined ? memberOf(id) : undefined;
+export function failClosedDecision(reason: DecisionReason, now: number, limit: number, retryAfterMs: number): RefusedDecision {
   return {
-    allowed,
+    allowed: false,
     limit,
-    remaining: allowed ? limit : 0,
-    retryAfterMs: wait,
-    resetAtMs: Math.ceil(now + wait),
-    source,
+    remaining: 0,
+    retryAfterMs,
+    resetAtMs: Math.ceil(now + retryAfterMs),
+    source: 'fail-closed',
     reason,
-    reducedCapacity: !allowed,
-    id: member,
+    reducedCapacity: true,
+    id: undefined,
+  };
+}
+
+/**
+ * A refusal of mode `'local'` with no share to answer on (a lease ended, or a share that rounds to
+ * 0: `reason`), until `retryAfterMs` (the breaker's open period) has passed; `reducedCapacity`.
+ */
+export function noShareDecision(reason: DecisionReason, now: number, limit: number, retryAfterMs: number): RefusedDecision {
+  return {
+    allowed: false,
+    limit,
+    remaining: 0,
+    retryAfterMs,
+    resetAtMs: Math.ceil(now + retryAfterMs),
+    source: 'local',
+    reason,
+    reducedCapacity: true,
+    id: undefined,
   };
 }
 
@@ -245,7 +292,7 @@ export function combine(decisions: LimitDecision[], source: DecisionSource, reas
 }
 
 /** A call of `limit()` admitted on a hot key's lease (permits Redis counted when it granted them), as the limiter answers it. */
-export function leaseDecision(limit: number, remaining: number, resetAtMs: number, seq: number): LimiterDecision {
+export function leaseDecision(limit: number, remaining: number, resetAtMs: number, seq: GeneratedId): LimiterDecision {
   const d: Made = {
     allowed: true,
     limit,

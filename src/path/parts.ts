@@ -5,7 +5,7 @@ import type { ClockOffset } from '../redis/ClockOffset.js';
 import type { RedisTier } from '../redis/RedisTier.js';
 import type { LocalMs } from '../base/time.js';
 import type { DecisionReason } from '../types.js';
-import type { CallId } from '../base/call.js';
+import type { GeneratedId, SentId } from '../base/call.js';
 import type { BatchOutcome } from '../redis/RedisWindow.js';
 import type { LeaseDecision } from '../redis/scripts/lease.js';
 import type { Coalescer, QueuedCall } from './Coalescer.js';
@@ -36,22 +36,24 @@ export type Parts = {
 };
 
 /** A call that asks for a hot key's lease (`LeaseCall`): what `HotKeys.take` needs of it. */
-export type LeaseTaker = QueuedCall & { readonly callId: CallId };
+export type LeaseTaker = QueuedCall & { readonly callId: SentId };
 
 /** What the decision path, `refund()`, `reset()`, `block()` and `close()` ask of hot keys (`HotKeys`, see there). */
 export interface Leases {
   /** A call with the generated id `seq`: admitted on the key's lease, a lease to wait for, `'take'` one, or undefined (the usual path). */
-  use(key: string, cost: number, seq: number, limit: number, now: LocalMs): LimiterDecision | Promise<unknown> | 'take' | undefined;
+  use(key: string, cost: number, seq: GeneratedId, limit: number, now: LocalMs): LimiterDecision | Promise<unknown> | 'take' | undefined;
   /** Asks Redis for a lease for `call`: its decision. */
   take(call: LeaseTaker): Promise<BatchOutcome[]>;
   /** The lease `call` asked for was decided (or not: undefined): kept when granted; the key's waiting calls let go. */
   taken(call: LeaseTaker, decision: LeaseDecision | undefined): void;
   /** Whether the call of `key` with the generated id `seq` was admitted on its live lease, on one that ended, or on none. */
-  leaseOf(key: string, seq: number): 'live' | 'ended' | undefined;
+  leaseOf(key: string, seq: GeneratedId): 'live' | 'ended' | undefined;
   /** Gives `cost` permits of a refunded call back to the key's live lease. */
   refund(key: string, cost: number): void;
-  /** Ends the key's lease (`giveBack`: its unused permits given back). */
-  drop(key: string, giveBack: boolean): void;
+  /** Ends the key's lease, its unused permits given back. */
+  giveBack(key: string): void;
+  /** Ends the key's lease, giving nothing back (Redis's window of the key is gone). */
+  forget(key: string): void;
   /** Redis lost data: forgets every lease. */
   dropAll(): void;
   /** Ends every lease, the unused permits given back. */

@@ -48,7 +48,7 @@ export class DataWatch {
     readonly perf: { now(): number },
   ) {
     this.#unlisten = redis.on('ready', this.#onReady);
-    this.#timer = setInterval(() => void this.#tick(false), intervalMs);
+    this.#timer = setInterval(() => void this.#tick('due'), intervalMs);
     this.#timer.unref();
     if (redis.ready) this.#onReady();
   }
@@ -65,13 +65,14 @@ export class DataWatch {
   readonly #onReady = (): void => {
     this.#evicted = undefined; // another server, maybe (a failover): its count is a new baseline
     clearTimeout(this.#soon);
-    this.#soon = setTimeout(() => void this.#tick(true), this.intervalMs);
+    this.#soon = setTimeout(() => void this.#tick('now'), this.intervalMs);
     this.#soon.unref();
   };
 
-  async #tick(now: boolean): Promise<void> {
+  /** Reads the servers' memory figures: `'now'` (after a 'ready'), or `'due'` (the interval: when a read is due). */
+  async #tick(when: 'now' | 'due'): Promise<void> {
     if (this.#reading || this.#stopped || !this.redis.ready) return;
-    if (!now && !this.#evicting && this.perf.now() - this.#readAt < POLICY_EVERY_MS) return;
+    if (when === 'due' && !this.#evicting && this.perf.now() - this.#readAt < POLICY_EVERY_MS) return;
     this.#reading = true;
     const servers = await this.#read();
     this.#reading = false;

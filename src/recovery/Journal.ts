@@ -1,5 +1,5 @@
 import type { WriteBackReply } from '../redis/scripts/reconcile.js';
-import type { CallId } from '../base/call.js';
+import type { CallId, SentId } from '../base/call.js';
 import { PendingCalls, type PendingCall } from './PendingCalls.js';
 import { groupOf } from '../redis/allWindows.js';
 
@@ -41,11 +41,11 @@ export const CALL_BYTES = 128;
  * string in 1 byte per character when every character fits in one, else 2: this bounds both. A key
  * shared by several calls is counted with each: an upper bound, in O(1) per call.
  */
-export function pendingBytes(call: { key: string; id: CallId }): number {
+export function pendingBytes(call: { key: string; id: SentId }): number {
   return bytesOf(call.key, call.id);
 }
 
-function bytesOf(key: string, id: CallId): number {
+function bytesOf(key: string, id: SentId): number {
   return CALL_BYTES + 2 * key.length + (typeof id === 'string' ? 2 * id.length : 0);
 }
 
@@ -119,12 +119,18 @@ export class Journal {
     return this.#unsent.size !== 0 && this.#unsent.has(group);
   }
 
-  /** Starts (rebuilding the counts from every unwritten call) or stops keeping {@link holds} up to date. */
-  track(on: boolean): void {
-    if (on === this.#tracking) return;
-    this.#tracking = on;
+  /** Stops keeping {@link holds} up to date (Redis is lost: every call answers locally anyway). */
+  untrack(): void {
+    if (!this.#tracking) return;
+    this.#tracking = false;
     this.#unsent.clear();
-    if (!on) return;
+  }
+
+  /** Starts keeping {@link holds} up to date, rebuilding the counts from every unwritten call. */
+  track(): void {
+    if (this.#tracking) return;
+    this.#tracking = true;
+    this.#unsent.clear();
     const calls = this.#calls;
     for (let i = 0; i < calls.size; i += 1) this.#countGroup(calls.keyAt(i), calls.windowAt(i), 1);
     for (const batch of this.#taken) for (const call of batch) this.#count(call, 1);
@@ -143,7 +149,7 @@ export class Journal {
   }
 
   /** Journals a call: `windowMs` for a call of one of `limitAll()`'s windows. */
-  add(key: string, at: number, cost: number, id: CallId, windowMs?: number): void {
+  add(key: string, at: number, cost: number, id: SentId, windowMs?: number): void {
     this.#calls.push(key, at, cost, id, windowMs);
     this.#bytes += bytesOf(key, id);
     if (this.#tracking) this.#countGroup(key, windowMs, 1);

@@ -1,4 +1,4 @@
-import type { CallId } from '../base/call.js';
+import type { GeneratedId, SentId } from '../base/call.js';
 import type { PendingCall } from '../base/wire.js';
 
 export type { PendingCall } from '../base/wire.js';
@@ -45,7 +45,7 @@ export class PendingCalls {
   }
 
   /** Appends a call (there must be room: at most `limit` calls are held). */
-  push(key: string, at: number, cost: number, id: CallId, windowMs: number | undefined): void {
+  push(key: string, at: number, cost: number, id: SentId, windowMs: number | undefined): void {
     if (this.#size === this.#keys.length) this.#resize(Math.min(Math.max(FIRST_CAPACITY, this.#size * 2), this.limit));
     this.#set(this.#slot(this.#size), key, at, cost, id, windowMs);
     this.#size += 1;
@@ -63,9 +63,9 @@ export class PendingCalls {
     return this.#costs[this.#slot(i)] as number;
   }
 
-  idAt(i: number): CallId {
+  idAt(i: number): SentId {
     const slot = this.#slot(i);
-    return this.#names?.[slot] ?? (this.#seqs[slot] as number);
+    return this.#names?.[slot] ?? (this.#seqs[slot] as GeneratedId);
   }
 
   /** The window of call `i` when it is one of `limitAll()`'s, else undefined. */
@@ -133,7 +133,7 @@ export class PendingCalls {
     return slot >= capacity ? slot - capacity : slot;
   }
 
-  #set(slot: number, key: string, at: number, cost: number, id: CallId, windowMs: number | undefined): void {
+  #set(slot: number, key: string, at: number, cost: number, id: SentId, windowMs: number | undefined): void {
     this.#keys[slot] = key;
     this.#at[slot] = at;
     this.#costs[slot] = cost;

@@ -1,6 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { LRUCache } from 'lru-cache';
-import type { CallId } from '../base/call.js';
+import type { CallId, SentId } from '../base/call.js';
 import type { LocalTier } from '../local/LocalTier.js';
 import type { ResolvedLimiterOptions } from '../options/options.js';
 import type { PendingRefunds } from './PendingRefunds.js';
@@ -182,7 +182,7 @@ export class Recovery {
     return this.#unanswered.size !== 0 && this.#unanswered.delete(`${key}\0${member}`);
   }
 
-  add(key: string, at: number, cost: number, id: CallId, windowMs?: number): void {
+  add(key: string, at: number, cost: number, id: SentId, windowMs?: number): void {
     this.journal.add(key, at, cost, id, windowMs);
   }
 

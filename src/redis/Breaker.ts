@@ -41,10 +41,10 @@ function pollDeadline<T>(call: Promise<T>, ms: number, polls: PollWatch | undefi
   return new Promise<T>((resolve, reject) => {
     let settled = false;
     const timer = setTimeout(() => {
-      polls?.observe(false);
+      polls?.observe('any');
       setImmediate(() => {
         if (settled) return;
-        polls?.observe(true);
+        polls?.observe('check');
         settled = true;
         reject(Object.assign(new Error(`Timed out after ${ms}ms`), { code: 'ETIMEDOUT' }));
       });

@@ -82,12 +82,19 @@ export class ClockOffset {
   }
 
   /**
-   * The least Redis's clock can be ahead of the local one; 0 before any round trip. `widened: false`
-   * leaves out the drift since the last round trip (see DRIFT).
+   * The least Redis's clock can be ahead of the local one, allowing for the drift since the last round
+   * trip (see DRIFT); 0 before any round trip.
    */
-  low(widened = true): number {
-    if (!this.known) return 0;
-    return widened ? this.#low - (this.elapsed() - this.#at) * DRIFT : this.#low;
+  low(): number {
+    return this.known ? this.#low - (this.elapsed() - this.#at) * DRIFT : 0;
+  }
+
+  /**
+   * {@link low} as of the last round trip, without the drift since (for a time learnt in the round
+   * trip just sampled); 0 before any round trip.
+   */
+  lowAtSample(): number {
+    return this.known ? this.#low : 0;
   }
 
   /**
@@ -95,7 +102,7 @@ export class ClockOffset {
    * local window no earlier than Redis's. Without drift: for a time learnt in the round trip just sampled.
    */
   localOf(redisMs: RedisMs): LocalMs {
-    return (redisMs - this.low(false)) as LocalMs;
+    return (redisMs - this.lowAtSample()) as LocalMs;
   }
 
   /** The latest time on Redis's clock that the local time `localMs` can be: a call written there leaves Redis's window no earlier than the local one. */
@@ -117,7 +124,7 @@ export class ClockOffset {
   uncertainty(): number {
     const now = this.elapsed();
     if (now - this.#spreadSince >= this.#keepMs()) this.#remember(0, now);
-    return Math.max(this.high() - this.low(false) + 1, this.#spread, this.#spreadBefore);
+    return Math.max(this.high() - this.lowAtSample() + 1, this.#spread, this.#spreadBefore);
   }
 }
 

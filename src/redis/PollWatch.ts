@@ -8,11 +8,17 @@ const timing = performance.nodeTiming as Timing;
  * does not expose it, a count raised at each check-phase observation: an observation made in a poll
  * phase is then vouched for at that poll's check, a little early (the rule before this watch).
  */
-function loopCounter(): (checked: boolean) => number {
+function loopCounter(): (phase: Phase) => number {
   if (timing.uvMetricsInfo !== undefined) return () => (timing.uvMetricsInfo as { loopCount: number }).loopCount;
   let count = 0;
-  return (checked) => (checked ? (count += 1) : count);
+  return (phase) => (phase === 'check' ? (count += 1) : count);
 }
+
+/**
+ * The phase of the event loop an observation is made in: `'check'` in the check phase (a setImmediate
+ * callback: the poll of this iteration is complete), `'any'` where it is not known.
+ */
+export type Phase = 'check' | 'any';
 
 /** The time the event loop has spent waiting for I/O since it started, ms (0 where not measured). */
 const idleMs = (): number => timing.idleTime ?? 0;
@@ -69,11 +75,10 @@ export class PollWatch {
   }
 
   /**
-   * Notes the loop's iteration and idle time now. `checked`: the caller runs in the check phase (a
-   * setImmediate callback), so the poll of this iteration is complete.
+   * Notes the loop's iteration and idle time now, in `phase` (see {@link Phase}).
    */
-  observe(checked: boolean): void {
-    const level = this.#count(checked);
+  observe(phase: Phase): void {
+    const level = this.#count(phase);
     if (level !== this.#level) {
       // The level left behind is at most level - 2 from here on: the poll after it is complete.
       this.#vouch(this.#previousSeenAt);
@@ -81,7 +86,7 @@ export class PollWatch {
       this.#previousSeenAt = this.#levelSeenAt;
       this.#level = level;
     }
-    if (checked || level >= this.#previousLevel + 2) this.#vouch(this.#previousSeenAt);
+    if (phase === 'check' || level >= this.#previousLevel + 2) this.#vouch(this.#previousSeenAt);
     this.#idleSeen = idleMs();
     this.#levelSeenAt = this.perf.now();
   }

@@ -233,7 +233,7 @@ export class RedisTier {
   notAfter(now: number): number | undefined {
     const timeoutMs = this.timeoutMs;
     return this.#clock === undefined && this.offset.known
-      ? now + this.offset.low(false) + Math.max(timeoutMs - 2, timeoutMs / 2)
+      ? now + this.offset.lowAtSample() + Math.max(timeoutMs - 2, timeoutMs / 2)
       : undefined;
   }
 

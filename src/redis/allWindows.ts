@@ -2,7 +2,7 @@ import type { RedisKey } from '../base/time.js';
 import type { WindowModel } from './models/WindowModel.js';
 import { knownOptions } from '../base/checks.js';
 import { describe, ErrorCode, invalidOption, ResilimitError } from '../base/errors.js';
-import { checkKey, idOf, type CallId } from '../base/call.js';
+import { checkKey, memberOf, type SentId } from '../base/call.js';
 import { integer, MAX_INT } from '../options/options.js';
 import { redisKey } from './redisKey.js';
 
@@ -87,7 +87,7 @@ export function checkItems(items: unknown, prefix: string, options: unknown, mod
  * the script names its member). A generated id past its first occurrence becomes a string, which the
  * local windows check as a repeat like a caller's id: unique all the same, it never matches.
  */
-export function itemId(id: CallId, item: CheckedItem): CallId {
+export function itemId(id: SentId, item: CheckedItem): SentId {
   if (item.occurrence === 1) return id;
-  return `${typeof id === 'number' ? idOf(id) : id}#${item.occurrence}`;
+  return `${memberOf(id)}#${item.occurrence}`;
 }

@@ -12,6 +12,7 @@ import {
   type WriteBatch,
 } from '../../src/recovery/Journal.js';
 import { ticks } from '../support/ticks.js';
+import type { GeneratedId } from '../../src/base/call.js';
 
 setFlagsFromString('--expose-gc');
 const gc = runInNewContext('gc') as () => void;
@@ -228,10 +229,10 @@ describe('Journal', () => {
   it('keeps no counts while not tracking (an outage), and rebuilds them when tracking resumes', async () => {
     const r = new Journal(100);
     add(r, call('a', 10, 0));
-    r.track(false);
+    r.untrack();
     add(r, call('b', 10, 0));
     expect([r.holds('a'), r.holds('b')]).toEqual([false, false]);
-    r.track(true);
+    r.track();
     expect([r.holds('a'), r.holds('b'), r.holds('c')]).toEqual([true, true, false]);
     const gates: (() => void)[] = [];
     const flushing = r.flush(0, 1, async () => {
@@ -240,8 +241,8 @@ describe('Journal', () => {
     });
     await ticks();
     // Toggled while the pass writes a's batch: b's, taken but not sent, is counted again; a's is out.
-    r.track(false);
-    r.track(true);
+    r.untrack();
+    r.track();
     expect([r.holds('a'), r.holds('b')]).toEqual([false, true]);
     while (gates.length > 0) {
       gates.shift()?.();
@@ -308,7 +309,7 @@ describe('Journal', () => {
 
   it('bounds the bytes of its waiting calls by maxBytes, dropping the oldest and counting them in `dropped`', async () => {
     const small = (n: number): PendingCall => ({ key: 'k'.repeat(10), at: 10 + n, cost: 1, id: `s${String(n).padStart(2, '0')}` });
-    const big: PendingCall = { key: 'b'.repeat(1000), at: 100, cost: 1, id: 0 };
+    const big: PendingCall = { key: 'b'.repeat(1000), at: 100, cost: 1, id: 0 as GeneratedId };
     const S = pendingBytes(small(0));
     const B = pendingBytes(big);
     expect(S).toBe(CALL_BYTES + 2 * 10 + 2 * 3); // the caller's id (a string) counts
@@ -434,7 +435,7 @@ describe('Journal.forgetCall (a refund)', () => {
 });
 
 describe('reseed', () => {
-  const call = (key: string, i: number): PendingCall => ({ key, at: 1_000 + i, cost: 1, id: i });
+  const call = (key: string, i: number): PendingCall => ({ key, at: 1_000 + i, cost: 1, id: i as GeneratedId });
 
   it('writes every pending group in batches of 200 and releases each once its last batch is sent', async () => {
     const sent: [string, number][] = [];

@@ -5,6 +5,10 @@ import { block, configure, decide } from '../../src/base/internal.js';
 import { ClockOffset } from '../../src/redis/ClockOffset.js';
 import { prng, ReferenceWindow } from '../support/model.js';
 import { sample } from '../support/clockOffset.js';
+import type { GeneratedId } from '../../src/base/call.js';
+
+/** A generated id (see `CallId`): a number tagged in its type. */
+const gen = (n: number): GeneratedId => n as GeneratedId;
 
 function clock(start = 1_000_000) {
   const c = { t: start, now: () => c.t };
@@ -210,7 +214,7 @@ describe('LocalWindow.forgetCall: a refund', () => {
     const w = new LocalWindow({ limit: 5, windowMs: 1000, maxKeys: 10, now: c.now });
     w.limit('k', { id: 'a', cost: 3 });
     c.t += 10;
-    w.record('k', c.t, 2, 7); // a generated id: a number
+    w.record('k', c.t, 2, gen(7)); // a generated id: a number
     expect(w.limit('k').allowed).toBe(false);
     expect(w.forgetCall('k', is('a'))).toEqual({ cost: 3, id: 'a' });
     expect(w.forgetCall('k', is('a'))).toBeUndefined();
@@ -242,7 +246,7 @@ describe('LocalWindow.observe: the part of a shared window learnt from Redis', (
   function share(own: number) {
     const t = { now: 1_000 };
     const w = new LocalWindow({ limit: 10, windowMs: 1_000, maxKeys: 10, now: () => t.now });
-    for (let i = 0; i < own; i++) w.record('k', t.now, 1, i);
+    for (let i = 0; i < own; i++) w.record('k', t.now, 1, gen(i));
     const admitted = () => {
       let n = 0;
       while (w.limit('k').allowed) n += 1;
@@ -276,21 +280,21 @@ describe('LocalWindow.observe: the part of a shared window learnt from Redis', (
     // The clocks agree. Sent at 0, Redis admitted at 30, the reply read at 60: the offset is within [-31, 31].
     t.now = t.elapsed = 60;
     sample(offset, 0, 30, 60);
-    expect(w.observe('k', 1, 10, 1, 10, { at: 30 - offset.low(false), cost: 1, id: 1 }, offset)).toBe(true);
+    expect(w.observe('k', 1, 10, 1, 10, { at: 30 - offset.lowAtSample(), cost: 1, id: gen(1) }, offset)).toBe(true);
     // A fast round trip narrows the bounds to [-1, 1]: the call is kept at 61, it was admitted at 30.
     t.now = t.elapsed = 100;
     sample(offset, 100, 100, 100);
     // At 135 Redis's window (35, 135] no longer holds it, and admits a call holding only that one.
     t.now = t.elapsed = 135;
-    expect(w.observe('k', 1, 10, 1, 10, { at: 135 - offset.low(false), cost: 1, id: 2 }, offset)).toBe(true);
+    expect(w.observe('k', 1, 10, 1, 10, { at: 135 - offset.lowAtSample(), cost: 1, id: gen(2) }, offset)).toBe(true);
     // Once the wide bounds are forgotten (kept one to two windows), Redis losing a call it holds is
     // seen again: one admitted at 270, then a call Redis admits holding only itself.
     t.now = t.elapsed = 270;
     sample(offset, 270, 270, 270);
-    expect(w.observe('k', 1, 10, 1, 10, { at: 270 - offset.low(false), cost: 1, id: 3 }, offset)).toBe(true);
+    expect(w.observe('k', 1, 10, 1, 10, { at: 270 - offset.lowAtSample(), cost: 1, id: gen(3) }, offset)).toBe(true);
     t.now = t.elapsed = 300;
     sample(offset, 300, 300, 300);
-    expect(w.observe('k', 1, 10, 1, 10, { at: 300 - offset.low(false), cost: 1, id: 4 }, offset)).toBe(false);
+    expect(w.observe('k', 1, 10, 1, 10, { at: 300 - offset.lowAtSample(), cost: 1, id: gen(4) }, offset)).toBe(false);
   });
 
   it('reuses the permits of its own calls as they leave the window, and keeps its part for one window', () => {
@@ -337,13 +341,14 @@ describe('LocalWindow blocks (internal: the local tier of block() and blockMs)',
     expect(w.peek('k')).toMatchObject({ allowed: false, retryAfterMs: 3_000 });
     t.now = 4_000;
     expect(w[decide]('k', 1, undefined).allowed).toBe(true);
-    expect(w[decide]('k', 1, undefined, t.now, 0, undefined, 2_500).allowed).toBe(true);
+    const penalty = () => ({ now: t.now, reserved: 0, limit: 2, whole: 2, blockMs: 2_500 });
+    expect(w[decide]('k', 1, undefined, penalty()).allowed).toBe(true);
     // Full: refused with a penalty of 2,500 ms, longer than the window's own wait (1,000 ms).
-    expect(w[decide]('k', 1, undefined, t.now, 0, undefined, 2_500)).toMatchObject({ allowed: false, retryAfterMs: 2_500 });
+    expect(w[decide]('k', 1, undefined, penalty())).toMatchObject({ allowed: false, retryAfterMs: 2_500 });
     t.now = 5_500; // the window is empty again; the block holds, and a refusal meanwhile does not lengthen it
-    expect(w[decide]('k', 1, undefined, t.now, 0, undefined, 2_500)).toMatchObject({ allowed: false, retryAfterMs: 1_000 });
+    expect(w[decide]('k', 1, undefined, penalty())).toMatchObject({ allowed: false, retryAfterMs: 1_000 });
     t.now = 6_500;
-    expect(w[decide]('k', 1, undefined, t.now, 0, undefined, 2_500).allowed).toBe(true);
+    expect(w[decide]('k', 1, undefined, penalty()).allowed).toBe(true);
     w[block]('k', 60_000);
     w[block]('k', 0);
     expect(w[decide]('k', 1, undefined).allowed).toBe(true);

@@ -1,11 +1,17 @@
 import { describe, expect, it } from 'vitest';
 import { PendingCalls } from '../../src/recovery/PendingCalls.js';
 import type { PendingCall } from '../../src/recovery/Journal.js';
+import type { GeneratedId } from '../../src/base/call.js';
 
 describe('PendingCalls: the journal in columns', () => {
   const all = (calls: PendingCalls): PendingCall[] => Array.from({ length: calls.size }, (_, i) => calls.callAt(i));
   const mixed = (i: number): PendingCall => {
-    const c: PendingCall = { key: `k${i % 3}`, at: 1_000.5 + i, cost: 1 + (i % 4), id: i % 5 === 0 ? `caller-${i}` : i + 1 };
+    const c: PendingCall = {
+      key: `k${i % 3}`,
+      at: 1_000.5 + i,
+      cost: 1 + (i % 4),
+      id: i % 5 === 0 ? `caller-${i}` : ((i + 1) as GeneratedId),
+    };
     if (i % 7 === 0) c.windowMs = 2_000 + i;
     return c;
   };

@@ -55,7 +55,7 @@ describe('ClockOffset', () => {
     expect(offset.low()).toBeCloseTo(-13, 6);
     expect(offset.high()).toBeCloseTo(13, 6);
     // Except for the staleness deadline, which must not move into the past while Redis is away.
-    expect(offset.low(false)).toBe(-1);
+    expect(offset.lowAtSample()).toBe(-1);
   });
 
   it('remembers wide bounds for the window in force: a window lengthened later keeps them longer', () => {

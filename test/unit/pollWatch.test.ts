@@ -22,9 +22,9 @@ describe('PollWatch', () => {
     const perf = fakePerf();
     const watch = new PollWatch(perf);
     perf.set(100);
-    watch.observe(false);
+    watch.observe('any');
     perf.set(200);
-    watch.observe(false); // the same turn: no poll in between
+    watch.observe('any'); // the same turn: no poll in between
     expect(watch.silentMs(0)).toBe(Number.NEGATIVE_INFINITY);
   });
 
@@ -33,10 +33,10 @@ describe('PollWatch', () => {
     const watch = new PollWatch(perf);
     await inTimers(() => {
       perf.set(100);
-      watch.observe(false);
+      watch.observe('any');
       perf.set(300); // this process stays busy after the observation: not vouched for
     });
-    await inCheck(() => watch.observe(true));
+    await inCheck(() => watch.observe('check'));
     expect(watch.silentMs(40)).toBe(60);
   });
 
@@ -48,17 +48,17 @@ describe('PollWatch', () => {
     // An I/O callback runs in a poll phase: sockets whose callbacks come later in it are unread yet.
     void readFile(new URL(import.meta.url)).then(() => {
       perf.set(100);
-      watch.observe(false);
+      watch.observe('any');
       perf.set(200);
       // The check phase right after this poll: the poll began before the observation.
       setImmediate(() => {
-        watch.observe(true);
+        watch.observe('check');
         silent.push(watch.silentMs(0));
         perf.set(300);
         // The check phase of the next iteration: its poll began after the latest observation (the
         // one just above, at 200), and is complete.
         setImmediate(() => {
-          watch.observe(true);
+          watch.observe('check');
           silent.push(watch.silentMs(0));
           done.resolve();
         });
@@ -73,7 +73,7 @@ describe('PollWatch', () => {
     const watch = new PollWatch(perf);
     watch.mark();
     await sleep(30); // idle: nothing else to do
-    watch.observe(false);
+    watch.observe('any');
     // The timer may fire a millisecond early (whole ms), and the loop does a little work around it.
     expect(watch.silentMs(0)).toBeGreaterThanOrEqual(25);
     watch.mark();

@@ -1,6 +1,6 @@
 import { ReplyError } from '../../client/port.js';
 import { ErrorCode, ResilimitError } from '../../base/errors.js';
-import { memberOf, type CallId } from '../../base/call.js';
+import { memberOf, type SentId } from '../../base/call.js';
 import type { RedisMs } from '../../base/time.js';
 import type { Decision } from '../../types.js';
 import { loadScript, replyIntegers, type Script } from './script.js';
@@ -70,7 +70,7 @@ export function sharedLimit(calls: readonly BatchCall[], effective: readonly num
  * One call of a batch: checked arguments (a generated id is made into its member here, as it leaves
  * the process), and the limit it is decided against.
  */
-export type BatchCall = { readonly key: string; readonly cost: number; readonly id: CallId; readonly limit: number };
+export type BatchCall = { readonly key: string; readonly cost: number; readonly id: SentId; readonly limit: number };
 
 /**
  * Reads the script's reply: "nowMs,stale" then "allowed,used,retryAfterMs,resetAtMs,flags" per call
