@@ -46,7 +46,7 @@ export class AllCall implements PathCall<AllReply, LimitAllDecision> {
       let nowMs: RedisMs | undefined;
       for (const group of groups) {
         // After a refusal nothing more is taken: the other slots are only asked how they stand.
-        const reply = await sendGroup(tier, refused ? 'check' : 'take', group, id);
+        const reply = await sendGroup(tier, { op: refused ? 'check' : 'take', group, id });
         nowMs = reply.nowMs;
         for (const [i, item] of group.entries()) replies.set(item, reply.items[i] as ItemReply);
         if (!refused) {
@@ -92,20 +92,22 @@ export class AllCall implements PathCall<AllReply, LimitAllDecision> {
   }
 
   async #giveBack(id: string): Promise<void> {
-    for (const { group, nowMs } of this.#taken.splice(0)) await sendGroup(this.parts.tier, 'give', group, id, nowMs).catch(() => undefined);
+    for (const { group, nowMs } of this.#taken.splice(0))
+      await sendGroup(this.parts.tier, { op: 'give', group, id, takenMs: nowMs }).catch(() => undefined);
   }
 }
 
-/** One script call for a group of `limitAll()`'s windows sharing a slot, by the limiter's model (a give: `takenMs`, its take's nowMs). */
-function sendGroup(tier: RedisTier, op: 'take' | 'check', group: readonly CheckedItem[], id: string): Promise<GroupReply>;
-function sendGroup(tier: RedisTier, op: 'give', group: readonly CheckedItem[], id: string, takenMs: RedisMs): Promise<unknown>;
-function sendGroup(
-  tier: RedisTier,
-  op: 'take' | 'give' | 'check',
-  group: readonly CheckedItem[],
-  id: string,
-  takenMs?: RedisMs,
-): Promise<unknown> {
+/** One script call of `limitAll()` (see `sendGroup`): a group of windows sharing a slot; a give names its take's nowMs. */
+type GroupSend =
+  | { readonly op: 'take' | 'check'; readonly group: readonly CheckedItem[]; readonly id: string }
+  | { readonly op: 'give'; readonly group: readonly CheckedItem[]; readonly id: string; readonly takenMs: RedisMs };
+
+/** One script call for a group of `limitAll()`'s windows sharing a slot, by the limiter's model. */
+function sendGroup(tier: RedisTier, send: GroupSend & { readonly op: 'take' | 'check' }): Promise<GroupReply>;
+function sendGroup(tier: RedisTier, send: GroupSend & { readonly op: 'give' }): Promise<unknown>;
+function sendGroup(tier: RedisTier, send: GroupSend): Promise<unknown> {
+  const { op, group, id } = send;
+  const takenMs = send.op === 'give' ? send.takenMs : undefined;
   return tier.call(group.length, (sentNow) => {
     // A late give-back only removes what its take added: no staleness guard.
     const notAfter = op === 'give' ? undefined : tier.notAfter(sentNow);

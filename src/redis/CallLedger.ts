@@ -52,14 +52,14 @@ export class CallLedger {
     return sequence;
   }
 
-  /** The call entered as `sequence` settled now (`answered`: with a reply, an error reply included). */
-  settle(sequence: number, decisions: number, answered: boolean): void {
+  /** The call entered as `sequence` settled now: `'answered'` with a reply (an error reply included), or `'failed'`. */
+  settle(sequence: number, decisions: number, outcome: 'answered' | 'failed'): void {
     const at = this.perf.now();
     const sentAt = this.#outstanding.get(sequence) as number;
     this.#outstanding.delete(sequence);
     this.#outstandingDecisions -= decisions;
     this.#lastReplyAt = at;
     const latency = at - sentAt;
-    if (answered && decisions > 0 && latency <= this.timeoutMs) this.#latencyMs += (latency - this.#latencyMs) * 0.05;
+    if (outcome === 'answered' && decisions > 0 && latency <= this.timeoutMs) this.#latencyMs += (latency - this.#latencyMs) * 0.05;
   }
 }

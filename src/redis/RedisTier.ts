@@ -152,18 +152,18 @@ export class RedisTier {
       const ledger = this.ledger;
       if (ledger.callsInFlight === 0) this.polls.mark();
       const sequence = ledger.enter(decisions);
-      const settle = (answered: boolean, error?: unknown): void => {
-        ledger.settle(sequence, decisions, answered);
+      const settle = (outcome: 'answered' | 'failed', error?: unknown): void => {
+        ledger.settle(sequence, decisions, outcome);
         if (ledger.callsInFlight > 0) this.polls.mark();
         // Redis answers again while the breaker is open (a frozen Redis resumed, its queued calls now
         // stale): try it now. A reply error is an answer too; a connection error is not.
-        if (this.breaker.state === 'open' && (answered || repliedWith(error))) void this.probe();
+        if (this.breaker.state === 'open' && (outcome === 'answered' || repliedWith(error))) void this.probe();
       };
       const sentNow = this.now();
       const call = run(sentNow).catch((error: unknown) => this.#learnFromStale(error, sentNow));
       call.then(
-        () => settle(true),
-        (error: unknown) => settle(false, error),
+        () => settle('answered'),
+        (error: unknown) => settle('failed', error),
       );
       return call;
     });

@@ -6,8 +6,9 @@
  */
 import type { RedisPort } from '../../client/port.js';
 import type { RedisKey, RedisMs } from '../../base/time.js';
-import type { PendingCall, Script } from '../../base/wire.js';
-import type { BatchCall } from '../scripts/slidingWindow.js';
+import type { Script } from '../../base/wire.js';
+import type { BatchAsk } from '../scripts/slidingWindow.js';
+import type { WriteBackAsk } from '../scripts/reconcile.js';
 
 /** A script and its arguments, its keys given by the caller. */
 export type ScriptArgs = { readonly script: Script; readonly args: (string | number)[] };
@@ -16,16 +17,7 @@ export type ScriptArgs = { readonly script: Script; readonly args: (string | num
 export type NowArg = number | '';
 
 /** One decision of a batch of calls of one window length. */
-export type DecideAsk = {
-  readonly windowMs: number;
-  readonly nowArg: NowArg;
-  /** The call changes nothing when Redis runs it after this (ms on the window's clock), or ''. */
-  readonly notAfterArg: NowArg;
-  readonly blockMs: number;
-  readonly calls: readonly BatchCall[];
-  /** Each call's limit less the permits left free. */
-  readonly effective: readonly number[];
-};
+export type DecideAsk = BatchAsk;
 
 /** One call of `limitAll()` on a group of windows that share a slot. */
 export type GroupAsk = {
@@ -61,7 +53,7 @@ export interface WindowModel {
   /** A take, give or check of `limitAll()` (keys: one an item). */
   group(ask: GroupAsk): ScriptArgs;
   /** A write-back of journalled calls into one window (keys: the window's). */
-  writeBack(ask: { windowMs: number; nowArg: NowArg; calls: readonly PendingCall[]; redisAt: (at: number) => number }): ScriptArgs;
+  writeBack(ask: WriteBackAsk): ScriptArgs;
   /** Blocks a key for `ms` (0 lifts it): the reply of the script run. */
   block(redis: RedisPort, ask: { redisKey: RedisKey; windowMs: number; nowArg: NowArg; ms: number }): Promise<unknown>;
   /** Forgets every permit of a key. */

@@ -31,16 +31,16 @@ class ExactLog implements WindowModel {
   decide(ask: DecideAsk): ScriptArgs {
     return {
       script: slidingWindow,
-      args: slidingWindowArgs(ask.windowMs, ask.nowArg, ask.notAfterArg, ask.blockMs, ask.calls, ask.effective),
+      args: slidingWindowArgs(ask),
     };
   }
 
   group(ask: GroupAsk): ScriptArgs {
-    return { script: limitAllScript, args: limitAllArgs(ask.op, ask.items, ask.id, ask.nowArg, ask.notAfterArg, ask.reserve) };
+    return { script: limitAllScript, args: limitAllArgs(ask) };
   }
 
   writeBack(ask: { windowMs: number; nowArg: NowArg; calls: readonly PendingCall[]; redisAt: (at: number) => number }): ScriptArgs {
-    return { script: reconcileScript, args: reconcileArgs(ask.windowMs, ask.nowArg, ask.calls, ask.redisAt) };
+    return { script: reconcileScript, args: reconcileArgs(ask) };
   }
 
   block(redis: RedisPort, ask: { redisKey: RedisKey; nowArg: NowArg; ms: number }): Promise<unknown> {

@@ -52,19 +52,18 @@ class Slices implements WindowModel {
   }
 
   decide(ask: DecideAsk): ScriptArgs {
-    const { windowMs, nowArg, notAfterArg, blockMs, calls, effective } = ask;
-    return { script: slicedWindow, args: slicedArgs(windowMs, this.resolutionMs, nowArg, notAfterArg, blockMs, calls, effective) };
+    return { script: slicedWindow, args: slicedArgs(this.resolutionMs, ask) };
   }
 
   group(ask: GroupAsk): ScriptArgs {
     // Every item of a group is one of this limiter's limitAll() windows: slices, each of its own length.
     const items = ask.items.map((item) => ({ ...item, resolutionMs: (item.model as Slices).resolutionMs }));
     if (ask.op === 'give') return { script: slicedWindow, args: slicedGiveArgs(items, ask.nowArg, ask.takenMs as RedisMs) };
-    return { script: slicedWindow, args: slicedAllArgs(ask.op, items, ask.nowArg, ask.notAfterArg, ask.reserve) };
+    return { script: slicedWindow, args: slicedAllArgs({ ...ask, op: ask.op, items }) };
   }
 
   writeBack(ask: { windowMs: number; nowArg: NowArg; calls: readonly PendingCall[]; redisAt: (at: number) => number }): ScriptArgs {
-    return { script: slicedWindow, args: slicedWriteBackArgs(ask.windowMs, this.resolutionMs, ask.nowArg, ask.calls, ask.redisAt) };
+    return { script: slicedWindow, args: slicedWriteBackArgs(this.resolutionMs, ask) };
   }
 
   block(redis: RedisPort, ask: { redisKey: RedisKey; windowMs: number; nowArg: NowArg; ms: number }): Promise<unknown> {

@@ -5,15 +5,16 @@ import { loadScript, replyIntegers, type Script } from './script.js';
 export const limitAllScript = loadScript('limit-all');
 
 /** The script's arguments for `op` over a group. */
-export function limitAllArgs(
-  op: 'take' | 'give' | 'check',
-  group: readonly { readonly limit: number; readonly windowMs: number; readonly cost: number }[],
-  id: string,
-  nowArg: string | number,
-  notAfter: string | number,
+export function limitAllArgs(ask: {
+  readonly op: 'take' | 'give' | 'check';
+  readonly items: readonly { readonly limit: number; readonly windowMs: number; readonly cost: number }[];
+  readonly id: string;
+  readonly nowArg: string | number;
+  readonly notAfterArg: string | number;
   /** Permits of a limit to leave free (see `Settings.reserveOf`); the cost always fits. */
-  reserve: (limit: number) => number = () => 0,
-): (string | number)[] {
+  readonly reserve: (limit: number) => number;
+}): (string | number)[] {
+  const { op, items: group, id, nowArg, notAfterArg: notAfter, reserve } = ask;
   const args: (string | number)[] = [op, nowArg, notAfter, id];
   for (const item of group) args.push(Math.max(item.limit - reserve(item.limit), item.cost, 1), item.windowMs, item.cost);
   return args;

@@ -1,7 +1,7 @@
-import type { PendingCall } from '../../base/wire.js';
 import { loadScript } from './script.js';
 import type { RedisMs } from '../../base/time.js';
-import { sharedLimit, type BatchCall } from './slidingWindow.js';
+import type { WriteBackAsk } from './reconcile.js';
+import { sharedLimit, type BatchAsk } from './slidingWindow.js';
 
 /**
  * `lua/sliced-window.lua`: the window counted by time slices (`resolutionMs`), one hash per key:
@@ -20,15 +20,8 @@ function head(op: 'd' | 'w' | 'b' | 'f' | 'r', windowMs: number, resolutionMs: n
  * The arguments of a decision of `calls` (op `d`): the usual batch, of cost 1 under one limit,
  * sends that limit once; else a limit and a cost per call. No id: a slice counts calls.
  */
-export function slicedArgs(
-  windowMs: number,
-  resolutionMs: number,
-  nowArg: number | '',
-  notAfterArg: number | '',
-  blockMs: number,
-  calls: readonly BatchCall[],
-  effective: readonly number[],
-): (string | number)[] {
+export function slicedArgs(resolutionMs: number, ask: BatchAsk): (string | number)[] {
+  const { windowMs, nowArg, notAfterArg, blockMs, calls, effective } = ask;
   const args = head('d', windowMs, resolutionMs, nowArg);
   args.push(notAfterArg, blockMs);
   const shared = sharedLimit(calls, effective);
@@ -42,13 +35,8 @@ export function slicedArgs(
 }
 
 /** The arguments of a write-back of journalled `calls` (op `w`), each at `redisAt(call.at)` with its cost. */
-export function slicedWriteBackArgs(
-  windowMs: number,
-  resolutionMs: number,
-  nowArg: number | '',
-  calls: readonly PendingCall[],
-  redisAt: (at: number) => number,
-): (string | number)[] {
+export function slicedWriteBackArgs(resolutionMs: number, ask: WriteBackAsk): (string | number)[] {
+  const { windowMs, nowArg, calls, redisAt } = ask;
   const args = head('w', windowMs, resolutionMs, nowArg);
   for (const call of calls) args.push(redisAt(call.at), call.cost);
   return args;
@@ -103,13 +91,14 @@ export type SlicedItem = { readonly limit: number; readonly windowMs: number; re
  * The arguments of `lua/sliced-window.lua`'s op "a" (a take or a check) for a group of windows counted
  * by slices, as `limitAllArgs` (no id: the slices name no call).
  */
-export function slicedAllArgs(
-  op: 'take' | 'check',
-  group: readonly SlicedItem[],
-  nowArg: string | number,
-  notAfter: string | number,
-  reserve: (limit: number) => number = () => 0,
-): (string | number)[] {
+export function slicedAllArgs(ask: {
+  readonly op: 'take' | 'check';
+  readonly items: readonly SlicedItem[];
+  readonly nowArg: string | number;
+  readonly notAfterArg: string | number;
+  readonly reserve: (limit: number) => number;
+}): (string | number)[] {
+  const { op, items: group, nowArg, notAfterArg: notAfter, reserve } = ask;
   const args: (string | number)[] = ['a', '', '', nowArg, op, notAfter];
   for (const item of group)
     args.push(Math.max(item.limit - reserve(item.limit), item.cost, 1), item.windowMs, item.resolutionMs, item.cost);

@@ -36,19 +36,26 @@ export function decisionOf(outcome: BatchOutcome): BatchDecision {
   return outcome;
 }
 
+/** A decision of a batch of calls of one window length (see `WindowModel.decide`). */
+export type BatchAsk = {
+  readonly windowMs: number;
+  /** The script's `nowMs`: the window's clock, or '' for Redis's `TIME`. */
+  readonly nowArg: number | '';
+  /** The call changes nothing when Redis runs it after this (ms on the window's clock), or ''. */
+  readonly notAfterArg: number | '';
+  readonly blockMs: number;
+  readonly calls: readonly BatchCall[];
+  /** Each call's limit less the permits left free. */
+  readonly effective: readonly number[];
+};
+
 /**
  * The script's arguments: the batch's own (`nowArg`, `notAfterArg`: '' for none), then, when every
  * call is of cost 1 under one limit (the usual batch), that limit once and the ids; else a limit, a
  * cost and an id per call. `effective`: each call's limit less the permits left free.
  */
-export function slidingWindowArgs(
-  windowMs: number,
-  nowArg: number | '',
-  notAfterArg: number | '',
-  blockMs: number,
-  calls: readonly BatchCall[],
-  effective: readonly number[],
-): (string | number)[] {
+export function slidingWindowArgs(ask: BatchAsk): (string | number)[] {
+  const { windowMs, nowArg, notAfterArg, blockMs, calls, effective } = ask;
   const args: (string | number)[] = [windowMs, nowArg, notAfterArg, blockMs, ''];
   const shared = sharedLimit(calls, effective);
   if (shared !== undefined) {
