@@ -1,5 +1,4 @@
 import { randomUUID } from 'node:crypto';
-import { readFileSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Redis } from 'ioredis';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
@@ -11,6 +10,7 @@ import {
   type ResilientLimiterOptions,
 } from '../../src/index.js';
 import { redisKey } from '../../src/redis/redisKey.js';
+import { loadScript } from '../../src/redis/scripts/script.js';
 import { prng, ReferenceWindow } from '../support/model.js';
 import { restartEmpty, startRedisServer, waitReady, type RedisChild } from '../support/redis.js';
 
@@ -591,7 +591,7 @@ describe('a key held for its journalled calls', () => {
     // Redis knows the decision script but not the write-back one (SCRIPT FLUSH, then a decision
     // elsewhere): by SHA, the write would be retried by source behind the decision that follows it.
     await admin.script('FLUSH');
-    await admin.script('LOAD', readFileSync(new URL('../../lua/sliding-window.lua', import.meta.url), 'utf8'));
+    await admin.script('LOAD', loadScript('sliding-window').source);
     expect(await l.limit('k')).toMatchObject({ source: 'redis', allowed: false, remaining: 0 });
     expect(await admin.zcard(redisKey(prefix, 'k'))).toBe(2);
   });
