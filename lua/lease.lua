@@ -137,14 +137,7 @@ else
 end
 if extra ~= stored then setExtra(key, extra) end
 
-local resetAt = now
-local newest = redis.call('ZRANGE', key, '-1', '-1', 'WITHSCORES')
-if newest[2] and tonumber(newest[2]) > floor then resetAt = tonumber(newest[2]) + window end
-local keepUntil = math.max(resetAt, blockedUntil)
-if keepUntil > now then
-  redis.call('PEXPIRE', key, fmt('%d', keepUntil - now))
-elseif redis.call('EXISTS', key) == 1 then
-  redis.call('DEL', key)
-end
+local resetAt = resetAtOf(key, floor, window, now)
+keepKey(key, math.max(resetAt, blockedUntil), now)
 return table.concat({ nowText, '0', granted > 0 and '1' or '0', fmt('%d', used), fmt('%d', retryAfter),
   fmt('%d', resetAt), fmt('%d', flags), fmt('%d', granted) }, ',')

@@ -27,6 +27,8 @@ Defines:
     blockOf(key, now, clear)  the key's block as a decision sees it
     setBlock(key, untilMs)    blocks the key until then (0 lifts its block)
     retryAfterOf(key, lower, need, window, now)  the refusal's wait: until `need` permits have left
+    resetAtOf(key, floor, window, now)  when the window will hold no calls (resetAtMs)
+    keepKey(key, untilMs, now)  the key's TTL until then, or the key deleted when that is past
 ]]
 
 -- The clock of a script call, from its nowMs argument `text`: the caller's when it is a number, else
@@ -133,6 +135,24 @@ local function setBlock(key, untilMs)
     redis.call('ZREM', key, '*!')
   else
     redis.call('ZADD', key, string.format('%d', -untilMs), '*!')
+  end
+end
+
+-- When the window of `key` will hold no calls, after a decision at `now` (resetAtMs): its newest
+-- call's time plus `window`, or `now` when none is left above `floor` (the lowest score in the window).
+local function resetAtOf(key, floor, window, now)
+  local newest = redis.call('ZRANGE', key, '-1', '-1', 'WITHSCORES')
+  if newest[2] and tonumber(newest[2]) > floor then return tonumber(newest[2]) + window end
+  return now
+end
+
+-- Keeps `key` until `untilMs` (the later of its window's reset and its block's end): its TTL, in ms from
+-- `now`; or deletes it when that is past (nothing left in the window: the key carries no information).
+local function keepKey(key, untilMs, now)
+  if untilMs > now then
+    redis.call('PEXPIRE', key, string.format('%d', untilMs - now))
+  elseif redis.call('EXISTS', key) == 1 then
+    redis.call('DEL', key)
   end
 end
 

@@ -189,7 +189,7 @@ for i = 1, #KEYS do
 
   if not answered and not err then
     if not decide then
-      --[[ lua/prelude.lua: memberOf, blockOf, setBlock, setExtra, trimmedExtra, retryAfterOf ]]
+      --[[ lua/prelude.lua: memberOf, blockOf, setBlock, setExtra, trimmedExtra, retryAfterOf, resetAtOf, keepKey ]]
 
       local lower = '(' .. floorText
 
@@ -262,21 +262,8 @@ for i = 1, #KEYS do
           end
         end
 
-        local resetAt = now
-        local newest = redis.call('ZRANGE', key, '-1', '-1', 'WITHSCORES')
-        if newest[2] and tonumber(newest[2]) > floor then
-          resetAt = tonumber(newest[2]) + window
-        end
-
-        if cost > 0 then
-          local keepUntil = math.max(resetAt, blockedUntil)
-          if keepUntil > now then
-            redis.call('PEXPIRE', key, fmt('%d', keepUntil - now))
-          elseif redis.call('EXISTS', key) == 1 then
-            -- Nothing left in the window: the key carries no information.
-            redis.call('DEL', key)
-          end
-        end
+        local resetAt = resetAtOf(key, floor, window, now)
+        if cost > 0 then keepKey(key, math.max(resetAt, blockedUntil), now) end
 
         local n = #reply
         reply[n + 1] = allowed == 1 and '1' or '0'
