@@ -101,11 +101,11 @@ end
 local already = redis.call('GET', marker)
 
 -- As sliding-window.lua's decide(): the extra of the members that left, the block, the count.
-local stored = storedExtra(key)
+local stored, _, blockedUntil, block = specialsOf(key, now, true)
+if type(stored) == 'table' then return stored end -- WRONGTYPE
 local cutoffText = fmt('%d', now - window)
 local extra = trimmedExtra(key, stored, cutoffText)
 redis.call('ZREMRANGEBYSCORE', key, '0', cutoffText)
-local blockedUntil, block = blockOf(key, now, true)
 -- The "*" member exists exactly while its sum is positive.
 local used = redis.call('ZCARD', key) - (stored > 0 and 1 or 0) - (block and 1 or 0) + extra
 

@@ -24,7 +24,7 @@ Defines:
     setExtra(key, x)   writes that sum, or removes the "*" member when it is 0
     trimmedExtra(key, extra, cutoffText)  the sum less the members that have left the window
     blockEnd(key)      the "*!" member: when the key's block ends (0: no block)
-    blockOf(key, now, clear)  the key's block as a decision sees it
+    specialsOf(key, now, clear)  the "*" sum and the key's block as a decision sees them, at once
     setBlock(key, untilMs)    blocks the key until then (0 lifts its block)
     retryAfterOf(key, lower, need, window, now)  the refusal's wait: until `need` permits have left
     resetAtOf(key, floor, window, now)  when the window will hold no calls (resetAtMs)
@@ -115,18 +115,24 @@ local function blockEnd(key)
   return block and -tonumber(block) or 0
 end
 
--- The block of `key` as a decision at `now` sees it: when it ends (0: none, or over) and whether the
--- "*!" member is left in the set. A block that is over is removed when `clear` (a call that writes).
-local function blockOf(key, now, clear)
-  local block = redis.call('ZSCORE', key, '*!')
-  if not block then return 0, false end
+-- The "*" and "*!" members of `key` as a decision at `now` sees them, read at once (one ZMSCORE, not a
+-- ZSCORE each: a command less for every decision that reads them): the "*" sum (0: none) and whether
+-- "*" is stored; when the key's block ends (0: none, or over) and whether "*!" is left in the set. A
+-- block that is over is removed when `clear` (a call that writes). The key's first read, protected:
+-- for a key of another type (WRONGTYPE) it returns the error reply instead, having changed nothing.
+local function specialsOf(key, now, clear)
+  local scores = redis.pcall('ZMSCORE', key, '*', '*!')
+  if scores.err then return scores end
+  local sum, block = scores[1], scores[2]
+  local extra, stored = sum and -tonumber(sum) or 0, sum and true or false
+  if not block then return extra, stored, 0, false end
   local untilMs = -tonumber(block)
-  if untilMs > now then return untilMs, true end
+  if untilMs > now then return extra, stored, untilMs, true end
   if clear then
     redis.call('ZREM', key, '*!')
-    return 0, false
+    return extra, stored, 0, false
   end
-  return 0, true
+  return extra, stored, 0, true
 end
 
 -- Blocks `key` until `untilMs` (replacing its block, if any), or lifts its block (0).

@@ -189,19 +189,16 @@ for i = 1, #KEYS do
 
   if not answered and not err then
     if not decide then
-      --[[ lua/prelude.lua: memberOf, blockOf, setBlock, setExtra, trimmedExtra, retryAfterOf, resetAtOf, keepKey ]]
+      --[[ lua/prelude.lua: memberOf, specialsOf, setBlock, setExtra, trimmedExtra, retryAfterOf, resetAtOf, keepKey ]]
 
       local lower = '(' .. floorText
 
       function decide(key, limit, cost, id, reply)
-        local extra = 0
         -- The key's first read, protected: another type's key (WRONGTYPE) is the caller's to answer.
-        local stored = redis.pcall('ZSCORE', key, '*')
-        if type(stored) == 'table' then return stored end
-        if stored then extra = -tonumber(stored) end
+        -- Its block: in force until blockedUntil, or over (then removed by a call that writes).
+        local extra, stored, blockedUntil, block = specialsOf(key, now, cost > 0)
+        if type(extra) == 'table' then return extra end
         local extraBefore = extra
-        -- The key's block: in force until blockedUntil, or over (then removed by a call that writes).
-        local blockedUntil, block = blockOf(key, now, cost > 0)
 
         -- Drop the extra of members that have left the window.
         extra = trimmedExtra(key, extra, cutoffText)
