@@ -19,17 +19,14 @@ local ms = tonumber(ARGV[2])
 if not ms or ms < 0 or ms % 1 ~= 0 then
   return redis.error_reply('ERR resilimit: ms must be an integer >= 0')
 end
-if not now then
-  local t = redis.call('TIME')
-  now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-end
+if not now then now = nowMsOf('') end
 
 if ms == 0 then
   -- An empty sorted set is removed by Redis: a key that held the block only is gone.
-  redis.call('ZREM', key, '*!')
+  setBlock(key, 0)
   return 0
 end
 local untilMs = now + ms
-redis.call('ZADD', key, -untilMs, '*!')
+setBlock(key, untilMs)
 if redis.call('PTTL', key) < ms then redis.call('PEXPIRE', key, ms) end
 return untilMs

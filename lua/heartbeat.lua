@@ -73,8 +73,7 @@ end
 if op ~= 'clean' and op ~= 'dirty' and op ~= 'leave' then
   return redis.error_reply('ERR resilimit: op must be clean, dirty or leave')
 end
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local now = nowMsOf('')
 if notAfter and now > notAfter then
   return { -1, 0, 0, 0, 0, '0', '0', '0' }
 end

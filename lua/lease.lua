@@ -42,39 +42,15 @@ local fmt = string.format
 local key = KEYS[1]
 local op = ARGV[1]
 local window = tonumber(ARGV[2])
-local now = tonumber(ARGV[3])
 local leaseId = ARGV[4]
-if not window or window < 1 or window % 1 ~= 0 then
-  return redis.error_reply('ERR resilimit: windowMs must be a positive integer')
-end
+local bad = integerError('windowMs', window, 1)
+if bad then return bad end
 if leaseId == '' or string.find(leaseId, '*', 1, true) then
   return redis.error_reply('ERR resilimit: leaseId must be a non-empty string without "*"')
 end
-if not now then
-  local t = redis.call('TIME')
-  now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-elseif now < 1 or now % 1 ~= 0 or now >= 9e13 then
-  return redis.error_reply('ERR resilimit: nowMs must be a positive integer below 9e13 (ms since the epoch)')
-end
+local now, nowText = nowMsOf(ARGV[3])
+if not now then return nowText end
 local floor = math.max(now - window, 0)
-
--- The "*" sum (see sliding-window.lua), and setting it.
-local function extraNow()
-  local stored = redis.call('ZSCORE', key, '*')
-  return stored and -tonumber(stored) or 0
-end
-local function setExtra(extra)
-  if extra > 0 then
-    redis.call('ZADD', key, fmt('%d', -extra), '*')
-  else
-    redis.call('ZREM', key, '*')
-  end
-end
-local function extraOf(member)
-  local star = string.find(member, '*', 1, true)
-  if not star then return 0 end
-  return (tonumber(string.sub(member, 1, star - 1)) or 1) - 1
-end
 
 if op == 'g' then
   local granted, unused = tonumber(ARGV[5]), tonumber(ARGV[6])
@@ -85,14 +61,14 @@ if op == 'g' then
   local score = redis.call('ZSCORE', key, member)
   if unused == 0 or not score or tonumber(score) <= floor then return 0 end
   redis.call('ZREM', key, member)
-  local extra = extraNow()
+  local extra = storedExtra(key)
   if unused == granted then
     extra = extra - (granted - 1)
   else
     redis.call('ZADD', key, score, fmt('%d', granted - unused) .. '*' .. leaseId)
     extra = extra - unused
   end
-  setExtra(extra)
+  setExtra(key, extra)
   -- The key's TTL stays: it covers the lease's end plus the window, and only ever grew.
   return unused
 end
@@ -103,22 +79,16 @@ end
 local notAfter = tonumber(ARGV[5])
 local blockMs, limit, cost, want, validity, divisor =
   tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[8]), tonumber(ARGV[9]), tonumber(ARGV[10]), tonumber(ARGV[11])
-if not limit or limit < 1 or limit % 1 ~= 0 then
-  return redis.error_reply('ERR resilimit: limit must be a positive integer')
-end
-if not cost or cost < 1 or cost > limit or cost % 1 ~= 0 then
-  return redis.error_reply('ERR resilimit: cost must be an integer between 1 and limit')
-end
+bad = integerError('limit', limit, 1) or integerError('cost', cost, 1, limit)
+if bad then return bad end
 if not want or want < cost or want % 1 ~= 0 then
   return redis.error_reply('ERR resilimit: want must be an integer >= cost')
 end
 if not validity or validity < 1 or validity % 1 ~= 0 or not divisor or divisor < 1 or divisor % 1 ~= 0 then
   return redis.error_reply('ERR resilimit: validityMs and divisor must be positive integers')
 end
-if not blockMs or blockMs < 0 or blockMs % 1 ~= 0 then
-  return redis.error_reply('ERR resilimit: blockMs must be an integer >= 0')
-end
-local nowText = fmt('%d', now)
+bad = integerError('blockMs', blockMs, 0)
+if bad then return bad end
 if notAfter and now > notAfter then
   return nowText .. ',1'
 end
@@ -131,26 +101,13 @@ end
 local already = redis.call('GET', marker)
 
 -- As sliding-window.lua's decide(): the extra of the members that left, the block, the count.
-local extra = extraNow()
-local storedExtra = extra
+local stored, _, blockedUntil, block = specialsOf(key, now, true)
+if type(stored) == 'table' then return stored end -- WRONGTYPE
 local cutoffText = fmt('%d', now - window)
-if extra > 0 then
-  local gone = redis.call('ZRANGEBYSCORE', key, '0', cutoffText)
-  for i = 1, #gone do extra = extra - extraOf(gone[i]) end
-end
+local extra = trimmedExtra(key, stored, cutoffText)
 redis.call('ZREMRANGEBYSCORE', key, '0', cutoffText)
-local blockedUntil = 0
-local block = redis.call('ZSCORE', key, '*!')
-if block then
-  blockedUntil = -tonumber(block)
-  if blockedUntil <= now then
-    blockedUntil = 0
-    redis.call('ZREM', key, '*!')
-    block = nil
-  end
-end
 -- The "*" member exists exactly while its sum is positive.
-local used = redis.call('ZCARD', key) - (storedExtra > 0 and 1 or 0) - (block and 1 or 0) + extra
+local used = redis.call('ZCARD', key) - (stored > 0 and 1 or 0) - (block and 1 or 0) + extra
 
 local granted = 0
 local retryAfter = 0
@@ -168,36 +125,19 @@ elseif used + cost <= limit and blockedUntil == 0 then
 else
   if blockedUntil == 0 and blockMs > 0 then
     blockedUntil = now + blockMs
-    redis.call('ZADD', key, fmt('%d', -blockedUntil), '*!')
+    setBlock(key, blockedUntil)
   end
   -- Permits that must leave the window before the cost fits: the oldest members, each of its cost.
   local need = used + cost - limit
-  if need > 0 then
-    local oldest = redis.call('ZRANGEBYSCORE', key, '(' .. fmt('%d', floor), '+inf', 'WITHSCORES', 'LIMIT', '0', fmt('%d', need))
-    local freed = 0
-    for i = 1, #oldest, 2 do
-      freed = freed + 1 + extraOf(oldest[i])
-      if freed >= need then
-        retryAfter = tonumber(oldest[i + 1]) + window - now
-        break
-      end
-    end
-  end
+  if need > 0 then retryAfter = retryAfterOf(key, '(' .. fmt('%d', floor), need, window, now) or 0 end
   if blockedUntil > now then
     retryAfter = math.max(retryAfter, blockedUntil - now)
     flags = 2
   end
 end
-if extra ~= storedExtra then setExtra(extra) end
+if extra ~= stored then setExtra(key, extra) end
 
-local resetAt = now
-local newest = redis.call('ZRANGE', key, '-1', '-1', 'WITHSCORES')
-if newest[2] and tonumber(newest[2]) > floor then resetAt = tonumber(newest[2]) + window end
-local keepUntil = math.max(resetAt, blockedUntil)
-if keepUntil > now then
-  redis.call('PEXPIRE', key, fmt('%d', keepUntil - now))
-elseif redis.call('EXISTS', key) == 1 then
-  redis.call('DEL', key)
-end
+local resetAt = resetAtOf(key, floor, window, now)
+keepKey(key, math.max(resetAt, blockedUntil), now)
 return table.concat({ nowText, '0', granted > 0 and '1' or '0', fmt('%d', used), fmt('%d', retryAfter),
   fmt('%d', resetAt), fmt('%d', flags), fmt('%d', granted) }, ',')

@@ -31,7 +31,6 @@ in one call, its second occurrence adds `<id>#2`, the third `<id>#3`, and so on.
 ]]
 
 local op = ARGV[1]
-local now = tonumber(ARGV[2])
 local notAfter = tonumber(ARGV[3])
 local id = ARGV[4]
 
@@ -41,19 +40,11 @@ end
 if #ARGV ~= 4 + 3 * #KEYS or #KEYS == 0 then
   return redis.error_reply('ERR resilimit: expected a limit, a windowMs and a cost per key')
 end
-if id == nil or id == '' then
-  return redis.error_reply('ERR resilimit: id must not be empty')
-end
-if not now then
-  local t = redis.call('TIME')
-  now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-elseif now < 1 or now % 1 ~= 0 or now >= 9e13 then
-  -- Below 9e13 (the year 4822), every number the reply holds has at most 14 digits: Lua writes larger
-  -- ones with an exponent, and the score would be rounded. A clock past it is not in milliseconds.
-  return redis.error_reply('ERR resilimit: nowMs must be a positive integer below 9e13 (ms since the epoch)')
-end
+if id == nil or id == '' then return redis.error_reply(EMPTY_ID) end
+local now, nowText = nowMsOf(ARGV[2])
+if not now then return nowText end
 if notAfter and now > notAfter then
-  return now .. ',1'
+  return nowText .. ',1'
 end
 
 local items = {}
@@ -62,36 +53,13 @@ for i = 1, #KEYS do
   local limit = tonumber(ARGV[5 + 3 * (i - 1)])
   local window = tonumber(ARGV[6 + 3 * (i - 1)])
   local cost = tonumber(ARGV[7 + 3 * (i - 1)])
-  if not limit or limit < 1 or limit % 1 ~= 0 then
-    return redis.error_reply('ERR resilimit: limit must be a positive integer')
-  end
-  if not window or window < 1 or window % 1 ~= 0 then
-    return redis.error_reply('ERR resilimit: windowMs must be a positive integer')
-  end
-  if not cost or cost < 1 or cost > limit or cost % 1 ~= 0 then
-    return redis.error_reply('ERR resilimit: cost must be an integer between 1 and limit')
-  end
+  local bad = integerError('limit', limit, 1) or integerError('windowMs', window, 1) or integerError('cost', cost, 1, limit)
+  if bad then return bad end
   local key = KEYS[i]
   local occurrence = (seen[key] or 0) + 1
   seen[key] = occurrence
   local callId = occurrence == 1 and id or (id .. '#' .. occurrence)
-  local member
-  if cost == 1 and not string.find(callId, '*', 1, true) then member = callId else member = cost .. '*' .. callId end
-  items[i] = { key = key, limit = limit, window = window, cost = cost, member = member }
-end
-
-local function extraOf(member)
-  local star = string.find(member, '*', 1, true)
-  if not star then return 0 end
-  return (tonumber(string.sub(member, 1, star - 1)) or 1) - 1
-end
-
-local function setExtra(key, extra)
-  if extra > 0 then
-    redis.call('ZADD', key, -extra, '*')
-  else
-    redis.call('ZREM', key, '*')
-  end
+  items[i] = { key = key, limit = limit, window = window, cost = cost, member = memberOf(callId, cost) }
 end
 
 if op == 'give' then
@@ -101,13 +69,10 @@ if op == 'give' then
     if redis.call('ZREM', item.key, item.member) == 1 then
       removed = removed + 1
       local extra = item.cost - 1
-      if extra > 0 then
-        local stored = redis.call('ZSCORE', item.key, '*')
-        setExtra(item.key, (stored and -tonumber(stored) or 0) - extra)
-      end
+      if extra > 0 then setExtra(item.key, storedExtra(item.key) - extra) end
     end
   end
-  return now .. ',0,' .. removed
+  return nowText .. ',0,' .. removed
 end
 
 -- Phase 1, per key: forget the calls that left the window (a neutral write), count the permits in
@@ -121,13 +86,8 @@ for i = 1, #items do
   local s = state[key]
   if not s then
     local cutoff = now - item.window
-    local stored = redis.call('ZSCORE', key, '*')
-    local extra = stored and -tonumber(stored) or 0
-    local before = extra
-    if extra > 0 then
-      local gone = redis.call('ZRANGEBYSCORE', key, 0, cutoff)
-      for j = 1, #gone do extra = extra - extraOf(gone[j]) end
-    end
+    local before = storedExtra(key)
+    local extra = trimmedExtra(key, before, cutoff)
     redis.call('ZREMRANGEBYSCORE', key, 0, cutoff)
     if extra ~= before then setExtra(key, extra) end
     local used = redis.call('ZCARD', key) - ((extra > 0) and 1 or 0) + extra
@@ -172,16 +132,7 @@ for i = 1, #items do
     -- Permits that must leave this window before the call fits (calls before it in this batch on
     -- the same key included).
     local need = s.used + pending[item.key] + item.cost - item.limit
-    local oldest = redis.call('ZRANGEBYSCORE', item.key, s.lower, '+inf', 'WITHSCORES', 'LIMIT', 0, need)
-    local freed = 0
-    retryAfter = item.window
-    for j = 1, #oldest, 2 do
-      freed = freed + 1 + extraOf(oldest[j])
-      if freed >= need then
-        retryAfter = tonumber(oldest[j + 1]) + item.window - now
-        break
-      end
-    end
+    retryAfter = retryAfterOf(item.key, s.lower, need, item.window, now) or item.window
   end
   local resetAt = now
   local newest = redis.call('ZRANGE', item.key, -1, -1, 'WITHSCORES')

@@ -26,16 +26,12 @@ set, in milliseconds, to the moment its newest member leaves the window, or its 
 local key = KEYS[1]
 local window = tonumber(ARGV[1])
 local now = tonumber(ARGV[2])
-if not window or window < 1 or window % 1 ~= 0 then
-  return redis.error_reply('ERR resilimit: windowMs must be a positive integer')
-end
+local bad = integerError('windowMs', window, 1)
+if bad then return bad end
 if (#ARGV - 2) % 3 ~= 0 then
   return redis.error_reply('ERR resilimit: expected triples of atMs, cost, id')
 end
-if not now then
-  local t = redis.call('TIME')
-  now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-end
+if not now then now = nowMsOf('') end
 local cutoff = now - window
 
 local written, expired, present, added, moved = 0, 0, 0, 0, 0
@@ -49,8 +45,7 @@ for i = 3, #ARGV, 3 do
   if at <= cutoff then
     expired = expired + 1
   else
-    local member = id
-    if cost ~= 1 or string.find(id, '*', 1, true) then member = cost .. '*' .. id end
+    local member = memberOf(id, cost)
     if redis.call('ZADD', key, 'NX', at, member) == 1 then
       written = written + 1
       added = added + cost - 1
@@ -61,15 +56,11 @@ for i = 3, #ARGV, 3 do
   end
 end
 
-if added > 0 then
-  local stored = redis.call('ZSCORE', key, '*')
-  redis.call('ZADD', key, -((stored and -tonumber(stored) or 0) + added), '*')
-end
+if added > 0 then setExtra(key, storedExtra(key) + added) end
 if written > 0 or moved > 0 then
   local newest = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
   -- A block of the key ("*!", see sliding-window.lua) keeps it at least until the block ends.
-  local block = redis.call('ZSCORE', key, '*!')
-  local keepUntil = math.max(tonumber(newest[2]) + window, block and -tonumber(block) or 0)
+  local keepUntil = math.max(tonumber(newest[2]) + window, blockEnd(key))
   redis.call('PEXPIRE', key, math.max(keepUntil - now, 1))
 end
 return { written, expired, present }

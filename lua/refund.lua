@@ -25,28 +25,20 @@ special member other than "*" keeps it and its TTL: that TTL is only ever length
 
 local key = KEYS[1]
 local window = tonumber(ARGV[1])
-local now = tonumber(ARGV[2])
-if not window or window < 1 or window % 1 ~= 0 then
-  return redis.error_reply('ERR resilimit: windowMs must be a positive integer')
-end
+local bad = integerError('windowMs', window, 1)
+if bad then return bad end
 if #ARGV < 4 or #ARGV % 2 ~= 0 then
   return redis.error_reply('ERR resilimit: expected pairs of id, cost hint')
 end
-if not now then
-  local t = redis.call('TIME')
-  now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-elseif now < 1 or now % 1 ~= 0 or now >= 9e13 then
-  -- Below 9e13 (the year 4822), every number the reply holds has at most 14 digits: Lua writes larger
-  -- ones with an exponent, and the score would be rounded. A clock past it is not in milliseconds.
-  return redis.error_reply('ERR resilimit: nowMs must be a positive integer below 9e13 (ms since the epoch)')
-end
+local now, err = nowMsOf(ARGV[2])
+if not now then return err end
 -- Calls are scored >= 1, special members below 0: above `floor` are calls in the window only.
 local floor = math.max(now - window, 0)
 
 -- Check every pair before removing anything, so that a bad argument changes nothing.
 for i = 3, #ARGV, 2 do
   local hint = ARGV[i + 1]
-  if ARGV[i] == '' then return redis.error_reply('ERR resilimit: id must not be empty') end
+  if ARGV[i] == '' then return redis.error_reply(EMPTY_ID) end
   if hint ~= '' then
     local cost = tonumber(hint)
     if not cost or cost < 1 or cost % 1 ~= 0 then
@@ -58,12 +50,6 @@ end
 local function inWindow(member)
   local score = redis.call('ZSCORE', key, member)
   return score and tonumber(score) > floor
-end
-
--- The member of a call of `id` and `cost` (the rule of sliding-window.lua).
-local function memberOf(id, cost)
-  if cost == 1 and not string.find(id, '*', 1, true) then return id end
-  return cost .. '*' .. id
 end
 
 -- The member of a call of `id` in the window and its cost, or nil.
@@ -88,15 +74,7 @@ for i = 3, #ARGV, 2 do
   end
 end
 
-if extra > 0 then
-  local stored = redis.call('ZSCORE', key, '*')
-  local left = (stored and -tonumber(stored) or 0) - extra
-  if left > 0 then
-    redis.call('ZADD', key, -left, '*')
-  else
-    redis.call('ZREM', key, '*')
-  end
-end
+if extra > 0 then setExtra(key, storedExtra(key) - extra) end
 
 if removed then
   local kept = false

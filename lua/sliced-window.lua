@@ -74,14 +74,8 @@ TTL is set, in milliseconds, to the moment its newest slice leaves the window, o
 local fmt = string.format
 local call = redis.call
 local op = ARGV[1]
-local now = tonumber(ARGV[4])
-if not now then
-  local t = redis.call('TIME')
-  now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-elseif now < 1 or now % 1 ~= 0 or now >= 9e13 then
-  return redis.error_reply('ERR resilimit: nowMs must be a positive integer below 9e13 (ms since the epoch)')
-end
-local nowText = fmt('%d', now)
+local now, nowText = nowMsOf(ARGV[4])
+if not now then return nowText end
 
 -- The window the functions below work on, set by use(): its length and its slices', the oldest live
 -- slice (slice s counts while now < (s + 1) * res + window), the current slice and the end it counts
@@ -94,9 +88,8 @@ local window, res, first, cur, currentEnd, aheadEnd
 -- Sets the window (see above) from the texts of windowMs and resolutionMs; an error reply if they are not valid.
 local function use(windowText, resText)
   window, res = tonumber(windowText), tonumber(resText)
-  if not window or window < 1 or window % 1 ~= 0 then
-    return redis.error_reply('ERR resilimit: windowMs must be a positive integer')
-  end
+  local bad = integerError('windowMs', window, 1)
+  if bad then return bad end
   if not res or res < 1 or res % 1 ~= 0 or res > window or window / res > 4096 then
     return redis.error_reply('ERR resilimit: resolutionMs must be an integer from 1 to windowMs, windowMs / resolutionMs at most 4096')
   end
@@ -250,12 +243,8 @@ if op == 'a' then
     local bad = use(ARGV[at + 1], ARGV[at + 2])
     if bad then return bad end
     local limit, cost = tonumber(ARGV[at]), tonumber(ARGV[at + 3])
-    if not limit or limit < 1 or limit % 1 ~= 0 then
-      return redis.error_reply('ERR resilimit: limit must be a positive integer')
-    end
-    if not cost or cost < 1 or cost > limit or cost % 1 ~= 0 then
-      return redis.error_reply('ERR resilimit: cost must be an integer between 1 and limit')
-    end
+    bad = integerError('limit', limit, 1) or integerError('cost', cost, 1, limit)
+    if bad then return bad end
     local key = KEYS[i]
     local k = held[key]
     if not k then
@@ -479,18 +468,16 @@ end
 
 local notAfter = tonumber(ARGV[5])
 local blockMs = tonumber(ARGV[6])
-if not blockMs or blockMs < 0 or blockMs % 1 ~= 0 then
-  return redis.error_reply('ERR resilimit: blockMs must be an integer >= 0')
-end
+bad = integerError('blockMs', blockMs, 0)
+if bad then return bad end
 if notAfter and now > notAfter then
   return nowText .. ',1'
 end
 local shared = false
 if ARGV[7] ~= '' then
   shared = tonumber(ARGV[7])
-  if not shared or shared < 1 or shared % 1 ~= 0 then
-    return redis.error_reply('ERR resilimit: limit must be a positive integer')
-  end
+  bad = integerError('limit', shared, 1)
+  if bad then return bad end
   if #ARGV ~= 7 then return redis.error_reply('ERR resilimit: expected no per-call values with a shared limit') end
 else
   if #ARGV ~= 7 + 2 * #KEYS then
@@ -498,12 +485,8 @@ else
   end
   for i = 1, #KEYS do
     local limit, cost = tonumber(ARGV[6 + 2 * i]), tonumber(ARGV[7 + 2 * i])
-    if not limit or limit < 1 or limit % 1 ~= 0 then
-      return redis.error_reply('ERR resilimit: limit must be a positive integer')
-    end
-    if not cost or cost < 0 or cost > limit or cost % 1 ~= 0 then
-      return redis.error_reply('ERR resilimit: cost must be an integer between 0 and limit')
-    end
+    bad = integerError('limit', limit, 1) or integerError('cost', cost, 0, limit)
+    if bad then return bad end
   end
 end
 

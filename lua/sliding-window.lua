@@ -56,30 +56,13 @@ its block ends if later.
 -- microsecond for a 13-digit time, several times a whole ZADD (measured on Redis 7.0 with glibc).
 local fmt = string.format
 local window = tonumber(ARGV[1])
-local now = tonumber(ARGV[2])
 local notAfter = tonumber(ARGV[3])
 local blockMs = tonumber(ARGV[4])
 
-if not window or window < 1 or window % 1 ~= 0 then
-  return redis.error_reply('ERR resilimit: windowMs must be a positive integer')
-end
-if not blockMs or blockMs < 0 or blockMs % 1 ~= 0 then
-  return redis.error_reply('ERR resilimit: blockMs must be an integer >= 0')
-end
-local redisTime = not now
-local nowText
-if redisTime then
-  -- ms since the epoch, written from TIME's seconds and microseconds as text (no arithmetic to format back).
-  local t = redis.call('TIME')
-  local micros = t[2]
-  nowText = t[1] .. string.sub(string.rep('0', 6 - #micros) .. micros, 1, 3)
-  now = tonumber(nowText)
-elseif now < 1 or now % 1 ~= 0 or now >= 9e13 then
-  -- Below 9e13 (the year 4822), every number the reply holds has at most 14 digits: Lua writes larger
-  -- ones with an exponent, and the score would be rounded. A clock past it is not in milliseconds.
-  return redis.error_reply('ERR resilimit: nowMs must be a positive integer below 9e13 (ms since the epoch)')
-end
-nowText = nowText or fmt('%d', now)
+local bad = integerError('windowMs', window, 1) or integerError('blockMs', blockMs, 0)
+if bad then return bad end
+local now, nowText, redisTime = nowMsOf(ARGV[2])
+if not now then return nowText end
 if notAfter and now > notAfter then
   return nowText .. ',1'
 end
@@ -91,26 +74,24 @@ local floor = math.max(cutoff, 0)
 -- Numbers handed to Redis or put in the reply are formatted by Lua (sprintf "%.14g"), and scores
 -- read back are parsed (strtod): in this script's hot path that was a quarter of Redis's CPU. So
 -- the values every call of the batch shares are made into strings once, and the common path reads
--- no score.
+-- no score (and what only decide() reads is made with it).
 local windowText = fmt('%d', window)
-local floorText = fmt('%d', floor)
 local cutoffText = fmt('%d', cutoff)
+local floorText = floor == cutoff and cutoffText or '0'
 local resetText = fmt('%d', now + window)
-local lower = '(' .. floorText
 
 
 -- Check every call before deciding any, so that a bad argument changes nothing.
 local shared = false
 if ARGV[5] ~= '' then
   shared = tonumber(ARGV[5])
-  if not shared or shared < 1 or shared % 1 ~= 0 then
-    return redis.error_reply('ERR resilimit: limit must be a positive integer')
-  end
+  bad = integerError('limit', shared, 1)
+  if bad then return bad end
   if #ARGV ~= 5 + #KEYS then
     return redis.error_reply('ERR resilimit: expected an id per key')
   end
   for i = 6, #ARGV do
-    if ARGV[i] == '' then return redis.error_reply('ERR resilimit: id must not be empty') end
+    if ARGV[i] == '' then return redis.error_reply(EMPTY_ID) end
   end
 else
   if #ARGV ~= 5 + 3 * #KEYS then
@@ -120,15 +101,9 @@ else
     local limit = tonumber(ARGV[3 + 3 * i])
     local cost = tonumber(ARGV[4 + 3 * i])
     local id = ARGV[5 + 3 * i]
-    if not limit or limit < 1 or limit % 1 ~= 0 then
-      return redis.error_reply('ERR resilimit: limit must be a positive integer')
-    end
-    if not cost or cost < 0 or cost > limit or cost % 1 ~= 0 then
-      return redis.error_reply('ERR resilimit: cost must be an integer between 0 and limit')
-    end
-    if cost > 0 and id == '' then
-      return redis.error_reply('ERR resilimit: id must not be empty')
-    end
+    bad = integerError('limit', limit, 1) or integerError('cost', cost, 0, limit)
+    if bad then return bad end
+    if cost > 0 and id == '' then return redis.error_reply(EMPTY_ID) end
   end
 end
 
@@ -158,7 +133,7 @@ for i = 1, #KEYS do
   -- ever grows (PEXPIRE GT), and when it grew this call is the newest member, so resetAt is
   -- now + window without reading the newest. decide() answers, the trim the only change, when it
   -- cannot (a "*" or "*!" member; a full window with blockMs; a repeated id).
-  if cost == 1 and not find(id, '*', 1, true) then
+  if cost == 1 and not find(id, '*', 1, true) then -- its member is the id (memberOf)
     -- The key's first read, protected: another type's key (WRONGTYPE) is answered below.
     local old = redis.pcall('ZRANGEBYSCORE', key, '-inf', floorText, 'LIMIT', '0', '1')
     if old.err then
@@ -214,48 +189,24 @@ for i = 1, #KEYS do
 
   if not answered and not err then
     if not decide then
-      -- Permits a member stands for beyond 1 (the "extra"), read from its name.
-      local function extraOf(member)
-        local star = string.find(member, '*', 1, true)
-        if not star then return 0 end
-        return (tonumber(string.sub(member, 1, star - 1)) or 1) - 1
-      end
+      --[[ lua/prelude.lua: memberOf, specialsOf, setBlock, setExtra, trimmedExtra, retryAfterOf, resetAtOf, keepKey ]]
+
+      local lower = '(' .. floorText
 
       function decide(key, limit, cost, id, reply)
-        local extra = 0
         -- The key's first read, protected: another type's key (WRONGTYPE) is the caller's to answer.
-        local stored = redis.pcall('ZSCORE', key, '*')
-        if type(stored) == 'table' then return stored end
-        if stored then extra = -tonumber(stored) end
-        local storedExtra = extra
-        -- The key's block: in force until blockedUntil, or over (then removed, if it was stored).
-        local blockedUntil = 0
-        local block = redis.call('ZSCORE', key, '*!')
-        if block then
-          blockedUntil = -tonumber(block)
-          if blockedUntil <= now then
-            blockedUntil = 0
-            if cost > 0 then
-              redis.call('ZREM', key, '*!')
-              block = nil
-            end
-          end
-        end
+        -- Its block: in force until blockedUntil, or over (then removed by a call that writes).
+        local extra, stored, blockedUntil, block = specialsOf(key, now, cost > 0)
+        if type(extra) == 'table' then return extra end
+        local extraBefore = extra
 
         -- Drop the extra of members that have left the window.
-        if extra > 0 then
-          local gone = redis.call('ZRANGEBYSCORE', key, '0', cutoffText)
-          for i = 1, #gone do extra = extra - extraOf(gone[i]) end
-        end
+        extra = trimmedExtra(key, extra, cutoffText)
 
         local member
         if cost > 0 then
           redis.call('ZREMRANGEBYSCORE', key, '0', cutoffText)
-          if cost == 1 and not string.find(id, '*', 1, true) then
-            member = id
-          else
-            member = fmt('%d', cost) .. '*' .. id
-          end
+          member = memberOf(id, cost)
         end
 
         local used
@@ -285,15 +236,9 @@ for i = 1, #KEYS do
             -- Refused for want of permits, with a penalty: the key is blocked from now on. A call refused
             -- while it is blocked does not lengthen the block (retries must not keep a key locked for good).
             blockedUntil = now + blockMs
-            redis.call('ZADD', key, fmt('%d', -blockedUntil), '*!')
+            setBlock(key, blockedUntil)
           end
-          if extra ~= storedExtra then
-            if extra > 0 then
-              redis.call('ZADD', key, fmt('%d', -extra), '*')
-            else
-              redis.call('ZREM', key, '*')
-            end
-          end
+          if extra ~= extraBefore then setExtra(key, extra) end
         end
 
         if allowed == 0 then
@@ -304,15 +249,7 @@ for i = 1, #KEYS do
               local nth = redis.call('ZRANGEBYSCORE', key, lower, '+inf', 'WITHSCORES', 'LIMIT', fmt('%d', need - 1), '1')
               retryAfter = tonumber(nth[2]) + window - now
             else
-              local oldest = redis.call('ZRANGEBYSCORE', key, lower, '+inf', 'WITHSCORES', 'LIMIT', '0', fmt('%d', need))
-              local freed = 0
-              for i = 1, #oldest, 2 do
-                freed = freed + 1 + extraOf(oldest[i])
-                if freed >= need then
-                  retryAfter = tonumber(oldest[i + 1]) + window - now
-                  break
-                end
-              end
+              retryAfter = retryAfterOf(key, lower, need, window, now) or 0
             end
           end
           if blockedUntil > now then
@@ -322,21 +259,8 @@ for i = 1, #KEYS do
           end
         end
 
-        local resetAt = now
-        local newest = redis.call('ZRANGE', key, '-1', '-1', 'WITHSCORES')
-        if newest[2] and tonumber(newest[2]) > floor then
-          resetAt = tonumber(newest[2]) + window
-        end
-
-        if cost > 0 then
-          local keepUntil = math.max(resetAt, blockedUntil)
-          if keepUntil > now then
-            redis.call('PEXPIRE', key, fmt('%d', keepUntil - now))
-          elseif redis.call('EXISTS', key) == 1 then
-            -- Nothing left in the window: the key carries no information.
-            redis.call('DEL', key)
-          end
-        end
+        local resetAt = resetAtOf(key, floor, window, now)
+        if cost > 0 then keepKey(key, math.max(resetAt, blockedUntil), now) end
 
         local n = #reply
         reply[n + 1] = allowed == 1 and '1' or '0'

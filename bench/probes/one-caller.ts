@@ -7,10 +7,10 @@
  *   node bench/probes/one-caller.ts [ms] [--resolution <ms>] [--floors]
  */
 import { randomUUID } from 'node:crypto';
-import { readFileSync } from 'node:fs';
 import { RateLimiterRedis } from 'rate-limiter-flexible';
 import { waitReady } from '../../test/support/redis.ts';
 import { createRedisClient, ResilientLimiter } from '../support/resilimit.ts';
+import { scriptText } from '../support/scriptText.ts';
 import { startServer } from '../support/server.ts';
 
 const MS = Number(process.argv[2] ?? 2000);
@@ -68,7 +68,7 @@ async function run(name: string, decide: (k: string) => Promise<unknown>) {
 if (process.argv.includes('--floors')) {
   const client = server.redis.client();
   await waitReady(client);
-  const source = readFileSync(new URL('../../lua/sliding-window.lua', import.meta.url), 'utf8');
+  const source = scriptText(new URL('../../lua/sliding-window.lua', import.meta.url));
   const real = (await client.script('LOAD', source)) as string;
   const bare = (await client.script('LOAD', "return '1,0,1,1,0,1,0'")) as string;
   // Keys of their own, shaped as limit() sends them (the user key in its hash tag).

@@ -5,12 +5,14 @@
  * half a call per key, so the fill moves by a few calls over the rounds. Batches of one call (a
  * script call per decision: the fixed cost shows), with rate-limiter-flexible's script for scale.
  *
- *   git show <commit>:lua/sliding-window.lua > /tmp/before.lua
- *   node bench/probes/script-ab.ts /tmp/before.lua lua/sliding-window.lua
+ *   mkdir -p /tmp/before && git show <commit>:lua/sliding-window.lua > /tmp/before/sliding-window.lua
+ *   git show <commit>:lua/prelude.lua > /tmp/before/prelude.lua   # a commit that has one
+ *   node bench/probes/script-ab.ts /tmp/before/sliding-window.lua lua/sliding-window.lua
+ * Each file is joined with the prelude.lua beside it, if any (bench/support/scriptText.ts).
  */
-import { readFileSync } from 'node:fs';
 import { loadavg } from 'node:os';
 import { startRedisServer, waitReady } from '../../test/support/redis.ts';
+import { scriptText } from '../support/scriptText.ts';
 
 const [fileA, fileB] = process.argv.slice(2);
 if (fileA === undefined || fileB === undefined) throw new Error('usage: node bench/probes/script-ab.ts <a.lua> <b.lua>');
@@ -28,8 +30,8 @@ return {consumed, ttl}`;
 const server = await startRedisServer();
 const redis = server.client();
 await waitReady(redis);
-const shaA = (await redis.script('LOAD', readFileSync(fileA, 'utf8'))) as string;
-const shaB = (await redis.script('LOAD', readFileSync(fileB, 'utf8'))) as string;
+const shaA = (await redis.script('LOAD', scriptText(fileA))) as string;
+const shaB = (await redis.script('LOAD', scriptText(fileB))) as string;
 const shaRlf = (await redis.script('LOAD', RLF)) as string;
 let id = 0;
 

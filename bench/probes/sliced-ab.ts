@@ -4,12 +4,14 @@
  * behind it (times injected, then Redis's clock), decided in batches of 16 calls (as the coalescer
  * sends them at 64 callers), and RateLimiterRedis's script, one call a decision, for scale.
  *
- *   git show <commit>:lua/sliced-window.lua > /tmp/before.lua
- *   node bench/probes/sliced-ab.ts /tmp/before.lua lua/sliced-window.lua
+ *   mkdir -p /tmp/before && git show <commit>:lua/sliced-window.lua > /tmp/before/sliced-window.lua
+ *   git show <commit>:lua/prelude.lua > /tmp/before/prelude.lua   # a commit that has one
+ *   node bench/probes/sliced-ab.ts /tmp/before/sliced-window.lua lua/sliced-window.lua
+ * Each file is joined with the prelude.lua beside it, if any (bench/support/scriptText.ts).
  */
-import { readFileSync } from 'node:fs';
 import { loadavg } from 'node:os';
 import { startRedisServer, waitReady } from '../../test/support/redis.ts';
+import { scriptText } from '../support/scriptText.ts';
 
 const [fileA, fileB] = process.argv.slice(2);
 if (fileA === undefined || fileB === undefined) throw new Error('usage: node bench/probes/sliced-ab.ts <a.lua> <b.lua>');
@@ -28,8 +30,8 @@ const server = await startRedisServer();
 const redis = server.client();
 await waitReady(redis);
 const sha = {
-  A: (await redis.script('LOAD', readFileSync(fileA, 'utf8'))) as string,
-  B: (await redis.script('LOAD', readFileSync(fileB, 'utf8'))) as string,
+  A: (await redis.script('LOAD', scriptText(fileA))) as string,
+  B: (await redis.script('LOAD', scriptText(fileB))) as string,
 };
 const shaRlf = (await redis.script('LOAD', RLF)) as string;
 const key = (name: string, i: number): string => `${name}{${i % KEYS}}:s1000`;

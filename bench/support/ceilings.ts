@@ -3,15 +3,15 @@
  * on EVALSHA of each script, no client library in the way. Each command is tried once first with
  * the admin client, because redis-benchmark counts error replies as requests too.
  */
-import { readFileSync } from 'node:fs';
 import { RateLimiterRedis } from 'rate-limiter-flexible';
 import { NAIVE_SOURCE } from './naive.ts';
 import { redisBenchmark } from './redisBenchmark.ts';
+import { scriptText } from './scriptText.ts';
 import type { BenchServer } from './server.ts';
 
 export type Ceiling = { script: string; requestsPerSecond: number; command: string } | { script: string; error: string };
 
-const RESILIMIT_SOURCE = readFileSync(new URL('../../lua/sliding-window.lua', import.meta.url), 'utf8');
+const RESILIMIT_SOURCE = scriptText(new URL('../../lua/sliding-window.lua', import.meta.url));
 
 /** rate-limiter-flexible keeps its script in a private field; read it from an instance. */
 function rlfSource(server: BenchServer): string {

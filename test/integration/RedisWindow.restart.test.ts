@@ -1,13 +1,11 @@
-import { createHash, randomUUID } from 'node:crypto';
-import { readFileSync } from 'node:fs';
+import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { RedisWindow } from '../../src/index.js';
+import { loadScript } from '../../src/redis/scripts/script.js';
 import { startRedisServer, waitReady, type RedisChild } from '../support/redis.js';
 
 let server: RedisChild;
-const sha = createHash('sha1')
-  .update(readFileSync(new URL('../../lua/sliding-window.lua', import.meta.url)))
-  .digest('hex');
+const { sha } = loadScript('sliding-window');
 
 beforeAll(async () => {
   server = await startRedisServer();

@@ -1,11 +1,11 @@
 import { randomUUID } from 'node:crypto';
-import { readFileSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { RedisWindow, ResilimitError, type RedisDecision } from '../../src/index.js';
 import type { BatchDecision } from '../../src/redis/RedisWindow.js';
 import { decideBatch } from '../../src/base/internal.js';
+import { loadScript } from '../../src/redis/scripts/script.js';
 import { prng, ReferenceWindow } from '../support/model.js';
 import { useRedis, waitReady, type RedisHandle } from '../support/redis.js';
 
@@ -174,7 +174,7 @@ describe('RedisWindow', () => {
   });
 
   it('refuses malformed script arguments of either layout before deciding any call', async () => {
-    const source = readFileSync(new URL('../../lua/sliding-window.lua', import.meta.url), 'utf8');
+    const { source } = loadScript('sliding-window');
     const prefix = `t:${randomUUID()}:`;
     const keys = [`${prefix}{a}`, `${prefix}{b}`];
     // [batch arguments], then the limit of every call and the ids, or '' and a limit, cost and id per call.
@@ -195,7 +195,7 @@ describe('RedisWindow', () => {
   it('refuses a clock of 9 × 10^13 ms or more in every script with a reply of numbers, writing nothing', async () => {
     // Replies are numbers joined by Lua, which writes 10^14 and above with an exponent (14 significant
     // digits): such a clock (not milliseconds) used to be stored rounded and its reply refused.
-    const load = (name: string) => readFileSync(new URL(`../../lua/${name}.lua`, import.meta.url), 'utf8');
+    const load = (name: string) => loadScript(name).source;
     const prefix = `t:${randomUUID()}:`;
     const key = `${prefix}{a}`;
     const late = 90_000_000_000_000;

@@ -1,9 +1,9 @@
 import { randomUUID } from 'node:crypto';
-import { readFileSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { describe, expect, it } from 'vitest';
 import type { ResilientLimiter, LimiterDecision, ReconcileResult, ResilientLimiterOptions } from '../../src/index.js';
 import { redisKey } from '../../src/redis/redisKey.js';
+import { loadScript } from '../../src/redis/scripts/script.js';
 import { prng, ReferenceWindow } from '../support/model.js';
 import { run, useLimiters } from '../support/limiters.js';
 import { restartEmpty } from '../support/redis.js';
@@ -549,7 +549,7 @@ describe('a key held for its journalled calls', () => {
     // Redis knows the decision script but not the write-back one (SCRIPT FLUSH, then a decision
     // elsewhere): by SHA, the write would be retried by source behind the decision that follows it.
     await lim.admin.script('FLUSH');
-    await lim.admin.script('LOAD', readFileSync(new URL('../../lua/sliding-window.lua', import.meta.url), 'utf8'));
+    await lim.admin.script('LOAD', loadScript('sliding-window').source);
     expect(await l.limit('k')).toMatchObject({ source: 'redis', allowed: false, remaining: 0 });
     expect(await lim.admin.zcard(redisKey(prefix, 'k'))).toBe(2);
   });

@@ -24,7 +24,8 @@ beforeAll(async () => {
 describe('the package', () => {
   it('ships the license, the changelog, the README, the Lua scripts and every entry point', () => {
     for (const name of ['LICENSE', 'CHANGELOG.md', 'README.md', 'package.json']) expect(files).toContain(name);
-    for (const script of ['sliding-window', 'limit-all', 'reconcile', 'heartbeat', 'refund']) expect(files).toContain(`lua/${script}.lua`);
+    for (const script of ['prelude', 'sliding-window', 'limit-all', 'reconcile', 'heartbeat', 'refund'])
+      expect(files).toContain(`lua/${script}.lua`);
     for (const entry of ['index', 'http', 'metrics', 'hono', 'koa', 'express-rate-limit', 'nestjs']) {
       expect(files).toContain(`dist/${entry}.js`);
       expect(files).toContain(`dist/${entry}.d.ts`);

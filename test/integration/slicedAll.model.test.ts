@@ -17,10 +17,12 @@ import { performance } from 'node:perf_hooks';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import type { Redis } from 'ioredis';
 import { startRedisServer, type RedisChild } from '../support/redis.js';
+import { joinPrelude } from '../../src/redis/scripts/script.js';
 import { prng, SliceCounts } from '../support/model.js';
 import { decodeSliced, sliceFieldErrors } from '../support/slicedHash.js';
 
-const SRC = readFileSync(process.env['LUA'] ?? new URL('../../lua/sliced-window.lua', import.meta.url), 'utf8');
+// LUA: another copy of the script to test (joined with the prelude of lua/ as the loader joins it).
+const SRC = joinPrelude(readFileSync(process.env['LUA'] ?? new URL('../../lua/sliced-window.lua', import.meta.url), 'utf8'));
 let server: RedisChild;
 let r: Redis;
 beforeAll(async () => {

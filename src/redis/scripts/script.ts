@@ -7,10 +7,71 @@ import type { Script } from '../../base/wire.js';
 
 export type { Script } from '../../base/wire.js';
 
-/** Loads `lua/<name>.lua` (next to `src/` and `dist/` in the package). */
+/**
+ * Loads `lua/<name>.lua` (next to `src/` and `dist/` in the package) as Redis runs it: joined with the
+ * definitions of `lua/prelude.lua` it uses ({@link joinPrelude}); `sha` is the joined text's.
+ */
 export function loadScript(name: string): Script {
-  const source = readFileSync(new URL(`../../../lua/${name}.lua`, import.meta.url), 'utf8');
+  const source = joinPrelude(readLua(name));
   return Object.freeze({ name, source, sha: createHash('sha1').update(source).digest('hex') });
+}
+
+/** The text of `lua/<name>.lua` as it is in the file (a script without the prelude: not runnable alone). */
+export function readLua(name: string): string {
+  return readFileSync(new URL(`../../../lua/${name}.lua`, import.meta.url), 'utf8');
+}
+
+/**
+ * `script`, the text of a file of `lua/`, as Redis runs it: its header (the first `--[[ … ]]`), then
+ * the paragraphs of `prelude` (`lua/prelude.lua`, after its header) that define a name the script's
+ * code uses, and the ones those use, in the prelude's order, then the script's body. A definition
+ * left out costs nothing at each script call; with none used, `script` is returned as it is. A line
+ * `--[[ lua/prelude.lua: name, … ]]` in the body takes the definitions it names (and the ones they use
+ * that are not in front) in its place instead: inside a block that runs only when needed, they are
+ * made only then.
+ */
+export function joinPrelude(script: string, prelude: string = readLua('prelude')): string {
+  const split = (text: string): [string, string] => {
+    const end = text.startsWith('--[[') ? text.indexOf(']]') : -1;
+    const cut = end < 0 ? 0 : text.indexOf('\n', end) + 1 || text.length;
+    return [text.slice(0, cut), text.slice(cut)];
+  };
+  const definitions = split(prelude)[1]
+    .split(/\n\s*\n/)
+    .map((text) => ({ text: text.trim(), names: [...text.matchAll(/^local (?:function )?([A-Za-z_]\w*)/gm)].map((m) => m[1] as string) }))
+    .filter((d) => d.names.length > 0);
+  // The definitions that give `names` and the ones they use, in the prelude's order (a definition uses
+  // only ones above it: from the last up, each chosen one adds the names it uses), but those in `done`.
+  const choose = (names: Iterable<string>, done: Set<string>): string[] => {
+    const wanted = new Set(names);
+    const chosen: string[] = [];
+    for (const d of [...definitions].reverse()) {
+      if (done.has(d.text) || !d.names.some((name) => wanted.has(name))) continue;
+      chosen.unshift(d.text);
+      for (const name of namesUsed(d.text)) wanted.add(name);
+    }
+    return chosen;
+  };
+  const [header, body] = split(script);
+  const marker = /^([ \t]*)--\[\[ lua\/prelude\.lua: ([\w, ]+) \]\][ \t]*$/m.exec(body);
+  const later = marker === null ? [] : (marker[2] as string).split(/[ ,]+/).filter((name) => name !== '');
+  const front = choose(
+    [...namesUsed(body)].filter((name) => !later.includes(name)),
+    new Set(),
+  );
+  let joined = body;
+  if (marker !== null) {
+    const indent = marker[1] as string;
+    const placed = choose(later, new Set(front)).map((text) => text.replace(/^(?=.)/gm, indent));
+    joined = body.replace(marker[0], `${indent}-- lua/prelude.lua, made only here:\n${placed.join('\n\n')}`);
+  }
+  if (front.length === 0) return `${header}${joined}`;
+  return `${header}\n-- lua/prelude.lua, the definitions this script uses:\n${front.join('\n\n')}\n${joined}`;
+}
+
+/** The names Lua code uses (its comments left out). */
+function namesUsed(code: string): Set<string> {
+  return new Set(code.replace(/--\[\[[\s\S]*?\]\]|--[^\n]*/g, '').match(/[A-Za-z_]\w*/g));
 }
 
 /**
