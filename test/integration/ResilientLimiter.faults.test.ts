@@ -642,7 +642,9 @@ describe('ResilientLimiter when Redis refuses to run the script', () => {
         () => undefined,
         (error: unknown) => error,
       );
-      await sleep(150);
+      // Until Redis answers BUSY at once: before its busy-reply-threshold it holds other calls, and on a
+      // loaded machine the loop may start well after it was sent (a fixed sleep let a call wait, once).
+      await busyAnswered(killer);
       const samples: Sample[] = [];
       for (let i = 0; i < 2 * VOLUME; i++) {
         const t = timed(l, `b${i}`);
@@ -853,3 +855,17 @@ describe('ResilientLimiter with its breaker open', () => {
     ]);
   });
 });
+
+/** Resolves once `redis` is answered BUSY (a script runs past busy-reply-threshold); 5 s at most. */
+async function busyAnswered(redis: Redis): Promise<void> {
+  const until = Date.now() + 5_000;
+  while (Date.now() < until) {
+    const busy = await redis.ping().then(
+      () => false,
+      (error: unknown) => /BUSY/.test(String(error)),
+    );
+    if (busy) return;
+    await sleep(10);
+  }
+  throw new Error('Redis never answered BUSY within 5 s');
+}
