@@ -103,6 +103,7 @@ describe('the joined scripts on a real redis-server', () => {
       ['lease', ['k', 'k:l:a'], ['t', '1000', '', 'a', '', '0', '5', '0', '1', '1', '1'], 'cost must be an integer between 1 and limit'],
       ['block', ['k'], ['', '-1'], 'ms must be an integer >= 0'],
       ['heartbeat', ['hb'], ['i', '0', 'clean', '', '', '0', '1', '', ''], 'ttlMs must be a positive integer'],
+      ['slots', ['c'], ['a', '', 'a', '1', '100', '0'], 'max must be a positive integer'],
     ];
     for (const [name, keys, args, message] of cases) {
       await expect(redis.eval(loadScript(name).source, keys.length, ...keys, ...args), name).rejects.toThrow(message);
