@@ -1,0 +1,123 @@
+/**
+ * `SlotHolder` on a real Redis: a held slot is renewed past its lease, a lost one aborts its signal
+ * (never a throw), release is idempotent, a Redis that cannot answer costs no slot and no error, and
+ * close() gives every slot back and leaves no timer.
+ */
+import { randomUUID } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { Redis } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ErrorCode } from '../../src/base/errors.js';
+import { type HeldSlot, SlotHolder, SlotLostError } from '../../src/limiter/SlotHolder.js';
+import { RedisSlots } from '../../src/redis/RedisSlots.js';
+import { useRedis, waitReady, type RedisHandle } from '../support/redis.js';
+
+let server: RedisHandle;
+let redis: Redis;
+
+beforeAll(async () => {
+  server = await useRedis();
+  redis = server.client();
+  await waitReady(redis);
+});
+afterAll(async () => {
+  redis.disconnect();
+  await server?.close();
+});
+
+/** Polls `check` every 5 ms until it holds; fails after `ms` (a bound for a loaded machine, not a timing claim). */
+async function until(check: () => boolean, ms: number, what: string): Promise<void> {
+  const end = Date.now() + ms;
+  while (!check()) {
+    if (Date.now() > end) throw new Error(`${what}: not within ${ms} ms`);
+    await sleep(5);
+  }
+}
+
+describe('SlotHolder', () => {
+  it('keeps a slot past its lease while it renews it, and frees it on release, once', async () => {
+    // Time on an injected clock, moved by less than a lease between renewals: no bound on this
+    // machine's speed. Five moves of 200 ms are 1,000 ms: more than three leases of 300 ms.
+    const t = { now: 1_000_000 };
+    const options = { redis, prefix: `h:${randomUUID()}:`, max: 1, ttlMs: 300, now: () => t.now };
+    const slots = new RedisSlots(options);
+    let renewed = 0;
+    const renew = slots.renew.bind(slots);
+    slots.renew = async (...args) => {
+      const reply = await renew(...args);
+      if (reply.ok) renewed += 1;
+      return reply;
+    };
+    const holder = new SlotHolder(slots, { renewEveryMs: 10 });
+    const other = new RedisSlots(options);
+    const slot = (await holder.acquire('k')) as HeldSlot;
+    expect(slot).toBeDefined();
+    for (let i = 0; i < 5; i++) {
+      const before = renewed;
+      t.now += 200;
+      await until(() => renewed > before, 5_000, 'a renewal');
+    }
+    expect((await other.acquire('k', 'other')).ok).toBe(false);
+    expect(slot.signal.aborted).toBe(false);
+    const first = slot.release();
+    expect(slot.release()).toBe(first);
+    expect(await first).toBe(true);
+    expect(holder.size).toBe(0);
+    expect((await other.acquire('k', 'other')).ok).toBe(true);
+  });
+
+  it('aborts the signal of a slot whose lease ended, with a SlotLostError, and calls onLost once', async () => {
+    const t = { now: 1_000_000 };
+    const lost: HeldSlot[] = [];
+    const slots = new RedisSlots({ redis, prefix: `h:${randomUUID()}:`, max: 1, ttlMs: 100, now: () => t.now });
+    const holder = new SlotHolder(slots, { renewEveryMs: 10, onLost: (s) => lost.push(s) });
+    const slot = (await holder.acquire('k')) as HeldSlot;
+    t.now += 500; // as if this process had been frozen past its lease
+    await until(() => slot.signal.aborted, 5_000, 'the lost signal');
+    expect(slot.signal.reason).toBeInstanceOf(SlotLostError);
+    expect(String(slot.signal.reason)).toMatch(/lost: its lease ended before it was renewed/);
+    await sleep(50); // more ticks: no second report
+    expect(lost).toEqual([slot]);
+    expect(holder.size).toBe(0);
+    expect(await slot.release()).toBe(false);
+    expect((await slots.acquire('k', 'next')).ok).toBe(true);
+  });
+
+  it('neither throws nor loses a slot while Redis cannot answer, and close() gives up every slot and timer', async () => {
+    const client = server.client();
+    await waitReady(client);
+    const slots = new RedisSlots({ redis: client, prefix: `h:${randomUUID()}:`, max: 3, ttlMs: 60_000 });
+    // Counts the renewals sent (each still goes to the real client).
+    let renewals = 0;
+    const renew = slots.renew.bind(slots);
+    slots.renew = (...args) => {
+      renewals += 1;
+      return renew(...args);
+    };
+    const holder = new SlotHolder(slots, { renewEveryMs: 10 });
+    const slot = (await holder.acquire('k', 2)) as HeldSlot;
+    const unhandled: unknown[] = [];
+    const onUnhandled = (reason: unknown): void => {
+      unhandled.push(reason);
+    };
+    process.on('unhandledRejection', onUnhandled);
+    try {
+      client.disconnect(); // every renewal now fails to reach Redis
+      await sleep(100);
+      expect(slot.signal.aborted).toBe(false);
+      expect(holder.size).toBe(1);
+      expect(renewals).toBeGreaterThan(2); // the renewals went on, each failing quietly
+      await holder.close(); // its release cannot reach Redis either: it resolves all the same
+      expect(holder.size).toBe(0);
+      const after = renewals;
+      await sleep(50);
+      expect(renewals).toBe(after); // no timer left
+      await expect(slot.release()).rejects.toMatchObject({ code: ErrorCode.REDIS_UNAVAILABLE });
+      await expect(holder.acquire('k')).rejects.toMatchObject({ code: ErrorCode.CLOSED });
+      await sleep(20);
+      expect(unhandled).toEqual([]);
+    } finally {
+      process.off('unhandledRejection', onUnhandled);
+    }
+  });
+});
