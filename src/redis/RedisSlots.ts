@@ -78,6 +78,12 @@ export class RedisSlots {
     return this.#send(this.keyOf(key), { op: 'release', id: checkGivenId(id), cost: this.#cost(cost) });
   }
 
+  /** Checks a key and a cost as {@link acquire} does, sending nothing. @throws {ResilimitError} */
+  check(key: string, cost: unknown): void {
+    this.keyOf(key);
+    this.#cost(cost);
+  }
+
   #cost(cost: unknown): number {
     if (typeof cost !== 'number' || !Number.isInteger(cost) || cost < 1 || cost > this.max) {
       throw invalidOption('cost', `an integer from 1 to max (${this.max})`, cost);

@@ -34,6 +34,75 @@ async function until(check: () => boolean, ms: number, what: string): Promise<vo
   }
 }
 
+describe('SlotHolder: waiting for a slot', () => {
+  function holderOf(max: number, pollMs = 10_000): { holder: SlotHolder; slots: RedisSlots } {
+    // A poll of 10 s by default: within a test, only a slot given back here wakes a waiter.
+    const slots = new RedisSlots({ redis, prefix: `w:${randomUUID()}:`, max, ttlMs: 60_000 });
+    return { holder: new SlotHolder(slots, { renewEveryMs: 20_000, pollMs }), slots };
+  }
+
+  it('serves the waiters of a key in the order they came, each as a slot comes back here', async () => {
+    const { holder } = holderOf(1);
+    try {
+      const first = (await holder.acquire('k')) as HeldSlot;
+      const order: string[] = [];
+      const waits = ['a', 'b', 'c'].map((name) =>
+        holder.acquire('k', { maxWaitMs: 30_000 }).then((slot) => {
+          order.push(name);
+          return slot as HeldSlot;
+        }),
+      );
+      await first.release();
+      const a = await waits[0];
+      expect(order).toEqual(['a']);
+      await a?.release();
+      const b = await waits[1];
+      await b?.release();
+      const c = await waits[2];
+      expect(order).toEqual(['a', 'b', 'c']);
+      await c?.release();
+    } finally {
+      await holder.close();
+    }
+  });
+
+  it('sees a slot given back by another process at its next poll', async () => {
+    const { holder, slots } = holderOf(1, 20);
+    try {
+      expect((await slots.acquire('k', 'elsewhere')).ok).toBe(true);
+      const waiting = holder.acquire('k', { maxWaitMs: 30_000 });
+      await sleep(50);
+      await slots.release('k', 'elsewhere');
+      expect(await waiting).toBeDefined();
+    } finally {
+      await holder.close();
+    }
+  });
+
+  it('gives up after maxWaitMs with undefined, is rejected by its signal or by close(), and leaves no waiter behind', async () => {
+    const { holder } = holderOf(1, 20);
+    const first = (await holder.acquire('k')) as HeldSlot;
+    expect(await holder.acquire('k', { maxWaitMs: 60 })).toBeUndefined();
+    const abort = new AbortController();
+    const aborted = holder.acquire('k', { maxWaitMs: 30_000, signal: abort.signal });
+    abort.abort(new Error('gone'));
+    await expect(aborted).rejects.toThrow('gone');
+    const closing = expect(holder.acquire('k', { maxWaitMs: 30_000 })).rejects.toMatchObject({ code: ErrorCode.CLOSED });
+    await holder.close();
+    await closing;
+    expect(await first.release()).toBe(true); // close() gave it back: the same release, its result
+    await expect(holder.acquire('k', { cost: 2 })).rejects.toMatchObject({ code: ErrorCode.CLOSED });
+  });
+
+  it('names bad input before anything waits', async () => {
+    const { holder } = holderOf(2);
+    await expect(holder.acquire('k', { cost: 3 })).rejects.toMatchObject({ code: ErrorCode.INVALID_OPTION });
+    await expect(holder.acquire('k', { maxWaitMs: -1 })).rejects.toMatchObject({ code: ErrorCode.INVALID_OPTION });
+    await expect(holder.acquire('')).rejects.toMatchObject({ code: ErrorCode.INVALID_KEY });
+    await holder.close();
+  });
+});
+
 describe('SlotHolder', () => {
   it('keeps a slot past its lease while it renews it, and frees it on release, once', async () => {
     // Time on an injected clock, moved by less than a lease between renewals: no bound on this
@@ -48,7 +117,7 @@ describe('SlotHolder', () => {
       if (reply.ok) renewed += 1;
       return reply;
     };
-    const holder = new SlotHolder(slots, { renewEveryMs: 10 });
+    const holder = new SlotHolder(slots, { renewEveryMs: 10, pollMs: 10 });
     const other = new RedisSlots(options);
     const slot = (await holder.acquire('k')) as HeldSlot;
     expect(slot).toBeDefined();
@@ -70,7 +139,7 @@ describe('SlotHolder', () => {
     const t = { now: 1_000_000 };
     const lost: HeldSlot[] = [];
     const slots = new RedisSlots({ redis, prefix: `h:${randomUUID()}:`, max: 1, ttlMs: 100, now: () => t.now });
-    const holder = new SlotHolder(slots, { renewEveryMs: 10, onLost: (s) => lost.push(s) });
+    const holder = new SlotHolder(slots, { renewEveryMs: 10, pollMs: 10, onLost: (s) => lost.push(s) });
     const slot = (await holder.acquire('k')) as HeldSlot;
     t.now += 500; // as if this process had been frozen past its lease
     await until(() => slot.signal.aborted, 5_000, 'the lost signal');
@@ -94,8 +163,8 @@ describe('SlotHolder', () => {
       renewals += 1;
       return renew(...args);
     };
-    const holder = new SlotHolder(slots, { renewEveryMs: 10 });
-    const slot = (await holder.acquire('k', 2)) as HeldSlot;
+    const holder = new SlotHolder(slots, { renewEveryMs: 10, pollMs: 10 });
+    const slot = (await holder.acquire('k', { cost: 2 })) as HeldSlot;
     const unhandled: unknown[] = [];
     const onUnhandled = (reason: unknown): void => {
       unhandled.push(reason);
