@@ -262,6 +262,14 @@ export class SlotHolder {
     if (ok || !this.#held.has(slot.id)) return; // renewed, or released meanwhile (a release wins)
     this.#forget(slot.id);
     abort.abort(new SlotLostError(slot));
-    this.options.onLost?.(slot);
+    try {
+      this.options.onLost?.(slot);
+    } catch (error) {
+      // The caller's callback threw: said as a warning, never as an unhandled rejection of a timer.
+      process.emitWarning(`onLost threw for the slot ${slot.id} of ${JSON.stringify(slot.key)}: ${String(error)}`, {
+        type: 'ResilimitWarning',
+        code: 'RESILIMIT_CALLBACK_THREW',
+      });
+    }
   }
 }

@@ -152,6 +152,35 @@ describe('SlotHolder', () => {
     expect((await slots.acquire('k', 'next')).ok).toBe(true);
   });
 
+  it('says an onLost that throws as a warning, not as an unhandled rejection', async () => {
+    const t = { now: 1_000_000 };
+    const slots = new RedisSlots({ redis, prefix: `h:${randomUUID()}:`, max: 1, ttlMs: 100, now: () => t.now });
+    const holder = new SlotHolder(slots, {
+      renewEveryMs: 10,
+      pollMs: 10,
+      onLost: () => {
+        throw new Error('a bug in the callback');
+      },
+    });
+    const warnings: Error[] = [];
+    const unhandled: unknown[] = [];
+    const onWarning = (w: Error): void => void warnings.push(w);
+    const onUnhandled = (reason: unknown): void => void unhandled.push(reason);
+    process.on('warning', onWarning);
+    process.on('unhandledRejection', onUnhandled);
+    try {
+      const slot = (await holder.acquire('k')) as HeldSlot;
+      t.now += 500;
+      await until(() => warnings.some((w) => /a bug in the callback/.test(w.message)), 5_000, 'the warning');
+      expect(slot.signal.aborted).toBe(true);
+      expect(unhandled).toEqual([]);
+    } finally {
+      process.off('warning', onWarning);
+      process.off('unhandledRejection', onUnhandled);
+      await holder.close();
+    }
+  });
+
   it('neither throws nor loses a slot while Redis cannot answer, and close() gives up every slot and timer', async () => {
     const client = server.client();
     await waitReady(client);
