@@ -158,30 +158,28 @@ export function localDecision(d: Decision, reason: DecisionReason, id?: SentId):
 export function disabledDecision(now: number, limit: number, id: SentId): LimiterDecision;
 export function disabledDecision(now: number, limit: number): LimitDecision;
 export function disabledDecision(now: number, limit: number, id?: SentId): Made {
-  return {
-    allowed: true,
-    limit,
-    remaining: limit,
-    retryAfterMs: 0,
-    resetAtMs: Math.ceil(now),
-    source: 'disabled',
-    reason: 'disabled',
-    reducedCapacity: false,
-    id: id === undefined ? undefined : memberOf(id),
-  };
+  return admittedUncounted('disabled', now, limit, id);
 }
 
 /** The fixed answer of mode `'fail-open'` when Redis does not decide, for `reason`: admitted, nothing consumed. */
 export function failOpenDecision(reason: DecisionReason, now: number, limit: number, id: SentId): LimiterDecision;
 export function failOpenDecision(reason: DecisionReason, now: number, limit: number): LimitDecision;
 export function failOpenDecision(reason: DecisionReason, now: number, limit: number, id?: SentId): Made {
+  return admittedUncounted(reason, now, limit, id);
+}
+
+/**
+ * An admission that consumed nothing: the whole limit left. Reason `'disabled'` is the kill switch's
+ * (its source too); any other is mode `'fail-open'`'s.
+ */
+function admittedUncounted(reason: DecisionReason, now: number, limit: number, id: SentId | undefined): Made {
   return {
     allowed: true,
     limit,
     remaining: limit,
     retryAfterMs: 0,
     resetAtMs: Math.ceil(now),
-    source: 'fail-open',
+    source: reason === 'disabled' ? 'disabled' : 'fail-open',
     reason,
     reducedCapacity: false,
     id: id === undefined ? undefined : memberOf(id),
