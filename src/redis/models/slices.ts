@@ -17,6 +17,7 @@ import {
   slicedResetArgs,
   slicedWindow,
   slicedWriteBackArgs,
+  type SlicedItem,
   splitSlicedId,
 } from '../scripts/slicedWindow.js';
 import type { DecideAsk, GroupAsk, NowArg, RefundAsk, ScriptArgs, WindowModel } from './WindowModel.js';
@@ -56,8 +57,8 @@ class Slices implements WindowModel {
   }
 
   group(ask: GroupAsk): ScriptArgs {
-    // Every item of a group is one of this limiter's limitAll() windows: slices, each of its own length.
-    const items = ask.items.map((item) => ({ ...item, resolutionMs: (item.model as Slices).resolutionMs }));
+    // Every item of a group is one of this limiter's limitAll() windows: its model is slices, of its own length.
+    const items = ask.items as unknown as readonly SlicedItem[];
     if (ask.op === 'give') return { script: slicedWindow, args: slicedGiveArgs(items, ask.nowArg, ask.takenMs as RedisMs) };
     return { script: slicedWindow, args: slicedAllArgs({ ...ask, op: ask.op, items }) };
   }

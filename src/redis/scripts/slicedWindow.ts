@@ -85,7 +85,13 @@ export function slicedResetArgs(windowMs: number, resolutionMs: number, nowArg: 
 }
 
 /** One of `limitAll()`'s windows counted by slices. */
-export type SlicedItem = { readonly limit: number; readonly windowMs: number; readonly cost: number; readonly resolutionMs: number };
+export type SlicedItem = {
+  readonly limit: number;
+  readonly windowMs: number;
+  readonly cost: number;
+  /** Its window's model: slices of `resolutionMs`. */
+  readonly model: { readonly resolutionMs: number };
+};
 
 /**
  * The arguments of `lua/sliced-window.lua`'s op "a" (a take or a check) for a group of windows counted
@@ -101,7 +107,7 @@ export function slicedAllArgs(ask: {
   const { op, items: group, nowArg, notAfterArg: notAfter, reserve } = ask;
   const args: (string | number)[] = ['a', '', '', nowArg, op, notAfter];
   for (const item of group)
-    args.push(Math.max(item.limit - reserve(item.limit), item.cost, 1), item.windowMs, item.resolutionMs, item.cost);
+    args.push(Math.max(item.limit - reserve(item.limit), item.cost, 1), item.windowMs, item.model.resolutionMs, item.cost);
   return args;
 }
 
@@ -109,7 +115,7 @@ export function slicedAllArgs(ask: {
 export function slicedGiveArgs(group: readonly SlicedItem[], nowArg: string | number, takenMs: RedisMs): (string | number)[] {
   const args: (string | number)[] = ['g', '', '', nowArg];
   for (const item of group) {
-    const res = item.resolutionMs;
+    const res = item.model.resolutionMs;
     args.push(item.windowMs, res, Math.floor(takenMs / res), item.cost);
   }
   return args;
