@@ -11,6 +11,7 @@ import { ErrorCode } from '../../src/base/errors.js';
 import { type HeldSlot, SlotHolder, SlotLostError } from '../../src/limiter/SlotHolder.js';
 import { RedisSlots } from '../../src/redis/RedisSlots.js';
 import { useRedis, waitReady, type RedisHandle } from '../support/redis.js';
+import { until } from '../support/wait.js';
 
 let server: RedisHandle;
 let redis: Redis;
@@ -24,15 +25,6 @@ afterAll(async () => {
   redis.disconnect();
   await server?.close();
 });
-
-/** Polls `check` every 5 ms until it holds; fails after `ms` (a bound for a loaded machine, not a timing claim). */
-async function until(check: () => boolean, ms: number, what: string): Promise<void> {
-  const end = Date.now() + ms;
-  while (!check()) {
-    if (Date.now() > end) throw new Error(`${what}: not within ${ms} ms`);
-    await sleep(5);
-  }
-}
 
 describe('SlotHolder: waiting for a slot', () => {
   function holderOf(max: number, pollMs = 10_000): { holder: SlotHolder; slots: RedisSlots } {
@@ -124,7 +116,7 @@ describe('SlotHolder', () => {
     for (let i = 0; i < 5; i++) {
       const before = renewed;
       t.now += 200;
-      await until(() => renewed > before, 5_000, 'a renewal');
+      await until(() => renewed > before, 5_000, 'a renewal', 5);
     }
     expect((await other.acquire('k', 'other')).ok).toBe(false);
     expect(slot.signal.aborted).toBe(false);
@@ -142,7 +134,7 @@ describe('SlotHolder', () => {
     const holder = new SlotHolder(slots, { renewEveryMs: 10, pollMs: 10, onLost: (s) => lost.push(s) });
     const slot = (await holder.acquire('k')) as HeldSlot;
     t.now += 500; // as if this process had been frozen past its lease
-    await until(() => slot.signal.aborted, 5_000, 'the lost signal');
+    await until(() => slot.signal.aborted, 5_000, 'the lost signal', 5);
     expect(slot.signal.reason).toBeInstanceOf(SlotLostError);
     expect(String(slot.signal.reason)).toMatch(/lost: its lease ended before it was renewed/);
     await sleep(50); // more ticks: no second report
@@ -171,7 +163,7 @@ describe('SlotHolder', () => {
     try {
       const slot = (await holder.acquire('k')) as HeldSlot;
       t.now += 500;
-      await until(() => warnings.some((w) => /a bug in the callback/.test(w.message)), 5_000, 'the warning');
+      await until(() => warnings.some((w) => /a bug in the callback/.test(w.message)), 5_000, 'the warning', 5);
       expect(slot.signal.aborted).toBe(true);
       expect(unhandled).toEqual([]);
     } finally {
