@@ -37,3 +37,13 @@ export type { LimitAllItem } from './redis/allWindows.js';
 export type { AdmittedDecision, LimitAllDecision, LimitDecision, RefusedDecision, ShadowedDecision } from './path/decisions.js';
 export { adaptiveLimit, type AdaptiveLimit, type AdaptiveLimitOptions, type LoadSignal } from './limiter/adaptive.js';
 export { rateLimited, RateLimitedError, wrap, type Limiter, type WrapOptions } from './limiter/wrap.js';
+export {
+  ConcurrencyLimiter,
+  SlotLostError,
+  type ConcurrencyEvents,
+  type ConcurrencyLimiterOptions,
+  type ConcurrencyStats,
+  type HeldSlot,
+  type SlotOptions,
+  type SlotSource,
+} from './limiter/ConcurrencyLimiter.js';

@@ -21,6 +21,8 @@ export const ErrorCode = {
   RATE_LIMITED: 'ERR_RESILIMIT_RATE_LIMITED',
   /** `acquire()` was called while `maxWaiters` calls of the limiter were already waiting. */
   TOO_MANY_WAITERS: 'ERR_RESILIMIT_TOO_MANY_WAITERS',
+  /** A concurrency limit's slot was lost: its holder could not renew it within its lease (`SlotLostError`, a slot's `signal.reason`). */
+  SLOT_LOST: 'ERR_RESILIMIT_SLOT_LOST',
   /** The Node.js running the limiter is older than the package's minimum (`engines` in package.json: 22.12). */
   UNSUPPORTED_RUNTIME: 'ERR_RESILIMIT_UNSUPPORTED_RUNTIME',
 } as const;

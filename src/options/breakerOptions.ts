@@ -3,6 +3,8 @@
  * file of their own to keep `options.ts` within the size the structure test allows.
  */
 
+import { knownOptions, optionalInteger } from '../base/checks.js';
+
 /** The breaker in front of every Redis call. Defaults are chosen for a request path. */
 export type BreakerOptions = {
   /**
@@ -38,3 +40,34 @@ export type BreakerOptions = {
    */
   rollingWindowMs?: number;
 };
+
+/** The breaker's options with their defaults filled in. */
+export type ResolvedBreakerOptions = Readonly<Required<BreakerOptions>>;
+
+/** Every breaker option's name (checked against the type in `options.ts`). */
+export const BREAKER_OPTIONS = [
+  ...['timeoutMs', 'errorThresholdPercentage', 'volumeThreshold', 'resetTimeoutMs', 'maxResetTimeoutMs', 'rollingWindowMs'],
+] as const satisfies readonly (keyof BreakerOptions)[];
+
+/**
+ * Checks the `breaker` option of `owner` (a limiter's class name, for the messages) and fills in the
+ * defaults. @throws {ResilimitError} `ERR_RESILIMIT_INVALID_OPTION` naming `breaker.<option>`.
+ */
+export function resolveBreakerOptions(owner: string, raw: unknown): ResolvedBreakerOptions {
+  const breaker = knownOptions(owner, raw, BREAKER_OPTIONS, { path: 'breaker.', optional: true });
+  const resetTimeoutMs = optionalInteger('breaker.resetTimeoutMs', breaker['resetTimeoutMs'], 1, 3_600_000, 1000);
+  return Object.freeze({
+    timeoutMs: optionalInteger('breaker.timeoutMs', breaker['timeoutMs'], 1, 60_000, 50),
+    errorThresholdPercentage: optionalInteger('breaker.errorThresholdPercentage', breaker['errorThresholdPercentage'], 1, 100, 50),
+    volumeThreshold: optionalInteger('breaker.volumeThreshold', breaker['volumeThreshold'], 1, 1_000_000, 10),
+    resetTimeoutMs,
+    maxResetTimeoutMs: optionalInteger(
+      'breaker.maxResetTimeoutMs',
+      breaker['maxResetTimeoutMs'],
+      resetTimeoutMs,
+      3_600_000,
+      Math.max(30_000, resetTimeoutMs),
+    ),
+    rollingWindowMs: optionalInteger('breaker.rollingWindowMs', breaker['rollingWindowMs'], 100, 600_000, 1000),
+  });
+}

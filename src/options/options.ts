@@ -8,8 +8,8 @@ import { ErrorCode, invalidOption, ResilimitError } from '../base/errors.js';
 import { instanceName } from './instanceName.js';
 
 export { integer } from '../base/checks.js';
-export type { BreakerOptions } from './breakerOptions.js';
-import type { BreakerOptions } from './breakerOptions.js';
+export type { BreakerOptions, ResolvedBreakerOptions } from './breakerOptions.js';
+import { type BREAKER_OPTIONS, resolveBreakerOptions, type BreakerOptions, type ResolvedBreakerOptions } from './breakerOptions.js';
 
 export {
   type HotKeyOptions,
@@ -239,7 +239,6 @@ export type ResilientLimiterOptions = Omit<WindowOptions, 'limit'> & {
 };
 
 /** {@link BreakerOptions} with every default filled in. */
-export type ResolvedBreakerOptions = Readonly<Required<BreakerOptions>>;
 
 export type ResolvedLimiterOptions = Readonly<{
   redis: RedisPort;
@@ -325,9 +324,6 @@ const LOCAL_OPTIONS = [
   'leaseMs',
   'afterLease',
 ] as const satisfies readonly (keyof LocalTierOptions)[];
-const BREAKER_OPTIONS = [
-  ...['timeoutMs', 'errorThresholdPercentage', 'volumeThreshold', 'resetTimeoutMs', 'maxResetTimeoutMs', 'rollingWindowMs'],
-] as const satisfies readonly (keyof BreakerOptions)[];
 type All<Names, Keys> = [Exclude<Keys, Names>] extends [never] ? true : { missing: Exclude<Keys, Names> };
 export const OPTION_NAMES_COMPLETE: [
   All<(typeof LIMITER_OPTIONS)[number], keyof ResilientLimiterOptions>,
@@ -340,12 +336,11 @@ export function resolveLimiterOptions(raw: unknown): ResolvedLimiterOptions {
   checkRuntime(process.versions.node);
   const options = knownOptions('ResilientLimiter', raw, LIMITER_OPTIONS);
   const local = knownOptions('ResilientLimiter', options['local'], LOCAL_OPTIONS, { path: 'local.', optional: true });
-  const breaker = knownOptions('ResilientLimiter', options['breaker'], BREAKER_OPTIONS, { path: 'breaker.', optional: true });
+  const breaker = resolveBreakerOptions('ResilientLimiter', options['breaker']);
   // A limit function is not called here: it takes a key, and none is known yet.
   const limitFn = typeof options['limit'] === 'function' ? (options['limit'] as LimitFunction) : undefined;
   const window = resolveWindowOptions(limitFn === undefined ? options : { ...options, limit: MAX_INT });
-  const timeoutMs = optionalInteger('breaker.timeoutMs', breaker['timeoutMs'], 1, 60_000, 50);
-  const resetTimeoutMs = optionalInteger('breaker.resetTimeoutMs', breaker['resetTimeoutMs'], 1, 3_600_000, 1000);
+  const { timeoutMs } = breaker;
   const clock = optionalFunction('clock', options['clock']);
   const heartbeatMs = optionalInteger('heartbeatMs', options['heartbeatMs'], 100, 60_000, defaultHeartbeatMs(window.windowMs));
   const afterLease = local['afterLease'] ?? 'shrink';
@@ -371,20 +366,7 @@ export function resolveLimiterOptions(raw: unknown): ResolvedLimiterOptions {
     maxInstances: optionalInteger('local.maxInstances', local['maxInstances'], 1, 1_000_000, 10),
     leaseMs: optionalInteger('local.leaseMs', local['leaseMs'], heartbeatMs * 3, MAX_INT, Math.max(DEFAULT_LEASE_MS, heartbeatMs * 3)),
     afterLease: afterLease as AfterLease,
-    breaker: Object.freeze({
-      timeoutMs,
-      errorThresholdPercentage: optionalInteger('breaker.errorThresholdPercentage', breaker['errorThresholdPercentage'], 1, 100, 50),
-      volumeThreshold: optionalInteger('breaker.volumeThreshold', breaker['volumeThreshold'], 1, 1_000_000, 10),
-      resetTimeoutMs,
-      maxResetTimeoutMs: optionalInteger(
-        'breaker.maxResetTimeoutMs',
-        breaker['maxResetTimeoutMs'],
-        resetTimeoutMs,
-        3_600_000,
-        Math.max(30_000, resetTimeoutMs),
-      ),
-      rollingWindowMs: optionalInteger('breaker.rollingWindowMs', breaker['rollingWindowMs'], 100, 600_000, 1000),
-    }),
+    breaker,
     maxInFlight: optionalInteger('maxInFlight', options['maxInFlight'], 1, 1_000_000, 1000),
     maxWaiters: optionalInteger('maxWaiters', options['maxWaiters'], 1, 1_000_000, 10_000),
     slowCallMs: integerOrAuto('slowCallMs', options['slowCallMs'], timeoutMs, `breaker.timeoutMs (${timeoutMs})`),

@@ -32,8 +32,7 @@ export type RedisSlotsOptions = {
  * each other. No fallback: when Redis cannot answer, a call rejects with
  * `ERR_RESILIMIT_REDIS_UNAVAILABLE` (the cause attached).
  *
- * Internal for now: the layer that keeps slots alive, waits for them and answers while Redis is down
- * is not built yet (issue 38).
+ * `ConcurrencyLimiter` calls it through its breaker (`slots/SlotTier.ts`), which answers while Redis cannot.
  */
 export class RedisSlots {
   readonly #redis: RedisPort;
@@ -60,12 +59,18 @@ export class RedisSlots {
 
   /**
    * Takes `cost` slots of `key` for the slot `id` when there is room: `ok` true with the lease's end
-   * (`untilMs`), or false (refused: `held` slots are taken). An `id` already held is renewed.
+   * (`untilMs`), or false (refused: `held` slots are taken). An `id` already held is renewed. `max`:
+   * this call's bound, when less than the option's (room kept for others).
    * @throws {ResilimitError} `ERR_RESILIMIT_INVALID_KEY`, `ERR_RESILIMIT_INVALID_ID`, `ERR_RESILIMIT_INVALID_OPTION`
    *   (a cost outside 1 … max); `ERR_RESILIMIT_REDIS_UNAVAILABLE` or `ERR_RESILIMIT_REDIS_REPLY`.
    */
-  acquire(key: string, id: string, cost = 1): Promise<SlotReply> {
-    return this.#send(this.keyOf(key), { op: 'acquire', id: checkGivenId(id), cost: this.#cost(cost), ttlMs: this.ttlMs, max: this.max });
+  acquire(key: string, id: string, cost = 1, max = this.max): Promise<SlotReply> {
+    return this.#send(this.keyOf(key), { op: 'acquire', id: checkGivenId(id), cost: this.#cost(cost), ttlMs: this.ttlMs, max });
+  }
+
+  /** Writes slot `id` with a whole lease, even past `max`: a slot held while Redis could not answer (`ok` true). */
+  write(key: string, id: string, cost = 1): Promise<SlotReply> {
+    return this.#send(this.keyOf(key), { op: 'write', id: checkGivenId(id), cost: this.#cost(cost), ttlMs: this.ttlMs });
   }
 
   /** Moves the lease of slot `id` to `ttlMs` from now; `ok` false when it is not held (its lease ended, or it was released). */

@@ -39,7 +39,7 @@ const LAYERS: readonly (readonly string[])[] = [
   ['options'], // the options: their types, defaults and checks
   ['redis', 'local'], // the Redis tier and the local tier (neither imports the other)
   ['recovery'], // write-back, instance counting, data-loss watch: over both tiers
-  ['path'], // the decision path and the settings it reads
+  ['path', 'slots'], // the decision path and the settings it reads; a concurrency limit's slots
   ['limiter'], // ResilientLimiter and its wiring
   ['http'], // the HTTP middleware's keys, fields and guard
   ['stores', 'chaos'], // the stores of other libraries, the chaos harness

@@ -2,24 +2,25 @@ import { performance } from 'node:perf_hooks';
 import { nextId } from '../base/call.js';
 import { integer, MAX_INT } from '../base/checks.js';
 import { ErrorCode, ResilimitError } from '../base/errors.js';
-import type { RedisSlots } from '../redis/RedisSlots.js';
+import type { SlotSource, SlotTier } from './SlotTier.js';
 
 /** A slot of a concurrency limit, held until {@link HeldSlot.release} or until it is lost. */
 export type HeldSlot = {
   readonly key: string;
   readonly id: string;
   readonly cost: number;
+  /** Who gave it: Redis, or, while Redis could not answer, this instance's share (`local`) or `fail-open`. */
+  readonly source: SlotSource;
   /**
-   * Aborted when the slot is lost: a renewal found it no longer held (it was not renewed within its
-   * lease: this process was frozen, or Redis could not be reached for a whole lease). Its reason is a
+   * Aborted when the slot is lost: this process could not renew it within its lease (it was frozen or
+   * starved for `ttlMs`), so Redis may have given it to another holder. Its reason is a
    * {@link SlotLostError}. Never thrown: the work it guards should stop.
    */
   readonly signal: AbortSignal;
   /**
-   * Gives the slot back. Idempotent: the first call sends the release, later ones return its result.
-   * Resolves true when Redis held the slot, false when it did not (lost, or its lease ended); rejects
-   * with `ERR_RESILIMIT_REDIS_UNAVAILABLE` when Redis could not be reached (the slot is then free when
-   * its lease ends, `ttlMs` at most).
+   * Gives the slot back. Idempotent: the first call gives it back, later ones return its result.
+   * Resolves true when it was held, false when it was lost (`close()` gives it back by this same call). A release
+   * Redis cannot take now is sent when it answers again (the lease ends by itself meanwhile).
    */
   release(): Promise<boolean>;
 };
@@ -38,37 +39,43 @@ type Waiter = {
 /** A key's waiters: its first asks Redis (`asking`), or sleeps on `timer` until it asks again. */
 type Queue = { readonly waiters: Waiter[]; timer: NodeJS.Timeout | undefined; asking: boolean; again: boolean };
 
-/**
- * The reason a held slot's signal is aborted with. Not a `ResilimitError` yet: its code comes with
- * the public concurrency limit (issue 38).
- */
-export class SlotLostError extends Error {
-  override readonly name = 'SlotLostError';
+/** The reason a held slot's signal is aborted with: `ERR_RESILIMIT_SLOT_LOST`. */
+export class SlotLostError extends ResilimitError {
+  /** The slot lost. */
+  readonly slot: Pick<HeldSlot, 'key' | 'id' | 'cost'>;
 
-  constructor(readonly slot: Pick<HeldSlot, 'key' | 'id' | 'cost'>) {
-    super(`The slot ${slot.id} of ${JSON.stringify(slot.key)} was lost: its lease ended before it was renewed`);
+  constructor(slot: Pick<HeldSlot, 'key' | 'id' | 'cost'>, stalledMs: number) {
+    // The key is a property, not part of the message: messages end up in logs, keys may be personal.
+    super(
+      ErrorCode.SLOT_LOST,
+      `The slot ${slot.id} was lost: this process could not renew it for ${Math.round(stalledMs)} ms, past its lease`,
+    );
+    this.slot = { key: slot.key, id: slot.id, cost: slot.cost };
   }
 }
 
+/** A held slot, its renewal timer, and when its last renewal tick ran (perf clock). */
+type Entry = { readonly slot: HeldSlot; readonly timer: NodeJS.Timeout; readonly abort: AbortController; aliveAt: number };
+
 /**
- * Holds slots of a {@link RedisSlots} for their holders: takes one, renews its lease every
- * `renewEveryMs` while it is held, reports it lost on its `signal` (and to `onLost`) when a renewal
- * finds it gone, and gives it back once. A renewal that cannot reach Redis is tried again at the next
- * tick: the lease, not this process, says when the slot is lost. No timer is left once a slot is
- * released or lost, nor after {@link close}.
- *
- * Internal for now: the answers while Redis is down, and the write-back of slots held then, come next
- * (issue 38).
+ * Holds the slots of a {@link SlotTier} for their holders: takes one, renews it every `renewEveryMs`
+ * while it is held, and gives it back once. A renewal that cannot reach Redis is tried again at the
+ * next tick: the slot stays held here (the tier writes it back when Redis answers). A slot is lost
+ * only when this process could not run its renewal for a whole lease (`ttlMs`: it was frozen or
+ * starved, and Redis may have given the slot away): its `signal` is aborted and `onLost` told. No
+ * timer is left once a slot is released or lost, nor after {@link close}.
  */
 export class SlotHolder {
-  readonly #held = new Map<string, { readonly slot: HeldSlot; readonly timer: NodeJS.Timeout }>();
+  readonly #held = new Map<string, Entry>();
   /** The waiters of each key, oldest first, while it has any. */
   readonly #queues = new Map<string, Queue>();
   #closed = false;
 
   constructor(
-    readonly slots: RedisSlots,
+    readonly tier: SlotTier,
     readonly options: {
+      /** How long a slot is held without a renewal, ms: a tick later than this finds it lost. */
+      readonly ttlMs: number;
       /** How often a held slot's lease is renewed, ms: a third of the lease leaves two renewals to fail. */
       readonly renewEveryMs: number;
       /**
@@ -90,14 +97,14 @@ export class SlotHolder {
    * Takes `cost` slots of `key`: the held slot, or undefined when none came within `maxWaitMs` (0, the
    * default: now or never). Waiters of a key are served in the order they came (FIFO within this
    * process); a call that finds others waiting waits behind them.
-   * @throws {ResilimitError} as `RedisSlots.acquire`; `ERR_RESILIMIT_CLOSED` after {@link close} (a
+   * @throws {ResilimitError} as `SlotTier.take`; `ERR_RESILIMIT_CLOSED` after {@link close} (a
    *   waiter too); the signal's reason when it is aborted.
    */
   async acquire(key: string, options: { cost?: number; maxWaitMs?: number; signal?: AbortSignal } = {}): Promise<HeldSlot | undefined> {
     if (this.#closed) throw new ResilimitError(ErrorCode.CLOSED, 'acquire() was called after close()');
     const { cost = 1, maxWaitMs = 0, signal } = options;
     integer('maxWaitMs', maxWaitMs, 0, MAX_INT);
-    this.slots.check(key, cost);
+    this.tier.slots.check(key, cost);
     signal?.throwIfAborted();
     if (maxWaitMs === 0) {
       // Now or never: never ahead of the key's waiters.
@@ -133,23 +140,24 @@ export class SlotHolder {
   /** Takes `cost` slots of `key` now (no queue): the held slot, renewed from now on, or undefined. */
   async #take(key: string, cost: number): Promise<HeldSlot | undefined> {
     const id = nextId();
-    const reply = await this.slots.acquire(key, id, cost);
-    if (!reply.ok) return undefined;
+    const source = await this.tier.take(key, id, cost);
+    if (source === undefined) return undefined;
     const abort = new AbortController();
     let released: Promise<boolean> | undefined;
     const slot: HeldSlot = {
       key,
       id,
       cost,
+      source,
       signal: abort.signal,
       release: () => {
         released ??= this.#release(slot);
         return released;
       },
     };
-    const timer = setInterval(() => void this.#renew(slot, abort), this.options.renewEveryMs);
+    const timer = setInterval(() => void this.#renew(id), this.options.renewEveryMs);
     timer.unref();
-    this.#held.set(id, { slot, timer });
+    this.#held.set(id, { slot, timer, abort, aliveAt: performance.now() });
     // Closed while the acquire was on its way: given back at once, and the call refused.
     if (this.#closed) {
       await slot.release().catch(() => false);
@@ -236,37 +244,43 @@ export class SlotHolder {
     await Promise.all([...this.#held.values()].map(({ slot }) => slot.release().catch(() => false)));
   }
 
-  #forget(id: string): void {
+  #forget(id: string): Entry | undefined {
     const entry = this.#held.get(id);
-    if (entry === undefined) return;
+    if (entry === undefined) return undefined;
     clearInterval(entry.timer);
     this.#held.delete(id);
+    return entry;
   }
 
   async #release(slot: HeldSlot): Promise<boolean> {
-    this.#forget(slot.id);
-    const ok = (await this.slots.release(slot.key, slot.id, slot.cost)).ok;
+    if (this.#forget(slot.id) === undefined) return false; // lost, or given back by close()
+    const ok = await this.tier.give(slot.id);
     // A slot of this process came back: the key's first waiter asks now, not at its next poll.
     const queue = this.#queues.get(slot.key);
     if (queue !== undefined) void this.#ask(slot.key, queue);
     return ok;
   }
 
-  async #renew(slot: HeldSlot, abort: AbortController): Promise<void> {
-    let ok: boolean;
-    try {
-      ok = (await this.slots.renew(slot.key, slot.id, slot.cost)).ok;
-    } catch {
-      return; // Redis could not answer: the next tick tries again, within the lease
+  async #renew(id: string): Promise<void> {
+    const entry = this.#held.get(id);
+    if (entry === undefined) return;
+    const now = performance.now();
+    const stalledMs = now - entry.aliveAt;
+    entry.aliveAt = now;
+    if (stalledMs <= this.options.ttlMs) {
+      await this.tier.keep(id);
+      return;
     }
-    if (ok || !this.#held.has(slot.id)) return; // renewed, or released meanwhile (a release wins)
-    this.#forget(slot.id);
-    abort.abort(new SlotLostError(slot));
+    // No tick for a whole lease: Redis may have ended it and given the slot to another holder.
+    const { slot, abort } = entry;
+    this.#forget(id);
+    this.tier.drop(id);
+    abort.abort(new SlotLostError(slot, stalledMs));
     try {
       this.options.onLost?.(slot);
     } catch (error) {
       // The caller's callback threw: said as a warning, never as an unhandled rejection of a timer.
-      process.emitWarning(`onLost threw for the slot ${slot.id} of ${JSON.stringify(slot.key)}: ${String(error)}`, {
+      process.emitWarning(`onLost threw for the slot ${slot.id}: ${String(error)}`, {
         type: 'ResilimitWarning',
         code: 'RESILIMIT_CALLBACK_THREW',
       });
