@@ -2,6 +2,7 @@ import { nextId } from '../base/call.js';
 import { ErrorCode, isResilimitError } from '../base/errors.js';
 import type { RedisClient } from '../client/clientType.js';
 import type { Mode } from '../options/options.js';
+import { withDeadline } from '../client/withDeadline.js';
 import { steadyClock } from '../options/clock.js';
 import type { ResolvedSlotOptions } from '../options/slotOptions.js';
 import { InstanceCounter } from '../recovery/InstanceCounter.js';
@@ -36,6 +37,8 @@ function unavailable(error: unknown): boolean {
  *   `lua/slots.lua`, taken even past `max`: they are held already) before this instance asks Redis for
  *   a new slot. So does a renewal that finds its slot gone from Redis while this process renewed it in
  *   time: Redis lost it (a restart, a flush, a failover), the holder did not.
+ * - After the client connects again (Redis may have restarted empty), every slot held here is
+ *   written again before this instance takes a new slot in Redis.
  * - With `instances: 'auto'`, heartbeats (`lua/heartbeat.lua`, under `<prefix>slots:instances`) count
  *   the instances and grant each a claim, a fraction of `max` (the claims sum to at most 1); the share
  *   is `floor(max × claim)`, so the shares sum to at most `max`. Redis's acquires leave free the claims
@@ -60,6 +63,8 @@ export class SlotTier {
   /** Redis's clock minus the local one as the last reply said (ms), for the heartbeats' `since`. */
   #offset: number | undefined;
   readonly #now = steadyClock();
+  /** Removes the client listener. */
+  readonly #unlisten: () => void;
 
   constructor(options: ResolvedSlotOptions, onState: (state: BreakerState, previous: BreakerState) => void) {
     this.#options = options;
@@ -74,6 +79,20 @@ export class SlotTier {
       ...(clock === undefined ? {} : { now: clock }),
     });
     this.counter = options.instances === 'auto' ? this.#count() : undefined;
+    // Connected again: Redis may have lost data (a restart, a failover). The slots held here are
+    // written again before this instance takes a new one there (a slot Redis still has is renewed).
+    // A breaker held open now (its open period doubles) has one PING as its trial at once: an instance
+    // answering locally while the others are back in Redis holds its share only as long as it must.
+    let everReady = options.redis.ready;
+    this.#unlisten = options.redis.on('ready', () => {
+      if (everReady) this.rewriteAll();
+      everReady = true;
+      void this.breaker
+        .trial(() => withDeadline(options.redis.ping(), options.breaker.timeoutMs))
+        .then(async () => {
+          if (this.breaker.accepting) await this.sync();
+        });
+    });
   }
 
   /** Slots held by this process (their costs summed), and those of them Redis does not hold. */
@@ -213,8 +232,9 @@ export class SlotTier {
     if (this.breaker.accepting) void this.sync();
   }
 
-  /** Stops the heartbeats (the count forgets this instance) and the breaker. */
+  /** Stops the heartbeats (the count forgets this instance), the client listener and the breaker. */
   async close(): Promise<void> {
+    this.#unlisten();
     await this.counter?.stop();
     this.breaker.shutdown();
   }
