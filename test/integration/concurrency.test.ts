@@ -112,15 +112,16 @@ describe('ConcurrencyLimiter: waiting for a slot', () => {
 describe('ConcurrencyLimiter: leases', () => {
   it('keeps a slot past its lease while it renews it, and frees it on release, once', async () => {
     // Redis's time on an injected clock, moved by less than a lease between renewals: five moves of
-    // 200 ms are 1,000 ms, more than three leases of 300 ms. No bound on this machine's speed.
+    // 1.5 s are 7.5 s, more than three leases of 2 s. The lease is 2 s of this process's time too:
+    // a renewal tick 2 s late (a stall no loaded machine here has shown) would call the slot lost.
     const t = { now: 1_000_000 };
-    const limiter = limiterOf({ max: 1, ttlMs: 300, renewEveryMs: 10, clock: () => t.now });
-    const other = new RedisSlots({ redis, prefix: limiter.options.prefix, max: 1, ttlMs: 300, now: () => t.now });
+    const limiter = limiterOf({ max: 1, ttlMs: 2_000, renewEveryMs: 10, clock: () => t.now });
+    const other = new RedisSlots({ redis, prefix: limiter.options.prefix, max: 1, ttlMs: 2_000, now: () => t.now });
     try {
       const slot = (await limiter.acquire('k')) as HeldSlot;
       const key = other.keyOf('k');
       for (let i = 0; i < 5; i++) {
-        t.now += 200;
+        t.now += 1_500;
         // Renewed: the slot's lease now ends after the moved clock.
         await until(async () => Number(await redis.zscore(key, slot.id)) > t.now, 5_000, 'a renewal', 5);
       }
