@@ -83,10 +83,12 @@ const KNOWN = ['key', 'cost', 'maxWaitMs', 'skip', 'onLimited', 'policyName'];
 
 /** Checks the limiter given to `caller` (`concurrencyLimit` or `concurrencyLimitHook`). */
 function checkSlotLimiter(caller: string, limiter: unknown): HttpSlotLimiter {
-  if (typeof (limiter as Partial<Record<'acquire', unknown>> | null | undefined)?.acquire !== 'function') {
+  const l = limiter as Partial<Record<'acquire' | 'limit', unknown>> | null | undefined;
+  // A ResilientLimiter has an acquire() too, which waits for a permit of a rate: it gives nothing back.
+  if (typeof l?.acquire !== 'function' || typeof l.limit === 'function') {
     throw new ResilimitError(
       ErrorCode.INVALID_OPTION,
-      `Expected the limiter of ${caller}() to be a ConcurrencyLimiter (with acquire()), got ${describe(limiter)}`,
+      `Expected the limiter of ${caller}() to be a ConcurrencyLimiter (a ResilientLimiter goes to rateLimit()), got ${describe(limiter)}`,
     );
   }
   return limiter as HttpSlotLimiter;
