@@ -1,6 +1,7 @@
-import { integer, MAX_INT, unknownOption } from '../base/checks.js';
+import { integer, MAX_INT, optionalInteger, unknownOption } from '../base/checks.js';
 import { describe, ErrorCode, invalidOption, ResilimitError } from '../base/errors.js';
-import { checkMaxWait, type HeldSlot, type SlotOptions } from '../limiter/ConcurrencyLimiter.js';
+// Types only: resilimit/http loads no limiter (nor Redis, nor opossum) until the application does.
+import type { HeldSlot, SlotOptions } from '../limiter/ConcurrencyLimiter.js';
 import { skips } from './guard.js';
 import { byIp, type KeyFunction } from './keys.js';
 import { checkPolicyName, optionalFunction } from './options.js';
@@ -115,7 +116,7 @@ function resolve<R, L>(caller: string, limiter: HttpSlotLimiter, raw: unknown, d
   return Object.freeze({
     key: optionalFunction<KeyFunction<R>>('key', options['key']) ?? defaultKey,
     cost: resolveCost<R>(options['cost'], limiter.options?.max),
-    maxWaitMs: checkMaxWait('maxWaitMs', options['maxWaitMs']),
+    maxWaitMs: optionalInteger('maxWaitMs', options['maxWaitMs'], 0, MAX_INT, 0), // as acquire() checks it
     skip: optionalFunction<(request: R) => boolean>('skip', options['skip']),
     onLimited: optionalFunction<L>('onLimited', options['onLimited']),
     policyName: checkPolicyName(options['policyName']),
