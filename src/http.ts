@@ -1,7 +1,8 @@
 /**
  * `resilimit/http`: rate limiting for HTTP servers. {@link rateLimit} is a `(req, res, next)`
  * middleware for Express, Connect and plain `node:http`; {@link rateLimitHook} is a Fastify
- * `onRequest` hook. No framework is imported: both work on Node's request and response and on the few
+ * `onRequest` hook. {@link concurrencyLimit} and {@link concurrencyLimitHook} are their counterparts
+ * for a `ConcurrencyLimiter`: how many requests of a key run at once. No framework is imported: both work on Node's request and response and on the few
  * members of Fastify's request and reply they use. Hono and Koa have entries of their own,
  * `resilimit/hono` and `resilimit/koa`, on the same flow (`http/guard.ts`).
  * @module
@@ -12,10 +13,19 @@ import { PROBLEM_TYPE } from './http/fields.js';
 import { guard } from './http/guard.js';
 import type { RequestLike } from './http/keys.js';
 import type { ClosingResponse, CommonHttpOptions, HttpLimiter } from './http/options.js';
+import {
+  type ConcurrencyLimitCommonOptions,
+  type HttpSlotLimiter,
+  type SlotRefusal,
+  type SlotResponse,
+  slotGuard,
+} from './http/slotGuard.js';
+import type { HeldSlot } from './limiter/ConcurrencyLimiter.js';
 import type { Decision } from './types.js';
 
 export * from './http/nodeKeys.js';
 export type { ClosingResponse, CommonHttpOptions, HttpLimiter, ReducedCapacityAnswer } from './http/options.js';
+export type { ConcurrencyLimitCommonOptions, HttpSlotLimiter, SlotRefusal, SlotResponse } from './http/slotGuard.js';
 
 /** Options of {@link rateLimit}. */
 export type RateLimitOptions<Req = IncomingMessage, Res = ServerResponse> = CommonHttpOptions<Req, Res> & {
@@ -151,6 +161,129 @@ export function rateLimitHook<Req extends RequestLike = RequestLike, Reply exten
       onLimited(request, reply, decision),
   });
   return function rateLimitHook(request, reply, done): void {
+    flow(request, reply, (error?: unknown) => (error === undefined ? done() : done(error as Error)));
+  };
+}
+
+/** Options of {@link concurrencyLimit}. */
+export type ConcurrencyLimitOptions<Req = IncomingMessage, Res = ServerResponse> = ConcurrencyLimitCommonOptions<Req> & {
+  /**
+   * Writes the response to a request that got no slot within `maxWaitMs`, in place of the default
+   * problem details body. When it is called, the status is 429; it must end the response. If it
+   * throws or rejects, the error goes to `next(error)`.
+   * @default a 429 with an `application/problem+json` body (RFC 9457) of the draft's `quota-exceeded`
+   *   type: `type`, `title`, `status`, `detail` and `violated-policies` (`[policyName]`)
+   */
+  onLimited?: (req: Req, res: Res, refusal: SlotRefusal) => void | Promise<void>;
+};
+
+/** The members of Fastify's reply that {@link concurrencyLimitHook} uses. */
+export interface FastifySlotReplyLike {
+  code(statusCode: number): unknown;
+  header(key: string, value: string): unknown;
+  send(payload?: unknown): unknown;
+  /** Node's response: its `'finish'` and `'close'` give the slot back. */
+  readonly raw: SlotResponse;
+}
+
+/** Options of {@link concurrencyLimitHook}. */
+export type ConcurrencyLimitHookOptions<Req = RequestLike, Reply = FastifySlotReplyLike> = ConcurrencyLimitCommonOptions<Req> & {
+  /**
+   * Sends the reply to a request that got no slot within `maxWaitMs`, in place of the default problem
+   * details body. When it is called, the status is 429; it must call `reply.send()`. If it throws or
+   * rejects, the error goes to Fastify's error handling.
+   * @default a 429 with an `application/problem+json` body, as {@link concurrencyLimit}'s
+   */
+  onLimited?: (request: Req, reply: Reply, refusal: SlotRefusal) => void | Promise<void>;
+};
+
+/** Puts the held slot on the request as `slot`: see {@link slotOf}. */
+function exposeSlot(req: unknown, slot: HeldSlot): void {
+  (req as { slot?: HeldSlot }).slot = slot;
+}
+
+/**
+ * The slot {@link concurrencyLimit} or {@link concurrencyLimitHook} took for `request` (it is
+ * `request.slot`), or undefined when none did (skipped, or no such middleware on the route). Its
+ * `signal` aborts if the slot is lost while the request runs (this process could not renew it for a
+ * whole lease, so another holder may have it): the middleware cannot stop the handler, the handler
+ * should stop its work, e.g. `fetch(url, { signal: slotOf(req)?.signal })`. Do not release it: the
+ * middleware does, when the response ends or the client goes away.
+ */
+export function slotOf(request: object): HeldSlot | undefined {
+  return (request as { slot?: HeldSlot }).slot;
+}
+
+/**
+ * A middleware that lets at most the limiter's `max` requests of a key run at once across every
+ * instance (a `ConcurrencyLimiter`). Each request takes `cost` slots of its key before `next()` is
+ * called, waiting up to `maxWaitMs` (FIFO within this process); none by then: a 429 with an RFC 9457
+ * problem details body (or `onLimited`'s response), and `next` is not called. The slot is on the
+ * request as `req.slot` ({@link slotOf}) and is given back exactly once, at the first of: the
+ * response sent (`'finish'`), the connection closed before that (`'close'`: the client went away), or
+ * a synchronous throw out of `next()`. A handler that fails through `next(error)` holds its slot until
+ * the error handler's response ends. A client that goes away while its request waits ends the wait:
+ * nothing is taken or answered, and `next` is not called.
+ *
+ * A slot lost while the request runs aborts `req.slot.signal`; the handler keeps running unless it
+ * listens (see {@link slotOf}). While Redis cannot answer, the limiter's `mode` answers: a request is
+ * never failed because of Redis. Errors go to `next(error)`: a `key`, `cost`, `skip` or `onLimited`
+ * that throws, and the limiter's misuse errors (a key that is not 1 … 1024 characters, a cost above
+ * `max`, a limiter closed).
+ *
+ * @param limiter A `ConcurrencyLimiter`. Closing it is yours.
+ * @throws {ResilimitError} `ERR_RESILIMIT_INVALID_OPTION`, when the middleware is made, for a limiter or
+ *   an option of the wrong type (a `cost` outside 1 … max, a `maxWaitMs` that is not an integer ≥ 0).
+ * @example
+ * const exports = new ConcurrencyLimiter({ redis, max: 5, prefix: 'exports:' });
+ * app.post('/export', concurrencyLimit(exports, { key: byHeader('x-tenant'), maxWaitMs: 2_000 }), runExport);
+ */
+export function concurrencyLimit<Req extends IncomingMessage = IncomingMessage, Res extends ServerResponse = ServerResponse>(
+  limiter: HttpSlotLimiter,
+  options?: ConcurrencyLimitOptions<Req, Res>,
+): RateLimitMiddleware<Req, Res> {
+  const flow = slotGuard('concurrencyLimit', limiter, options, {
+    raw: (res: Res) => res,
+    expose: exposeSlot,
+    limited: (res) => void (res.statusCode = 429),
+    sendProblem(res, body) {
+      res.setHeader('Content-Type', PROBLEM_TYPE);
+      res.setHeader('Content-Length', body.length); // ASCII only
+      res.end(body);
+    },
+    onLimited: (onLimited: NonNullable<ConcurrencyLimitOptions<Req, Res>['onLimited']>, req: Req, res, refusal) =>
+      onLimited(req, res, refusal),
+  });
+  return function concurrencyLimitMiddleware(req, res, next): void {
+    flow(req, res, next);
+  };
+}
+
+/**
+ * A Fastify `onRequest` hook with the behaviour of {@link concurrencyLimit}: a request goes on holding
+ * `cost` slots of its key (`request.slot`, {@link slotOf}), given back when `reply.raw` finishes or
+ * closes (Fastify's error replies included), or gets a 429 (or `onLimited`'s reply) when none came
+ * within `maxWaitMs`. Errors go to Fastify's error handling.
+ * @throws {ResilimitError} `ERR_RESILIMIT_INVALID_OPTION` for a limiter or an option of the wrong type.
+ * @example
+ * fastify.addHook('onRequest', concurrencyLimitHook(partnerCalls, { key: () => 'partner', maxWaitMs: 1_000 }));
+ */
+export function concurrencyLimitHook<Req extends RequestLike = RequestLike, Reply extends FastifySlotReplyLike = FastifySlotReplyLike>(
+  limiter: HttpSlotLimiter,
+  options?: ConcurrencyLimitHookOptions<Req, Reply>,
+): RateLimitHook<NoInfer<Req>, NoInfer<Reply>> {
+  const flow = slotGuard('concurrencyLimitHook', limiter, options, {
+    raw: (reply: Reply) => reply.raw,
+    expose: exposeSlot,
+    limited: (reply) => void reply.code(429),
+    sendProblem(reply, body) {
+      reply.header('content-type', PROBLEM_TYPE);
+      reply.send(Buffer.from(body, 'latin1')); // as rateLimitHook's: no `; charset=utf-8`
+    },
+    onLimited: (onLimited: NonNullable<ConcurrencyLimitHookOptions<Req, Reply>['onLimited']>, request: Req, reply, refusal) =>
+      onLimited(request, reply, refusal),
+  });
+  return function concurrencyLimitHook(request, reply, done): void {
     flow(request, reply, (error?: unknown) => (error === undefined ? done() : done(error as Error)));
   };
 }

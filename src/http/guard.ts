@@ -38,7 +38,7 @@ export type Framework<Req, Res, L> = {
 export type Flow<Req, Res> = (req: Req, res: Res, proceed: (error?: unknown) => void, answered?: (written: unknown) => void) => void;
 
 /** `skip` must answer with a boolean: a promise (an `async` skip) is truthy and would skip every request. */
-function skips(answer: unknown): boolean {
+export function skips(answer: unknown): boolean {
   if (typeof answer === 'boolean') return answer;
   throw new ResilimitError(ErrorCode.INVALID_OPTION, `Expected \`skip\` to return a boolean, got ${describe(answer)}`);
 }

@@ -148,7 +148,8 @@ const KNOWN = [
 ];
 const POLICY_NAME = /^[\x20\x21\x23-\x5b\x5d-\x7e]{1,64}$/;
 
-function optionalFunction<F>(name: string, value: unknown): F | undefined {
+/** A function option, or undefined when absent. @throws {ResilimitError} for anything else. */
+export function optionalFunction<F>(name: string, value: unknown): F | undefined {
   if (value === undefined) return undefined;
   if (typeof value !== 'function') throw invalidOption(name, 'a function', value);
   return value as F;
@@ -171,6 +172,15 @@ function resolvePartitionKey<R>(value: unknown, headers: boolean): ((request: R,
   if (value === true) return (_request, key) => key;
   const f = value as (request: R) => unknown;
   return (request) => checkedPartitionKey(f(request));
+}
+
+/** A `policyName` option: `'default'` when absent. @throws {ResilimitError} for anything but a valid name. */
+export function checkPolicyName(value: unknown): string {
+  if (value === undefined) return 'default';
+  if (typeof value !== 'string' || !POLICY_NAME.test(value)) {
+    throw invalidOption('policyName', '1 to 64 printable ASCII characters without `"` or `\\`', value);
+  }
+  return value;
 }
 
 function optionalBoolean(name: string, value: unknown): boolean {
@@ -237,10 +247,7 @@ export function resolveHttpOptions<R, L, S = unknown>(
   if (headers !== undefined && headers !== 'draft-8' && headers !== false) {
     throw invalidOption('headers', "'draft-8' or false", headers);
   }
-  const policyName = options['policyName'];
-  if (policyName !== undefined && (typeof policyName !== 'string' || !POLICY_NAME.test(policyName))) {
-    throw invalidOption('policyName', '1 to 64 printable ASCII characters without `"` or `\\`', policyName);
-  }
+  const policyName = checkPolicyName(options['policyName']);
   const reducedCapacity = options['reducedCapacity'];
   if (reducedCapacity !== undefined && reducedCapacity !== 'quota-exceeded' && reducedCapacity !== 'temporary-reduced-capacity') {
     throw invalidOption('reducedCapacity', "'quota-exceeded' or 'temporary-reduced-capacity'", reducedCapacity);
@@ -251,7 +258,7 @@ export function resolveHttpOptions<R, L, S = unknown>(
     skip: optionalFunction<(request: R) => boolean>('skip', options['skip']),
     onLimited: optionalFunction<L>('onLimited', options['onLimited']),
     headers: headers !== false,
-    policyName: policyName ?? 'default',
+    policyName,
     reducedCapacity: reducedCapacity ?? 'quota-exceeded',
     partitionKey: resolvePartitionKey<R>(options['partitionKey'], headers !== false),
     refundIf: resolveRefunds<R, S>(options),

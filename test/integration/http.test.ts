@@ -926,12 +926,16 @@ describe('the package entry point', () => {
       'byRouteTemplate',
       'byRouteWith',
       'combine',
+      'concurrencyLimit',
+      'concurrencyLimitHook',
       'headerKey',
       'rateLimit',
       'rateLimitHook',
+      'slotOf',
     ]);
     expect(files).toContain('dist/http.js');
     expect(files.every((f) => f.startsWith('dist/'))).toBe(true); // no dependency, no framework
     expect(files).not.toContain('dist/limiter/ResilientLimiter.js');
+    expect(files).not.toContain('dist/limiter/ConcurrencyLimiter.js');
   });
 });
