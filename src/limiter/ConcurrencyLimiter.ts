@@ -1,5 +1,4 @@
 import { EventEmitter } from 'node:events';
-import { integer, MAX_INT } from '../base/checks.js';
 import { ErrorCode, ResilimitError } from '../base/errors.js';
 import { mode as checkMode, type Mode } from '../options/options.js';
 import { resolveSlotOptions, type ConcurrencyLimiterOptions, type ResolvedSlotOptions } from '../options/slotOptions.js';
@@ -172,9 +171,4 @@ export class ConcurrencyLimiter extends EventEmitter<ConcurrencyEvents> {
   async [Symbol.asyncDispose](): Promise<void> {
     await this.close();
   }
-}
-
-/** Checks a `maxWaitMs` as `acquire()` does (for middleware options). @throws {ResilimitError} */
-export function checkMaxWait(name: string, value: unknown): number {
-  return value === undefined ? 0 : integer(name, value, 0, MAX_INT);
 }
