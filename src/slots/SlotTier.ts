@@ -15,8 +15,12 @@ import { heartbeatArgs, heartbeatScript, readBeat } from '../redis/scripts/heart
 /** Who gave a slot: Redis, this instance's share while Redis could not answer, or `fail-open`. */
 export type SlotSource = 'redis' | 'local' | 'fail-open';
 
-/** A slot this process holds, as the tier knows it: `written` once Redis holds it. */
-type Held = { readonly key: string; readonly cost: number; written: boolean };
+/**
+ * A slot this process holds, as the tier knows it: `written` once Redis holds it; `sent` once a call
+ * that may put it in Redis went out (an acquire or a write whose answer did not come may still run
+ * there, late): its release is then sent, written or not.
+ */
+type Held = { readonly key: string; readonly cost: number; written: boolean; sent: boolean };
 
 /** What a claim may be off by once multiplied by `max`: a fraction's last bits (1/3 of 30 is 10, never 9). */
 const CLAIM_SLACK = 1e-9;
@@ -134,18 +138,22 @@ export class SlotTier {
         return 'redis';
       } catch (error) {
         if (!unavailable(error)) throw error;
-        // Redis may have run it after the deadline: released when it answers again, unless held here.
-        this.#releases.set(id, { key, cost });
+        // Redis may run it after the deadline: released when it answers again, unless held here.
+        return this.#fallback(key, id, cost, true);
       }
     }
-    return this.#fallback(key, id, cost);
+    return this.#fallback(key, id, cost, false);
   }
 
-  #fallback(key: string, id: string, cost: number): SlotSource | undefined {
-    if (this.mode === 'fail-closed') return undefined;
-    if (this.mode === 'local' && (this.#heldOf.get(key) ?? 0) + cost > this.share()) return undefined;
-    this.#releases.delete(id);
+  /** The mode's answer; `sent`: an acquire of `id` went out unanswered (Redis may run it late). */
+  #fallback(key: string, id: string, cost: number, sent: boolean): SlotSource | undefined {
+    const refused = this.mode === 'fail-closed' || (this.mode === 'local' && (this.#heldOf.get(key) ?? 0) + cost > this.share());
+    if (refused) {
+      if (sent) this.#releases.set(id, { key, cost });
+      return undefined;
+    }
     this.#add(id, key, cost, false);
+    if (sent) (this.#held.get(id) as Held).sent = true;
     return this.mode === 'local' ? 'local' : 'fail-open';
   }
 
@@ -181,7 +189,7 @@ export class SlotTier {
     const held = this.#held.get(id);
     if (held === undefined) return false;
     this.#remove(id, held);
-    if (!held.written) return true;
+    if (!held.written && !held.sent) return true; // Redis never had it, and never will
     try {
       await this.#fire(() => this.slots.release(held.key, id, held.cost));
     } catch (error) {
@@ -218,6 +226,7 @@ export class SlotTier {
         ? []
         : [
             (async () => {
+              held.sent = true;
               await this.#fire(() => this.slots.write(held.key, id, held.cost));
               if (this.#held.get(id) === held) this.#mark(held, true);
             })(),
@@ -252,7 +261,7 @@ export class SlotTier {
   }
 
   #add(id: string, key: string, cost: number, written: boolean): void {
-    this.#held.set(id, { key, cost, written });
+    this.#held.set(id, { key, cost, written, sent: written });
     this.#heldOf.set(key, (this.#heldOf.get(key) ?? 0) + cost);
     if (!written) this.#unwritten += 1;
   }

@@ -10,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ErrorCode } from '../../src/base/errors.js';
 import { ConcurrencyLimiter, type ConcurrencyLimiterOptions, type HeldSlot, SlotLostError } from '../../src/index.js';
 import { RedisSlots } from '../../src/redis/RedisSlots.js';
-import { useRedis, waitReady, type RedisHandle } from '../support/redis.js';
+import { startRedisServer, useRedis, waitReady, type RedisHandle } from '../support/redis.js';
 import { until } from '../support/wait.js';
 
 let server: RedisHandle;
@@ -217,6 +217,37 @@ describe('ConcurrencyLimiter: while Redis cannot answer', () => {
       expect(limiter.stats()).toMatchObject({ held: 2, heldUnwritten: 0 });
     } finally {
       await limiter.close();
+    }
+  });
+
+  it('gives back in Redis a slot whose calls ran there late, after a freeze: no holder is left behind', async () => {
+    // The acquire and the write-back sent while Redis is frozen miss their deadline, and Redis runs
+    // them when it wakes: the slot, taken locally and released meanwhile, must not stay in Redis.
+    const own = await startRedisServer();
+    const client = own.client();
+    try {
+      await waitReady(client);
+      const limiter = new ConcurrencyLimiter({ redis: client, prefix: `c:${randomUUID()}:`, instances: 1, max: 4, breaker: { timeoutMs: 50 } });
+      const key = new RedisSlots({ redis: client, prefix: limiter.options.prefix, max: 4, ttlMs: 100 }).keyOf('k');
+      own.freeze();
+      let slot: HeldSlot | undefined;
+      try {
+        slot = (await limiter.acquire('k')) as HeldSlot;
+        expect(slot.source).toBe('local');
+        expect(await slot.release()).toBe(true);
+      } finally {
+        own.thaw();
+      }
+      // Redis has run the late acquire: the next acquire first gives that slot back.
+      await until(async () => (await client.zscore(key, slot.id)) !== null || limiter.stats().heldUnwritten === 0, 5_000, 'the late acquire', 10);
+      limiter.forceClose();
+      const next = (await limiter.acquire('k')) as HeldSlot;
+      expect(next.source).toBe('redis');
+      expect(await client.zrange(key, '0', '-1')).toEqual([next.id]);
+      await limiter.close();
+    } finally {
+      client.disconnect();
+      await own.stop();
     }
   });
 
