@@ -412,6 +412,8 @@ type FreezeResult = {
   counters: Counters;
   /** Tasks started before the freeze, during it, and after the thaw. */
   tasks: [number, number, number];
+  /** resilimit: its slots by phase and by who gave them (`HeldSlot.source`). */
+  sources: Record<string, number>;
   freezeAcquire: { count: number; p50: number; p99: number; max: number };
   /**
    * Holders Redis counted, and those held in this process, RECOVERY_MS after the thaw and at the end;
@@ -460,7 +462,7 @@ async function freezeRun(bench: Bench, server: BenchServer, subject: FreezeSubje
   unhandledTo = counters;
   const workers: FreezeWorker[] = [];
   for (let w = 0; w < WORKERS; w += 1) workers.push(await subject.create(server, key, counters));
-  const events: { at: number; d: number }[] = [];
+  const events: { at: number; d: number; source?: string }[] = [];
   const acquireTimes: { at: number; ms: number }[] = [];
   /** Every slot handed to a lane: held, or released (by its source). */
   const slots = new Map<string, string>();
@@ -492,7 +494,7 @@ async function freezeRun(bench: Bench, server: BenchServer, subject: FreezeSubje
       }
       held += 1;
       slots.set(slot.id, 'held');
-      events.push({ at: performance.now(), d: 1 });
+      events.push({ at: performance.now(), d: 1, ...(slot.source === undefined ? {} : { source: slot.source }) });
       await sleep(TASK_MS[0] + Math.random() * (TASK_MS[1] - TASK_MS[0]));
       events.push({ at: performance.now(), d: -1 });
       held -= 1;
@@ -543,7 +545,16 @@ async function freezeRun(bench: Bench, server: BenchServer, subject: FreezeSubje
   const during = new Samples();
   for (const a of acquireTimes) if (a.at < thawAt && a.at + a.ms >= freezeAt) during.add(a.ms);
   const tasks: [number, number, number] = [0, 0, 0];
-  for (const e of events) if (e.d === 1) tasks[e.at < freezeAt ? 0 : e.at < thawAt ? 1 : 2] += 1;
+  const sources: Record<string, number> = {};
+  for (const e of events) {
+    if (e.d !== 1) continue;
+    const phase = e.at < freezeAt ? 0 : e.at < thawAt ? 1 : 2;
+    tasks[phase] += 1;
+    if (e.source !== undefined) {
+      const name = `${['before', 'in', 'after'][phase]} the freeze, ${e.source}`;
+      sources[name] = (sources[name] ?? 0) + 1;
+    }
+  }
   return {
     subject: subject.name,
     maxHealthy: Math.max(mostHeld(events, t0, freezeAt), mostHeld(events, thawAt + RECOVERY_MS, Number.POSITIVE_INFINITY)),
@@ -551,6 +562,7 @@ async function freezeRun(bench: Bench, server: BenchServer, subject: FreezeSubje
     maxRecovery: mostHeld(events, thawAt, thawAt + RECOVERY_MS),
     counters,
     tasks,
+    sources,
     freezeAcquire: during.summary(),
     afterThaw,
     atEnd,
@@ -607,7 +619,7 @@ async function freezePart(bench: Bench, server: BenchServer): Promise<unknown> {
         `${r.afterThaw.redis} / ${r.afterThaw.held}`,
         `${r.atEnd.redis} / ${r.atEnd.held}`,
       ]),
-    )}\n\nHeld: counted in this process from an acquire's resolution to its task's end (before the release is sent). Tasks are placed by when their slot came. Acquires pending in freeze: those started before the thaw and settled after the SIGSTOP (their latency runs to their settling, thaw or not). Refused: no slot within ${WAIT_MS} ms. Options:\n\n${FREEZE_SUBJECTS.map((s) => `- ${s.name}: ${s.options}.`).join('\n')}\n\nWhat the holders Redis counted were (${RECOVERY_MS / 1000} s after the thaw; at the end, ${(AFTER_MS / 1000).toFixed(1)} s after it):\n\n${results.map((r) => `- ${r.subject}: ${holdersText(r.afterThaw.holders)}; ${holdersText(r.atEnd.holders)}`).join('\n')}\n\nFirst errors seen:\n\n${results.map((r) => `- ${r.subject}: ${r.counters.firstErrors.length === 0 ? 'none' : r.counters.firstErrors.join('; ')}`).join('\n')}\n\nLoad average (1, 5, 15 min) before: ${loadBefore}; after each subject: ${results.map((r) => r.load).join(' | ')}.`,
+    )}\n\nHeld: counted in this process from an acquire's resolution to its task's end (before the release is sent). Tasks are placed by when their slot came. Acquires pending in freeze: those started before the thaw and settled after the SIGSTOP (their latency runs to their settling, thaw or not). Refused: no slot within ${WAIT_MS} ms. Options:\n\n${FREEZE_SUBJECTS.map((s) => `- ${s.name}: ${s.options}.`).join('\n')}\n\nWhat the holders Redis counted were (${RECOVERY_MS / 1000} s after the thaw; at the end, ${(AFTER_MS / 1000).toFixed(1)} s after it):\n\n${results.map((r) => `- ${r.subject}: ${holdersText(r.afterThaw.holders)}; ${holdersText(r.atEnd.holders)}`).join('\n')}\n\nWho gave resilimit's slots: ${results.map((r) => holdersText(r.sources)).filter((t) => t !== 'none').join('; ')}.\n\nFirst errors seen:\n\n${results.map((r) => `- ${r.subject}: ${r.counters.firstErrors.length === 0 ? 'none' : r.counters.firstErrors.join('; ')}`).join('\n')}\n\nLoad average (1, 5, 15 min) before: ${loadBefore}; after each subject: ${results.map((r) => r.load).join(' | ')}.`,
   );
   return results;
 }
