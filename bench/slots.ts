@@ -619,7 +619,12 @@ async function freezePart(bench: Bench, server: BenchServer): Promise<unknown> {
         `${r.afterThaw.redis} / ${r.afterThaw.held}`,
         `${r.atEnd.redis} / ${r.atEnd.held}`,
       ]),
-    )}\n\nHeld: counted in this process from an acquire's resolution to its task's end (before the release is sent). Tasks are placed by when their slot came. Acquires pending in freeze: those started before the thaw and settled after the SIGSTOP (their latency runs to their settling, thaw or not). Refused: no slot within ${WAIT_MS} ms. Options:\n\n${FREEZE_SUBJECTS.map((s) => `- ${s.name}: ${s.options}.`).join('\n')}\n\nWhat the holders Redis counted were (${RECOVERY_MS / 1000} s after the thaw; at the end, ${(AFTER_MS / 1000).toFixed(1)} s after it):\n\n${results.map((r) => `- ${r.subject}: ${holdersText(r.afterThaw.holders)}; ${holdersText(r.atEnd.holders)}`).join('\n')}\n\nWho gave resilimit's slots: ${results.map((r) => holdersText(r.sources)).filter((t) => t !== 'none').join('; ')}.\n\nFirst errors seen:\n\n${results.map((r) => `- ${r.subject}: ${r.counters.firstErrors.length === 0 ? 'none' : r.counters.firstErrors.join('; ')}`).join('\n')}\n\nLoad average (1, 5, 15 min) before: ${loadBefore}; after each subject: ${results.map((r) => r.load).join(' | ')}.`,
+    )}\n\nHeld: counted in this process from an acquire's resolution to its task's end (before the release is sent). Tasks are placed by when their slot came. Acquires pending in freeze: those started before the thaw and settled after the SIGSTOP (their latency runs to their settling, thaw or not). Refused: no slot within ${WAIT_MS} ms. Options:\n\n${FREEZE_SUBJECTS.map((s) => `- ${s.name}: ${s.options}.`).join('\n')}\n\nWhat the holders Redis counted were (${RECOVERY_MS / 1000} s after the thaw; at the end, ${(AFTER_MS / 1000).toFixed(1)} s after it):\n\n${results.map((r) => `- ${r.subject}: ${holdersText(r.afterThaw.holders)}; ${holdersText(r.atEnd.holders)}`).join('\n')}\n\nWho gave resilimit's slots: ${results
+      .map((r) => holdersText(r.sources))
+      .filter((t) => t !== 'none')
+      .join(
+        '; ',
+      )}.\n\nFirst errors seen:\n\n${results.map((r) => `- ${r.subject}: ${r.counters.firstErrors.length === 0 ? 'none' : r.counters.firstErrors.join('; ')}`).join('\n')}\n\nLoad average (1, 5, 15 min) before: ${loadBefore}; after each subject: ${results.map((r) => r.load).join(' | ')}.`,
   );
   return results;
 }
