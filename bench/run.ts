@@ -14,7 +14,7 @@ import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
 import { clock, type BenchMessage, type ResultMessage } from './support/report.ts';
 
-const BENCHMARKS = ['steady', 'resolution', 'hot-key', 'redis-tier', 'cpu', 'degraded', 'local-tier', 'floor', 'memory', 'growth'];
+const BENCHMARKS = ['steady', 'resolution', 'hot-key', 'redis-tier', 'cpu', 'degraded', 'local-tier', 'slots', 'floor', 'memory', 'growth'];
 /** The benchmarks above that live in `bench/probes/` (what bounds the targets; growth with the key count). */
 const PROBES = new Set(['floor', 'growth']);
 /** A benchmark still running after this is stopped (they are designed to take 15–120 s). */

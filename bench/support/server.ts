@@ -15,6 +15,8 @@ export type BenchServer = {
   resetStats(): Promise<void>;
   /** Calls and CPU µs spent in script commands (EVAL, EVALSHA) since `resetStats()`, from `INFO commandstats`. */
   scriptStats(): Promise<{ calls: number; usec: number }>;
+  /** Calls and CPU µs of every command since `resetStats()` (`INFO commandstats`), by lower-case name. */
+  commandStats(): Promise<Map<string, { calls: number; usec: number }>>;
   /** Bytes of `key` with every element counted (`MEMORY USAGE key SAMPLES 0`); 0 when absent. */
   memoryUsage(key: string): Promise<number>;
   close(): Promise<void>;
@@ -47,6 +49,14 @@ export async function startServer(): Promise<BenchServer> {
         }
       }
       return { calls, usec };
+    },
+    async commandStats() {
+      const stats = new Map<string, { calls: number; usec: number }>();
+      for (const line of (await admin.info('commandstats')).split(/\r?\n/)) {
+        const m = /^cmdstat_([^:]+):calls=(\d+),usec=(\d+)/.exec(line);
+        if (m !== null) stats.set(m[1] as string, { calls: Number(m[2]), usec: Number(m[3]) });
+      }
+      return stats;
     },
     async memoryUsage(key) {
       const bytes = (await admin.call('MEMORY', 'USAGE', key, 'SAMPLES', '0')) as number | null;
