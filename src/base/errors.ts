@@ -21,6 +21,8 @@ export const ErrorCode = {
   RATE_LIMITED: 'ERR_RESILIMIT_RATE_LIMITED',
   /** `acquire()` was called while `maxWaiters` calls of the limiter were already waiting. */
   TOO_MANY_WAITERS: 'ERR_RESILIMIT_TOO_MANY_WAITERS',
+  /** `settle()` or `cancel()` of a handle its `Budget` did not make, or of a reservation that was refused. */
+  UNKNOWN_RESERVATION: 'ERR_RESILIMIT_UNKNOWN_RESERVATION',
   /** The Node.js running the limiter is older than the package's minimum (`engines` in package.json: 22.12). */
   UNSUPPORTED_RUNTIME: 'ERR_RESILIMIT_UNSUPPORTED_RUNTIME',
 } as const;

@@ -1,0 +1,240 @@
+import { knownOptions } from '../base/checks.js';
+import { checkKey } from '../base/call.js';
+import { describe, ErrorCode, invalidOption, ResilimitError } from '../base/errors.js';
+import { charge } from '../base/internal.js';
+import { MAX_INT } from '../options/options.js';
+import type { LimiterDecision } from '../path/decisions.js';
+import type { Charger } from './charge.js';
+import type { ResilientLimiter } from './ResilientLimiter.js';
+
+/** Options of {@link Budget.reserve}. */
+export type ReserveOptions = {
+  /**
+   * How long the reservation may wait for its `settle()` or `cancel()`, in ms on the limiter's clock:
+   * past it, the handle counts as settled at its estimate (nothing is given back; a settle above the
+   * estimate still charges the extra). An integer from 1 to the limiter's `windowMs` (a reservation
+   * must still be in the window to be given back). @default the limiter's `windowMs`
+   */
+  ttlMs?: number;
+  /** The reservation's id, as `limit()`'s `id` (a reservation re-sent with it counts once). Generated when absent. */
+  id?: string;
+};
+
+/**
+ * A handle of {@link Budget.reserve}: pass it to `settle()` or `cancel()` of the same `Budget`. Frozen;
+ * only the `Budget` that made it knows it.
+ */
+export type Reservation = {
+  /** The key reserved on. */
+  readonly key: string;
+  /** The reservation's id in the window (its decision's `id`), undefined when it was refused or consumed nothing. */
+  readonly id: string | undefined;
+  /** The permits reserved. */
+  readonly estimate: number;
+  /** Whether the reservation was admitted; a refused one has nothing to settle (settle/cancel throw). */
+  readonly allowed: boolean;
+  /**
+   * False when the reservation was admitted without consuming anything: the kill switch (`source:
+   * 'disabled'`), mode `'fail-open'` while Redis could not answer, or a refusal admitted in shadow mode
+   * (`shadowRejected`). Settling one charges nothing: the limiter was not counting.
+   */
+  readonly counted: boolean;
+  /** `limit()`'s decision of the estimate. */
+  readonly decision: LimiterDecision;
+  /** The TTL's deadline, in ms on the limiter's clock: settled or cancelled later, the handle is `late`. */
+  readonly expiresAt: number;
+};
+
+/** What `settle()` or `cancel()` did. */
+export type SettleResult = {
+  /** Which call settled the handle: a repeated call tells the first one's. */
+  readonly kind: 'settle' | 'cancel';
+  /**
+   * The permits the reservation counts for in the window now: the actual cost when settled in time,
+   * 0 when cancelled in time, at least the estimate when late. 0 for a reservation that was not counted.
+   */
+  readonly charged: number;
+  /** The permits given back to the window: `estimate − actual` below the estimate, the estimate on a cancel; 0 when late. */
+  readonly givenBack: number;
+  /** The permits charged above the estimate (`actual − estimate`), charged even when late: the spend happened. */
+  readonly extra: number;
+  /** True when the handle's TTL had passed: it counted at its estimate, nothing was given back. */
+  readonly late: boolean;
+  /**
+   * True when Redis could not answer (breaker open, timeout, client not ready): a charge waits in the
+   * journal, a give-back in the pending refunds, and both are written once Redis answers again (before
+   * it decides the key again). The local window counts them at once.
+   */
+  readonly pending: boolean;
+  /** True on the second and later `settle()`/`cancel()` of a handle: nothing was done, this is the first one's result. */
+  readonly repeated: boolean;
+};
+
+/** What a Budget keeps of a handle it made: the result of its first settle or cancel. */
+type Entry = { done: Promise<SettleResult> | undefined };
+
+/**
+ * Reserve-then-settle budgets over a {@link ResilientLimiter}'s `limit()` window, for calls whose cost is
+ * known only afterwards (an LLM call's tokens): {@link reserve} admits or refuses an estimate as `limit()`
+ * does and returns a handle; {@link settle} charges the real cost (gives back the unused part, or takes
+ * the extra: never refused, the call happened); {@link cancel} gives it all back; a handle not settled
+ * within its TTL counts at its estimate. The spend in any window stays within the limit plus the sum,
+ * over the reservations in flight, of max(actual − estimate, 0) (plus the outage share in mode `'local'`):
+ * see docs/budgets.md. No timer: the TTL is checked when `settle()` or `cancel()` comes.
+ * @example
+ * const budget = new Budget(limiter);
+ * const r = await budget.reserve(`tenant:${id}`, prompt + maxTokens);
+ * if (!r.allowed) return reply429(r.decision.retryAfterMs);
+ * const usage = await callModel();
+ * await budget.settle(r, usage.totalTokens);
+ */
+export class Budget {
+  readonly #limiter: ResilientLimiter;
+  readonly #port: Charger;
+  /** The handles this Budget made (weakly: a handle dropped unsettled costs nothing and counts at its estimate). */
+  readonly #handles = new WeakMap<object, Entry>();
+
+  /** @throws {ResilimitError} `ERR_RESILIMIT_INVALID_OPTION` unless `limiter` is a `ResilientLimiter`. */
+  constructor(limiter: ResilientLimiter) {
+    const port = typeof limiter === 'object' && limiter !== null ? (limiter as { [charge]?: Charger })[charge] : undefined;
+    if (port === undefined) throw invalidOption('limiter', 'a ResilientLimiter', limiter);
+    this.#limiter = limiter;
+    this.#port = port;
+  }
+
+  /**
+   * Reserves `estimate` permits of `key`: `limit(key, { cost: estimate, id })`, admitted or refused
+   * as it decides (whatever Redis does). An admitted handle must be settled or cancelled within `ttlMs`,
+   * or it counts at its estimate.
+   * @throws {ResilimitError} `ERR_RESILIMIT_INVALID_KEY`, `ERR_RESILIMIT_INVALID_COST` (`estimate`: an
+   *   integer from 1 to the key's limit), `ERR_RESILIMIT_INVALID_OPTION` (`ttlMs`, an unknown option),
+   *   `ERR_RESILIMIT_INVALID_ID`, `ERR_RESILIMIT_CLOSED` (rejections of the returned promise).
+   */
+  async reserve(key: string, estimate: number, options?: ReserveOptions): Promise<Reservation> {
+    const port = this.#port;
+    port.open('reserve()');
+    checkKey(key);
+    const given = knownOptions('reserve()', options, ['ttlMs', 'id'], { optional: true });
+    const windowMs = port.windowMs();
+    const ttlMs = given['ttlMs'] ?? windowMs;
+    if (typeof ttlMs !== 'number' || !Number.isInteger(ttlMs) || ttlMs < 1 || ttlMs > windowMs) {
+      throw invalidOption('ttlMs', `an integer from 1 to the window (windowMs: ${windowMs})`, ttlMs);
+    }
+    const limit = port.limitOf(key);
+    if (typeof estimate !== 'number' || !Number.isInteger(estimate) || estimate < 1 || estimate > limit) {
+      throw new ResilimitError(
+        ErrorCode.INVALID_COST,
+        `Expected \`estimate\` to be an integer from 1 to the limit (${limit}), got ${describe(estimate)}`,
+      );
+    }
+    // The deadline counts from before the decision: the reservation is in Redis's window at least until then.
+    const expiresAt = port.now() + ttlMs;
+    const id = given['id'] as string | undefined;
+    const decision = await this.#limiter.limit(key, id === undefined ? { cost: estimate } : { cost: estimate, id });
+    const counted = decision.allowed && decision.id !== undefined && decision.source !== 'disabled' && decision.source !== 'fail-open';
+    const handle: Reservation = Object.freeze({
+      key,
+      id: counted ? decision.id : undefined,
+      estimate,
+      allowed: decision.allowed,
+      counted,
+      decision,
+      expiresAt,
+    });
+    this.#handles.set(handle, { done: undefined });
+    return handle;
+  }
+
+  /**
+   * Charges the real cost of a reservation, never refused: `actual` equal to the estimate sends nothing;
+   * below it, `actual` is charged at now and the reservation given back; above it, `actual − estimate`
+   * is charged at now. After the TTL, the handle counts at its estimate: nothing is given back, the
+   * extra above it is still charged (`late: true`). A second `settle()` or `cancel()` of a handle does
+   * nothing and resolves with the first one's result (`repeated: true`).
+   * @throws {ResilimitError} `ERR_RESILIMIT_UNKNOWN_RESERVATION` for a handle this Budget did not make
+   *   or a refused one, `ERR_RESILIMIT_INVALID_COST` unless `actual` is an integer from 0 to 2^31 − 1,
+   *   `ERR_RESILIMIT_CLOSED` after the limiter's `close()`, `ERR_RESILIMIT_REDIS_REPLY` when Redis refused
+   *   a script (rejections of the returned promise).
+   */
+  async settle(handle: Reservation, actual: number): Promise<SettleResult> {
+    const entry = this.#entryOf(handle, 'settle()');
+    if (typeof actual !== 'number' || !Number.isInteger(actual) || actual < 0 || actual > MAX_INT) {
+      throw new ResilimitError(
+        ErrorCode.INVALID_COST,
+        `Expected \`actual\` to be an integer from 0 to ${MAX_INT}, got ${describe(actual)}`,
+      );
+    }
+    this.#port.open('settle()');
+    if (entry.done !== undefined) return repeated(entry.done);
+    entry.done = this.#settle(handle, actual);
+    return entry.done;
+  }
+
+  /**
+   * Gives the whole reservation back (the call was not made), unless its TTL has passed (`late`: it
+   * counts at its estimate). Repeated, or after `settle()`: as `settle()`'s repeat.
+   * @throws {ResilimitError} as {@link settle}, but for `actual`.
+   */
+  async cancel(handle: Reservation): Promise<SettleResult> {
+    const entry = this.#entryOf(handle, 'cancel()');
+    this.#port.open('cancel()');
+    if (entry.done !== undefined) return repeated(entry.done);
+    entry.done = this.#cancel(handle);
+    return entry.done;
+  }
+
+  #entryOf(handle: unknown, name: string): Entry {
+    const entry = typeof handle === 'object' && handle !== null ? this.#handles.get(handle) : undefined;
+    if (entry === undefined) {
+      throw new ResilimitError(
+        ErrorCode.UNKNOWN_RESERVATION,
+        `Expected \`handle\` of ${name} to be a reservation made by this Budget's reserve(), got ${describe(handle)}`,
+      );
+    }
+    const r = handle as Reservation;
+    if (!r.allowed) {
+      throw new ResilimitError(
+        ErrorCode.UNKNOWN_RESERVATION,
+        `Expected \`handle\` of ${name} to be an admitted reservation, got one that was refused (key ${describe(r.key)}): nothing to settle`,
+      );
+    }
+    return entry;
+  }
+
+  async #settle(r: Reservation, actual: number): Promise<SettleResult> {
+    const late = this.#port.now() > r.expiresAt;
+    const { key, estimate } = r;
+    if (!r.counted || r.id === undefined) return result('settle', 0, 0, late, false);
+    if (late || actual >= estimate) {
+      const extra = actual - estimate;
+      const { pending } = extra > 0 ? await this.#port.charge(key, extra, r.id) : { pending: false };
+      return result('settle', Math.max(actual, estimate), estimate, late, pending);
+    }
+    // Below: the actual cost charged first, then the reservation given back, so that the window never
+    // holds less than this call's spend meanwhile (another call cannot take permits this one still uses).
+    const charged = actual > 0 ? await this.#port.charge(key, actual, r.id) : { pending: false };
+    const refund = await this.#limiter.refund(key, r.id, { cost: estimate });
+    // A reservation the window no longer held (it left, or a hot key's lease ended) still counts as it did.
+    return result('settle', actual + estimate - refund.permits, estimate, false, charged.pending || refund.pending);
+  }
+
+  async #cancel(r: Reservation): Promise<SettleResult> {
+    const late = this.#port.now() > r.expiresAt;
+    if (!r.counted || r.id === undefined) return result('cancel', 0, 0, late, false);
+    if (late) return result('cancel', r.estimate, r.estimate, true, false);
+    const refund = await this.#limiter.refund(r.key, r.id, { cost: r.estimate });
+    return result('cancel', r.estimate - refund.permits, r.estimate, false, refund.pending);
+  }
+}
+
+/** A settle result from what the reservation counts for now (`charged`) against its `estimate`. */
+function result(kind: SettleResult['kind'], charged: number, estimate: number, late: boolean, pending: boolean): SettleResult {
+  const givenBack = Math.max(estimate - charged, 0);
+  const extra = Math.max(charged - estimate, 0);
+  return { kind, charged, givenBack, extra, late, pending, repeated: false };
+}
+
+/** The first settle's or cancel's result, marked repeated. */
+async function repeated(first: Promise<SettleResult>): Promise<SettleResult> {
+  return { ...(await first), repeated: true };
+}
