@@ -5,6 +5,7 @@ import { charge } from '../base/internal.js';
 import { MAX_INT } from '../options/options.js';
 import type { LimiterDecision } from '../path/decisions.js';
 import type { Charger } from './charge.js';
+import { cancelMeasure, measured, settleMeasure, type Measure } from './settling.js';
 import type { ResilientLimiter } from './ResilientLimiter.js';
 
 /** Options of {@link Budget.reserve}. */
@@ -203,35 +204,26 @@ export class Budget {
 
   async #settle(r: Reservation, actual: number): Promise<SettleResult> {
     const late = this.#port.now() > r.expiresAt;
-    const { key, estimate } = r;
-    if (!r.counted || r.id === undefined) return result('settle', 0, 0, late, false);
-    if (late || actual >= estimate) {
-      const extra = actual - estimate;
-      const { pending } = extra > 0 ? await this.#port.charge(key, extra, r.id) : { pending: false };
-      return result('settle', Math.max(actual, estimate), estimate, late, pending);
-    }
-    // Below: the actual cost charged first, then the reservation given back, so that the window never
-    // holds less than this call's spend meanwhile (another call cannot take permits this one still uses).
-    const charged = actual > 0 ? await this.#port.charge(key, actual, r.id) : { pending: false };
-    const refund = await this.#limiter.refund(key, r.id, { cost: estimate });
-    // A reservation the window no longer held (it left, or a hot key's lease ended) still counts as it did.
-    return result('settle', actual + estimate - refund.permits, estimate, false, charged.pending || refund.pending);
+    if (!r.counted || r.id === undefined) return { kind: 'settle', ...measured(0, 0), late, pending: false, repeated: false };
+    const done = await settleMeasure(this.#measureOf(r.key, r.id, r.estimate), actual, late);
+    return { kind: 'settle', ...done, late, repeated: false };
   }
 
   async #cancel(r: Reservation): Promise<SettleResult> {
     const late = this.#port.now() > r.expiresAt;
-    if (!r.counted || r.id === undefined) return result('cancel', 0, 0, late, false);
-    if (late) return result('cancel', r.estimate, r.estimate, true, false);
-    const refund = await this.#limiter.refund(r.key, r.id, { cost: r.estimate });
-    return result('cancel', r.estimate - refund.permits, r.estimate, false, refund.pending);
+    if (!r.counted || r.id === undefined) return { kind: 'cancel', ...measured(0, 0), late, pending: false, repeated: false };
+    const done = await cancelMeasure(this.#measureOf(r.key, r.id, r.estimate), late);
+    return { kind: 'cancel', ...done, late, repeated: false };
   }
-}
 
-/** A settle result from what the reservation counts for now (`charged`) against its `estimate`. */
-function result(kind: SettleResult['kind'], charged: number, estimate: number, late: boolean, pending: boolean): SettleResult {
-  const givenBack = Math.max(estimate - charged, 0);
-  const extra = Math.max(charged - estimate, 0);
-  return { kind, charged, givenBack, extra, late, pending, repeated: false };
+  /** The reservation `id` of `estimate` permits in `limit()`'s window of `key`, to settle. */
+  #measureOf(key: string, id: string, estimate: number): Measure {
+    return {
+      estimate,
+      charge: (cost) => this.#port.charge(key, cost, id),
+      giveBack: () => this.#limiter.refund(key, id, { cost: estimate }),
+    };
+  }
 }
 
 /** The first settle's or cancel's result, marked repeated. */
