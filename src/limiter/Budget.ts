@@ -5,6 +5,8 @@ import { charge } from '../base/internal.js';
 import { MAX_INT } from '../options/options.js';
 import type { LimiterDecision } from '../path/decisions.js';
 import type { Charger } from './charge.js';
+import type { LimitAllItem } from '../redis/allWindows.js';
+import { BudgetGroups, type GroupReservation, type SettleAllResult } from './budgetGroups.js';
 import { cancelMeasure, measured, settleMeasure, type Measure } from './settling.js';
 import type { ResilientLimiter } from './ResilientLimiter.js';
 
@@ -94,6 +96,8 @@ export class Budget {
   readonly #port: Charger;
   /** The handles this Budget made (weakly: a handle dropped unsettled costs nothing and counts at its estimate). */
   readonly #handles = new WeakMap<object, Entry>();
+  /** The group reservations of {@link reserveAll}. */
+  readonly #groups: BudgetGroups;
 
   /** @throws {ResilimitError} `ERR_RESILIMIT_INVALID_OPTION` unless `limiter` is a `ResilientLimiter`. */
   constructor(limiter: ResilientLimiter) {
@@ -101,6 +105,7 @@ export class Budget {
     if (port === undefined) throw invalidOption('limiter', 'a ResilientLimiter', limiter);
     this.#limiter = limiter;
     this.#port = port;
+    this.#groups = new BudgetGroups(limiter, port);
   }
 
   /**
@@ -184,8 +189,48 @@ export class Budget {
     return entry.done;
   }
 
+  /**
+   * Reserves several measures together, all or none (input tokens, output tokens, cost): `limitAll(items,
+   * { id })`, each item's `cost` its estimate, each `{ key, limit, windowMs }` its own window (never
+   * `limit()`'s). Settle the handle with {@link settleAll} (one actual a measure) or {@link cancelAll}; a
+   * handle not settled within `ttlMs` (default and at most the shortest `windowMs` of the items) counts
+   * at its estimates. The exact log only (not with `resolutionMs`).
+   * @throws {ResilimitError} as `limitAll()` (`ERR_RESILIMIT_INVALID_OPTION` naming the item and the field),
+   *   `ERR_RESILIMIT_INVALID_OPTION` for `ttlMs` and with `resolutionMs`, `ERR_RESILIMIT_CLOSED`.
+   * @example
+   * const r = await budget.reserveAll([
+   *   { key: `in:${tenant}`, limit: 100_000, windowMs: 60_000, cost: promptTokens },
+   *   { key: `out:${tenant}`, limit: 50_000, windowMs: 60_000, cost: maxTokens },
+   * ]);
+   * if (r.allowed) await budget.settleAll(r, [usage.input, usage.output]);
+   */
+  reserveAll(items: readonly LimitAllItem[], options?: ReserveOptions): Promise<GroupReservation> {
+    return this.#groups.reserve(items, options);
+  }
+
+  /**
+   * Settles each measure of a {@link reserveAll} handle at its actual cost, as {@link settle} does for
+   * one, in its own window (`actuals`: one a measure, in the order of the items). Never refused.
+   * @throws {ResilimitError} `ERR_RESILIMIT_UNKNOWN_RESERVATION`, `ERR_RESILIMIT_INVALID_COST` (naming
+   *   `actuals` or `actuals[i]`), `ERR_RESILIMIT_CLOSED`, `ERR_RESILIMIT_REDIS_REPLY`.
+   */
+  settleAll(handle: GroupReservation, actuals: readonly number[]): Promise<SettleAllResult> {
+    return this.#groups.settle(handle, actuals);
+  }
+
+  /** Gives every measure of a {@link reserveAll} handle back, unless late. @throws {ResilimitError} as {@link settleAll}. */
+  cancelAll(handle: GroupReservation): Promise<SettleAllResult> {
+    return this.#groups.cancel(handle);
+  }
+
   #entryOf(handle: unknown, name: string): Entry {
     const entry = typeof handle === 'object' && handle !== null ? this.#handles.get(handle) : undefined;
+    if (entry === undefined && this.#groups.has(handle)) {
+      throw new ResilimitError(
+        ErrorCode.UNKNOWN_RESERVATION,
+        `Expected \`handle\` of ${name} to be a reservation of reserve(), got one of reserveAll(): settle it with settleAll() or cancelAll()`,
+      );
+    }
     if (entry === undefined) {
       throw new ResilimitError(
         ErrorCode.UNKNOWN_RESERVATION,

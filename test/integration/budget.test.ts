@@ -7,6 +7,7 @@
 import { randomUUID } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { Budget, ErrorCode, type Reservation, type ResilientLimiter, type SettleResult } from '../../src/index.js';
+import { allKey } from '../../src/redis/allWindows.js';
 import { redisKey } from '../../src/redis/redisKey.js';
 import { useLimiters } from '../support/limiters.js';
 
@@ -363,5 +364,132 @@ describe('Budget: the overspend bound, measured', () => {
     for (const x of samples) expect(x.spend).toBeLessThanOrEqual(x.inFlight);
     // Every handle accounted for, at each quiet point: nothing charged twice, nothing lost.
     for (const x of samples) expect(x.inRedis).toBe(x.spend);
+  });
+});
+
+/** The permits one of `limitAll()`'s windows holds in Redis. */
+async function spentAll(prefix: string, key: string, windowMs: number): Promise<number> {
+  const members = await lim.admin.zrange(allKey(prefix, key, windowMs), '0', '-1', 'WITHSCORES');
+  let sum = 0;
+  for (let i = 0; i < members.length; i += 2) {
+    const member = members[i] as string;
+    if (member === '*!') continue;
+    sum += member === '*' ? -Number(members[i + 1]) : 1;
+  }
+  return sum;
+}
+
+/** Input tokens, output tokens and cents, one window each. */
+const measures = (input: number, output: number, cents: number) => [
+  { key: 'in:acme', limit: 1_000, windowMs: 60_000, cost: input },
+  { key: 'out:acme', limit: 500, windowMs: 60_000, cost: output },
+  { key: 'cents:acme', limit: 100, windowMs: 3_600_000, cost: cents },
+];
+
+describe('Budget.reserveAll(): several measures in one atomic reservation', () => {
+  it('reserves all or none, then settles each measure in its own window: below given back, above charged', async () => {
+    const { prefix, budget } = await setup();
+    const r = await budget.reserveAll(measures(200, 400, 10));
+    expect(r).toMatchObject({ allowed: true, counted: true });
+    expect(r.items.map((i) => i.estimate)).toEqual([200, 400, 10]);
+    expect((await budget.reserveAll(measures(1, 101, 1))).allowed).toBe(false); // output has 100 left: none consumed
+    expect(await spentAll(prefix, 'in:acme', 60_000)).toBe(200);
+    const s = await budget.settleAll(r, [200, 150, 14]);
+    expect(s).toEqual({
+      kind: 'settle',
+      items: [
+        { charged: 200, givenBack: 0, extra: 0 },
+        { charged: 150, givenBack: 250, extra: 0 },
+        { charged: 14, givenBack: 0, extra: 4 },
+      ],
+      late: false,
+      pending: false,
+      repeated: false,
+    });
+    expect(await spentAll(prefix, 'in:acme', 60_000)).toBe(200);
+    expect(await spentAll(prefix, 'out:acme', 60_000)).toBe(150);
+    expect(await spentAll(prefix, 'cents:acme', 3_600_000)).toBe(14);
+    expect(await lim.admin.zrange(allKey(prefix, 'out:acme', 60_000), '0', '-1')).toEqual(['*', `150*${r.id}#settle`]);
+    expect(await budget.cancelAll(r)).toEqual({ ...s, repeated: true });
+    expect(await spentAll(prefix, 'out:acme', 60_000)).toBe(150);
+  });
+
+  it('cancels all measures, settles late at the estimates, and names a repeated key as limitAll() does', async () => {
+    const { c, prefix, budget } = await setup();
+    const cancelled = await budget.reserveAll(measures(100, 100, 5));
+    expect((await budget.cancelAll(cancelled)).items).toEqual(
+      [0, 1, 2].map(() => ({ charged: 0, givenBack: expect.any(Number), extra: 0 })),
+    );
+    expect(await spentAll(prefix, 'in:acme', 60_000)).toBe(0);
+    expect(await spentAll(prefix, 'cents:acme', 3_600_000)).toBe(0);
+
+    const twice = await budget.reserveAll([
+      { key: 'k', limit: 100, windowMs: 60_000, cost: 5 },
+      { key: 'k', limit: 100, windowMs: 60_000, cost: 3 },
+    ]);
+    expect((await lim.admin.zrange(allKey(prefix, 'k', 60_000), '0', '-1')).sort()).toEqual(
+      ['*', `3*${twice.id}#2`, `5*${twice.id}`].sort(),
+    );
+    expect((await budget.settleAll(twice, [1, 1])).items.map((i) => i.givenBack)).toEqual([4, 2]);
+    expect(await spentAll(prefix, 'k', 60_000)).toBe(2);
+
+    const late = await budget.reserveAll(measures(100, 100, 5), { ttlMs: 1_000 });
+    c.t += 1_001;
+    const s = await budget.settleAll(late, [10, 130, 5]);
+    expect(s).toMatchObject({ late: true, items: [{ charged: 100, givenBack: 0 }, { charged: 130, extra: 30 }, { charged: 5 }] });
+    expect(await spentAll(prefix, 'out:acme', 60_000)).toBe(130);
+  });
+
+  it('writes what it could not while Redis cannot answer once it can: charges journalled, give-backs pending', async () => {
+    const { prefix, l, budget } = await setup();
+    const byRedis = await budget.reserveAll(measures(300, 300, 30));
+    expect(byRedis.decision.source).toBe('redis');
+    l.forceOpen();
+    const byLocal = await budget.reserveAll(measures(100, 100, 10));
+    expect(byLocal.decision).toMatchObject({ allowed: true, source: 'local' });
+    expect(await budget.settleAll(byRedis, [100, 350, 30])).toMatchObject({ pending: true });
+    expect(await budget.settleAll(byLocal, [150, 50, 10])).toMatchObject({ pending: true });
+    expect(await spentAll(prefix, 'in:acme', 60_000)).toBe(300); // not yet
+    l.forceClose();
+    await l.reconcile();
+    expect(await spentAll(prefix, 'in:acme', 60_000)).toBe(100 + 150);
+    expect(await spentAll(prefix, 'out:acme', 60_000)).toBe(350 + 50);
+    expect(await spentAll(prefix, 'cents:acme', 3_600_000)).toBe(30 + 10);
+  });
+
+  it('refuses bad input with coded errors naming it', async () => {
+    const { l, budget } = await setup();
+    const r = await budget.reserveAll(measures(1, 1, 1));
+    await expect(budget.settleAll(r, [1, 1])).rejects.toMatchObject({
+      code: ErrorCode.INVALID_COST,
+      message: expect.stringContaining('an array of 3 integers'),
+    });
+    await expect(budget.settleAll(r, [1, -1, 1])).rejects.toMatchObject({
+      code: ErrorCode.INVALID_COST,
+      message: expect.stringContaining('`actuals[1]`'),
+    });
+    await expect(budget.settle(r as never, 1)).rejects.toMatchObject({
+      code: ErrorCode.UNKNOWN_RESERVATION,
+      message: expect.stringContaining('settleAll()'),
+    });
+    await expect(new Budget(l).settleAll(r, [1, 1, 1])).rejects.toMatchObject({ code: ErrorCode.UNKNOWN_RESERVATION });
+    await expect(budget.reserveAll(measures(1, 1, 1), { ttlMs: 60_001 })).rejects.toMatchObject({
+      code: ErrorCode.INVALID_OPTION,
+      message: 'Expected `ttlMs` to be an integer from 1 to the shortest window of the items (windowMs: 60000), got `60001` (number)',
+    });
+    await expect(budget.reserveAll(measures(1, 501, 1))).rejects.toMatchObject({
+      code: ErrorCode.INVALID_OPTION,
+      message: expect.stringContaining('limits[1].cost'),
+    });
+    const refused = await budget.reserveAll(measures(1, 500, 1));
+    await expect(budget.cancelAll(refused)).rejects.toMatchObject({
+      code: ErrorCode.UNKNOWN_RESERVATION,
+      message: expect.stringContaining('refused'),
+    });
+    const sliced = new Budget(await lim.limiter({ resolutionMs: 1_000 }));
+    await expect(sliced.reserveAll(measures(1, 1, 1))).rejects.toMatchObject({
+      code: ErrorCode.INVALID_OPTION,
+      message: expect.stringContaining('resolutionMs'),
+    });
   });
 });
