@@ -10,8 +10,11 @@ import { cancelMeasure, measured, settleMeasure, type Measure, type Measured } f
 
 /** One measure of {@link GroupReservation}: a window of `limitAll()`'s, and its estimate. */
 export type GroupItemReservation = {
+  /** The key of the measure's window. */
   readonly key: string;
+  /** The window's limit, as given. */
   readonly limit: number;
+  /** The window's length, as given: one window of `limitAll()`'s per key and length. */
   readonly windowMs: number;
   /** The permits reserved in this window (the item's `cost`). */
   readonly estimate: number;
@@ -38,12 +41,15 @@ export type GroupReservation = {
 
 /** What `settleAll()` or `cancelAll()` did: per measure, in the order given, as `SettleResult` tells for one. */
 export type SettleAllResult = {
+  /** Which call settled the handle: `settleAll()` or `cancelAll()` (a repeat tells the first one's). */
   readonly kind: 'settle' | 'cancel';
   /** Per measure: `charged`, `givenBack`, `extra` (see `SettleResult`). */
   readonly items: readonly Measured[];
+  /** True when the handle's TTL had passed: every measure counted at its estimate, nothing given back. */
   readonly late: boolean;
   /** True when a part of it waits for Redis (see `SettleResult.pending`). */
   readonly pending: boolean;
+  /** True on a second or later `settleAll()`/`cancelAll()`: nothing was done, this is the first one's result. */
   readonly repeated: boolean;
 };
 
