@@ -24,6 +24,9 @@ export {
   type RefundResult,
 } from './limiter/ResilientLimiter.js';
 export type { AcquireOptions } from './limiter/Waiters.js';
+export { Budget, type Reservation, type ReserveOptions, type SettleResult } from './limiter/Budget.js';
+export type { GroupItemReservation, GroupReservation, SettleAllResult } from './limiter/budgetGroups.js';
+export type { Measured } from './limiter/settling.js';
 export type { BreakerState } from './redis/Breaker.js';
 export type { CapacityChange, CapacityReason } from './path/capacity.js';
 export type { ReconcileResult } from './recovery/Journal.js';

@@ -23,6 +23,8 @@ export const ErrorCode = {
   TOO_MANY_WAITERS: 'ERR_RESILIMIT_TOO_MANY_WAITERS',
   /** A concurrency limit's slot was lost: its holder could not renew it within its lease (`SlotLostError`, a slot's `signal.reason`). */
   SLOT_LOST: 'ERR_RESILIMIT_SLOT_LOST',
+  /** `settle()` or `cancel()` of a handle its `Budget` did not make, or of a reservation that was refused. */
+  UNKNOWN_RESERVATION: 'ERR_RESILIMIT_UNKNOWN_RESERVATION',
   /** The Node.js running the limiter is older than the package's minimum (`engines` in package.json: 22.12). */
   UNSUPPORTED_RUNTIME: 'ERR_RESILIMIT_UNSUPPORTED_RUNTIME',
 } as const;

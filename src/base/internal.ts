@@ -10,3 +10,4 @@ export const block = Symbol('resilimit.block');
 export const refundCalls = Symbol('resilimit.refundCalls');
 export const takeLease = Symbol('resilimit.takeLease');
 export const giveLease = Symbol('resilimit.giveLease');
+export const charge = Symbol('resilimit.charge');

@@ -25,6 +25,8 @@ import type { Waiters, AcquireOptions } from './Waiters.js';
 import { wire, type Wiring } from './wire.js';
 import { wrap, type WrapOptions } from './wrap.js';
 import { command } from './command.js';
+import { charge } from '../base/internal.js';
+import { charger, type Charger } from './charge.js';
 
 export type { LimiterDecision } from '../path/decisions.js';
 export type { LimiterStats } from './Stats.js';
@@ -199,10 +201,9 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
   }
 
   /**
-   * Gives back the permits of the call of `key` that `limit()` admitted under `id` (its decision's
-   * `id`): removed from Redis's window by its id, and from the local window and the journal. Twice,
-   * or for an id not in the window, gives nothing back (`refunded: false`). While Redis cannot answer,
-   * the local side gives the call back at once and Redis's removal is written once it answers (`pending`).
+   * Gives back the permits of the call of `key` that `limit()` admitted under `id` (its decision's `id`): removed from Redis's
+   * window by its id, and from the local window and the journal. Twice, or for an id not in the window, gives nothing back
+   * (`refunded: false`). While Redis cannot answer, the local side gives it back at once and Redis's removal is written once it answers (`pending`).
    * `limit()`'s window, not `limitAll()`'s. `options.cost`: see {@link RefundOptions}. See docs/api.md, "Giving permits back".
    * @throws {ResilimitError} `ERR_RESILIMIT_INVALID_KEY`, `ERR_RESILIMIT_INVALID_ID`, `ERR_RESILIMIT_CLOSED`
    *   after `close()`, `ERR_RESILIMIT_REDIS_REPLY` when Redis refused the call (rejections of the returned promise).
@@ -335,6 +336,11 @@ export class ResilientLimiter extends EventEmitter<LimiterEvents> {
   /** Throws `ERR_RESILIMIT_CLOSED` for `name` (a call, or a setting that would be lost unsaid) once the limiter is closed. */
   #open(name: string): void {
     if (this.#life.kind === 'closed') throw new ResilimitError(ErrorCode.CLOSED, `${name} was called after close()`);
+  }
+
+  /** For `Budget` only (not in the package's API): forced charges, the clock and the settings it needs (charge.ts). */
+  get [charge](): Charger {
+    return charger(this.#parts, this.#options.prefix, (name) => this.#open(name));
   }
 
   /** Same as {@link close}, for `await using`. */

@@ -2,12 +2,16 @@ import { ErrorCode, isResilimitError } from '../base/errors.js';
 import { refundCalls } from '../base/internal.js';
 import { CALL_BYTES } from './Journal.js';
 import type { RedisTier } from '../redis/RedisTier.js';
+import { groupOf } from '../redis/allWindows.js';
 
 /** The most refunds of one key in one script call. */
 const BATCH = 200;
 
-/** A refund of `limit()`'s window: the call's key, its id as its decision gave it, and its cost when known. */
-type Refund = { readonly key: string; readonly id: string; readonly cost: number | undefined };
+/**
+ * A refund of `limit()`'s window, or with `windowMs` of one of `limitAll()`'s (a `Budget`'s give-back):
+ * the call's key, its id as its decision gave it, and its cost when known.
+ */
+type Refund = { readonly key: string; readonly id: string; readonly cost: number | undefined; readonly windowMs?: number | undefined };
 
 /**
  * What a pending refund counts for against `maxPendingBytes`, as a journalled call does (see
@@ -28,7 +32,7 @@ function refundBytes(refund: Refund): number {
  * window: the safe side). A refund of an id already pending is not kept twice.
  */
 export class PendingRefunds {
-  /** By key, then by id, the keys in the order of their first pending refund. */
+  /** By window (`groupOf`: a key of `limit()`, or a key and window of `limitAll()`), then by id, in the order of their first pending refund. */
   readonly #waiting = new Map<string, Map<string, Refund>>();
   #size = 0;
   #bytes = 0;
@@ -54,17 +58,18 @@ export class PendingRefunds {
    * @throws {ResilimitError} as the breaker and `redisCallError` reject: the call did not reach Redis
    *   or Redis refused it.
    */
-  async send(key: string, id: string, cost: number | undefined): Promise<number> {
-    const [permits] = await this.tier.call(0, this.#script(key, [{ key, id, cost }]));
+  async send(key: string, id: string, cost: number | undefined, windowMs?: number): Promise<number> {
+    const [permits] = await this.tier.call(0, this.#script([{ key, id, cost, windowMs }]));
     return permits as number;
   }
 
-  /** Keeps a refund Redis could not make, for the next write-back pass. */
-  add(key: string, id: string, cost: number | undefined): void {
-    let ids = this.#waiting.get(key);
-    if (ids === undefined) this.#waiting.set(key, (ids = new Map()));
+  /** Keeps a refund Redis could not make, for the next write-back pass (`windowMs`: of a `limitAll()` window). */
+  add(key: string, id: string, cost: number | undefined, windowMs?: number): void {
+    const group = groupOf({ key, windowMs });
+    let ids = this.#waiting.get(group);
+    if (ids === undefined) this.#waiting.set(group, (ids = new Map()));
     if (ids.has(id)) return;
-    const refund = { key, id, cost };
+    const refund = { key, id, cost, windowMs };
     ids.set(id, refund);
     this.#size += 1;
     this.#bytes += refundBytes(refund);
@@ -93,7 +98,7 @@ export class PendingRefunds {
       while (next < batches.length) {
         const batch = batches[next++] as Refund[];
         try {
-          await this.tier.breaker.fire(this.#script((batch[0] as Refund).key, batch));
+          await this.tier.breaker.fire(this.#script(batch));
           for (const refund of batch) if (this.#remove(refund)) this.written += 1;
         } catch (error) {
           if (!isResilimitError(error) || error.code !== ErrorCode.REDIS_REPLY) {
@@ -110,17 +115,19 @@ export class PendingRefunds {
 
   /** Removes `refund` if it is still the one pending for its key and id. */
   #remove(refund: Refund): boolean {
-    const ids = this.#waiting.get(refund.key);
+    const group = groupOf(refund);
+    const ids = this.#waiting.get(group);
     if (ids?.get(refund.id) !== refund) return false;
     ids.delete(refund.id);
-    if (ids.size === 0) this.#waiting.delete(refund.key);
+    if (ids.size === 0) this.#waiting.delete(group);
     this.#size -= 1;
     this.#bytes -= refundBytes(refund);
     return true;
   }
 
-  /** One script call for `refunds`, all of `key`: what the breaker runs. */
-  #script(key: string, refunds: readonly Refund[]): () => Promise<number[]> {
-    return () => this.tier.window[refundCalls](key, refunds);
+  /** One script call for `refunds`, all of one window (one key and `windowMs`): what the breaker runs. */
+  #script(refunds: readonly Refund[]): () => Promise<number[]> {
+    const { key, windowMs } = refunds[0] as Refund;
+    return () => this.tier.window[refundCalls](key, refunds, windowMs);
   }
 }

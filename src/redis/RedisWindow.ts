@@ -187,11 +187,15 @@ export class RedisWindow implements RateWindow {
   /**
    * Removes calls of `key` from its window by id (`lua/refund.lua`), in one script call: the permits
    * each gave back, in order (0: not in the window). `cost`: a call's cost when known, tried first
-   * (else the script scans for it). Options are read as it is sent. @internal
+   * (else the script scans for it). `allWindowMs`: in that window of `limitAll()`'s, not `limit()`'s.
+   * Options are read as it is sent. @internal
    */
-  async [refundCalls](key: string, calls: readonly RefundAsk[]): Promise<number[]> {
-    const { redis, windowMs } = this.#options;
-    return this.model.refund(redis, { redisKey: this.#keyOf(key), windowMs, nowArg: this.#nowArg(), calls });
+  async [refundCalls](key: string, calls: readonly RefundAsk[], allWindowMs?: number): Promise<number[]> {
+    const { redis, windowMs, prefix } = this.#options;
+    const nowArg = this.#nowArg();
+    if (allWindowMs === undefined) return this.model.refund(redis, { redisKey: this.#keyOf(key), windowMs, nowArg, calls });
+    const { redisKey, model } = this.model.allWindow(prefix, key, allWindowMs);
+    return model.refund(redis, { redisKey, windowMs: allWindowMs, nowArg, calls });
   }
 
   /** Changes the limit and window for the calls that follow. @internal */
