@@ -227,7 +227,13 @@ describe('ConcurrencyLimiter: while Redis cannot answer', () => {
     const client = own.client();
     try {
       await waitReady(client);
-      const limiter = new ConcurrencyLimiter({ redis: client, prefix: `c:${randomUUID()}:`, instances: 1, max: 4, breaker: { timeoutMs: 50 } });
+      const limiter = new ConcurrencyLimiter({
+        redis: client,
+        prefix: `c:${randomUUID()}:`,
+        instances: 1,
+        max: 4,
+        breaker: { timeoutMs: 50 },
+      });
       const key = new RedisSlots({ redis: client, prefix: limiter.options.prefix, max: 4, ttlMs: 100 }).keyOf('k');
       own.freeze();
       let slot: HeldSlot | undefined;
@@ -239,7 +245,12 @@ describe('ConcurrencyLimiter: while Redis cannot answer', () => {
         own.thaw();
       }
       // Redis has run the late acquire: the next acquire first gives that slot back.
-      await until(async () => (await client.zscore(key, slot.id)) !== null || limiter.stats().heldUnwritten === 0, 5_000, 'the late acquire', 10);
+      await until(
+        async () => (await client.zscore(key, slot.id)) !== null || limiter.stats().heldUnwritten === 0,
+        5_000,
+        'the late acquire',
+        10,
+      );
       limiter.forceClose();
       const next = (await limiter.acquire('k')) as HeldSlot;
       expect(next.source).toBe('redis');
