@@ -177,12 +177,13 @@ closed({ decisions: stats.decisions, bySource: stats.bySource, byReason: stats.b
     // Mode 'local': whatever Redis did not decide, the local window did.
     expect((bySource['redis'] ?? 0) + (bySource['local'] ?? 0)).toBe(202);
     expect(bySource['redis']).toBeGreaterThan(0);
-    // The leave beat removed this instance from the count (what is left is the record of its leave).
+    // The leave beat removed this instance from the count. What may be left is the record of its
+    // leave, kept 3 beats (300 ms): on a loaded machine the child's exit and this probe take longer.
     const probe = server.client();
     await waitReady(probe);
     const members = await probe.zrange('close-healthy:instances', '0', '-1');
     expect(members.filter((m) => !m.startsWith('-'))).toEqual([]);
-    expect(members).toHaveLength(1);
+    expect(members.length).toBeLessThanOrEqual(1);
     probe.disconnect();
   });
 
