@@ -19,6 +19,7 @@ import {
 } from '@opentelemetry/api';
 import type { BreakerState } from './redis/Breaker.js';
 import { invalidOption } from './base/errors.js';
+import type { ConcurrencyLimiter } from './limiter/ConcurrencyLimiter.js';
 import type { DecisionMessage, ResilientLimiter } from './limiter/ResilientLimiter.js';
 import type { DecisionReason, DecisionSource } from './types.js';
 
@@ -65,6 +66,14 @@ export const MetricName = {
   BREAKER_STATE: 'resilimit.breaker.state',
   /** Counter of the times the breaker opened since the limiter was created: attribute `resilimit.limiter`. */
   BREAKER_OPENS: 'resilimit.breaker.opens',
+  /** Gauge of the slots a `ConcurrencyLimiter` holds here: `resilimit.limiter`, `resilimit.written` (false: Redis does not hold them yet). */
+  SLOTS_HELD: 'resilimit.slots.held',
+  /** Counter of a `ConcurrencyLimiter`'s acquires: `resilimit.limiter`, `resilimit.source` (`redis`, `local`, `fail-open`, `none` for a refusal). */
+  SLOTS_ACQUIRES: 'resilimit.slots.acquires',
+  /** Counter of the slots a `ConcurrencyLimiter` lost: `resilimit.limiter`. */
+  SLOTS_LOST: 'resilimit.slots.lost',
+  /** Gauge of the slots of a key a `ConcurrencyLimiter` may hold while Redis cannot answer: `resilimit.limiter`. */
+  SLOTS_SHARE: 'resilimit.slots.share',
 } as const;
 
 /**
@@ -267,6 +276,96 @@ export function instrumentLimiter(limiter: ResilientLimiter, options?: Instrumen
     if (!open) return;
     open = false;
     removeRecorder(checked, record);
+    meter.removeBatchObservableCallback(observe, observables);
+    names.delete(name);
+  };
+  return { name, close, [Symbol.dispose]: close };
+}
+
+/**
+ * Records what a {@link ConcurrencyLimiter} does through the OpenTelemetry metrics API, until
+ * `close()`, read from its `stats()` at each collection (nothing runs on `acquire()`):
+ *
+ * | instrument | kind | unit | attributes |
+ * |---|---|---|---|
+ * | `resilimit.slots.held` | observable gauge | `{slot}` | `resilimit.limiter`, `resilimit.written` (`false`: taken while Redis could not answer, not written back yet) |
+ * | `resilimit.slots.acquires` | observable counter | `{acquire}` | `resilimit.limiter`, `resilimit.source` (`redis`, `local`, `fail-open`; `none`: refused) |
+ * | `resilimit.slots.lost` | observable counter | `{slot}` | `resilimit.limiter` |
+ * | `resilimit.slots.share` | observable gauge | `{slot}` | `resilimit.limiter` |
+ * | `resilimit.breaker.state` | observable gauge | `1` | as for {@link instrumentLimiter} |
+ *
+ * @example
+ * import { instrumentConcurrencyLimiter } from 'resilimit/metrics';
+ * using instrumentation = instrumentConcurrencyLimiter(exports, { name: 'exports' });
+ * @throws {ResilimitError} `ERR_RESILIMIT_INVALID_OPTION` for something other than a `ConcurrencyLimiter`,
+ *   a bad option, or a name already instrumented with this meter.
+ */
+export function instrumentConcurrencyLimiter(limiter: ConcurrencyLimiter, options?: InstrumentLimiterOptions): LimiterInstrumentation {
+  // Duck-typed, as for instrumentLimiter: this entry loads no limiter code.
+  const value = limiter as unknown;
+  if (
+    !isObject(value) ||
+    typeof value['acquire'] !== 'function' ||
+    typeof value['limit'] === 'function' ||
+    typeof value['stats'] !== 'function'
+  ) {
+    throw invalidOption('limiter', 'a ConcurrencyLimiter', value);
+  }
+  if (options !== undefined && !isObject(options)) throw invalidOption('options', 'an object', options);
+  const name = checkName(options?.name);
+  const meter = checkMeter(options?.meter);
+  const names = namesInUse.get(meter) ?? new Set<string>();
+  if (names.has(name)) {
+    throw invalidOption('name', 'a name not instrumented with this meter yet (close the other instrumentation first)', name);
+  }
+  const held = meter.createObservableGauge(MetricName.SLOTS_HELD, {
+    description: 'Slots this instance holds, by whether Redis holds them yet (resilimit.written).',
+    unit: '{slot}',
+    valueType: ValueType.INT,
+  });
+  const acquires = meter.createObservableCounter(MetricName.SLOTS_ACQUIRES, {
+    description: 'Acquires, by who gave the slot (resilimit.source; none: refused).',
+    unit: '{acquire}',
+    valueType: ValueType.INT,
+  });
+  const lost = meter.createObservableCounter(MetricName.SLOTS_LOST, {
+    description: 'Slots lost: this process could not renew them within their lease.',
+    unit: '{slot}',
+    valueType: ValueType.INT,
+  });
+  const share = meter.createObservableGauge(MetricName.SLOTS_SHARE, {
+    description: 'Slots of a key this instance may hold while Redis cannot answer (mode local).',
+    unit: '{slot}',
+    valueType: ValueType.INT,
+  });
+  const breakerState = meter.createObservableGauge(MetricName.BREAKER_STATE, {
+    description: "The breaker's state: 1 for the current one (resilimit.state), 0 for the others.",
+    unit: '1',
+    valueType: ValueType.INT,
+  });
+  const base: Attributes = { 'resilimit.limiter': name };
+  const written = { ...base, 'resilimit.written': true };
+  const unwritten = { ...base, 'resilimit.written': false };
+  const bySource = new Map(['redis', 'local', 'fail-open', 'none'].map((source) => [source, { ...base, 'resilimit.source': source }]));
+  const stateAttributes = new Map(STATES.map((state) => [state, { ...base, 'resilimit.state': state }]));
+  const observables: Observable[] = [held, acquires, lost, share, breakerState];
+  const observe: BatchObservableCallback = (result) => {
+    const stats = (limiter as ConcurrencyLimiter).stats();
+    result.observe(held, stats.held - stats.heldUnwritten, written);
+    result.observe(held, stats.heldUnwritten, unwritten);
+    for (const [source, count] of Object.entries(stats.acquired)) result.observe(acquires, count, bySource.get(source));
+    result.observe(acquires, stats.refused, bySource.get('none'));
+    result.observe(lost, stats.lost, base);
+    result.observe(share, stats.share, base);
+    for (const [each, attributes] of stateAttributes) result.observe(breakerState, each === stats.state ? 1 : 0, attributes);
+  };
+  meter.addBatchObservableCallback(observe, observables);
+  names.add(name);
+  namesInUse.set(meter, names);
+  let open = true;
+  const close = (): void => {
+    if (!open) return;
+    open = false;
     meter.removeBatchObservableCallback(observe, observables);
     names.delete(name);
   };

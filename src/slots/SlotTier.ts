@@ -60,6 +60,7 @@ export class SlotTier {
   readonly #heldOf = new Map<string, number>();
   /** Releases Redis has not taken (it could not answer): sent by {@link sync}. */
   readonly #releases = new Map<string, { readonly key: string; readonly cost: number }>();
+  /** Slots (costs summed) held here that Redis does not hold. */
   #unwritten = 0;
   #syncing: Promise<void> | undefined;
   /** A Redis call failed for availability since the last one Redis answered. */
@@ -263,7 +264,7 @@ export class SlotTier {
   #add(id: string, key: string, cost: number, written: boolean): void {
     this.#held.set(id, { key, cost, written, sent: written });
     this.#heldOf.set(key, (this.#heldOf.get(key) ?? 0) + cost);
-    if (!written) this.#unwritten += 1;
+    if (!written) this.#unwritten += cost;
   }
 
   #remove(id: string, held: Held): void {
@@ -271,13 +272,13 @@ export class SlotTier {
     const left = (this.#heldOf.get(held.key) ?? 0) - held.cost;
     if (left > 0) this.#heldOf.set(held.key, left);
     else this.#heldOf.delete(held.key);
-    if (!held.written) this.#unwritten -= 1;
+    if (!held.written) this.#unwritten -= held.cost;
   }
 
   #mark(held: Held, written: boolean): void {
     if (held.written === written) return;
     held.written = written;
-    this.#unwritten += written ? -1 : 1;
+    this.#unwritten += written ? -held.cost : held.cost;
   }
 
   /** One Redis call in the breaker; notes whether Redis answered (the instance count hears of it). */

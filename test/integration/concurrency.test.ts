@@ -9,7 +9,10 @@ import type { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ErrorCode } from '../../src/base/errors.js';
 import { ConcurrencyLimiter, type ConcurrencyLimiterOptions, type HeldSlot, SlotLostError } from '../../src/index.js';
+import { MeterProvider } from '@opentelemetry/sdk-metrics';
+import { instrumentConcurrencyLimiter, MetricName } from '../../src/metrics.js';
 import { RedisSlots } from '../../src/redis/RedisSlots.js';
+import { collect, TestReader } from '../support/metrics.js';
 import { startRedisServer, useRedis, waitReady, type RedisHandle } from '../support/redis.js';
 import { until } from '../support/wait.js';
 
@@ -324,6 +327,41 @@ describe('ConcurrencyLimiter: while Redis cannot answer', () => {
       expect(held.map((s) => s?.source)).toEqual(['local', 'local', 'local', undefined]);
     } finally {
       await Promise.all([a.close(), b.close(), c.close()]);
+    }
+  });
+});
+
+describe('ConcurrencyLimiter: metrics', () => {
+  it('reports the slots held (written or not), the acquires by source, the share and the breaker', async () => {
+    const reader = new TestReader();
+    const meter = new MeterProvider({ readers: [reader] }).getMeter('test');
+    const limiter = limiterOf({ max: 4, instances: 2 });
+    using _instrumentation = instrumentConcurrencyLimiter(limiter, { name: 'jobs', meter });
+    try {
+      await limiter.acquire('k', { cost: 2 });
+      limiter.forceOpen();
+      await limiter.acquire('k'); // 3 held here, over the share of 2: refused
+      await limiter.acquire('j'); // another key: local
+      const points = async (name: string) =>
+        Object.fromEntries(
+          ((await collect(reader)).find((m) => m.descriptor.name === name)?.dataPoints ?? []).map((p) => [
+            JSON.stringify(Object.fromEntries(Object.entries(p.attributes).filter(([k]) => k !== 'resilimit.limiter'))),
+            p.value,
+          ]),
+        );
+      expect(await points(MetricName.SLOTS_HELD)).toEqual({ '{"resilimit.written":true}': 2, '{"resilimit.written":false}': 1 });
+      expect(await points(MetricName.SLOTS_ACQUIRES)).toMatchObject({
+        '{"resilimit.source":"redis"}': 1,
+        '{"resilimit.source":"local"}': 1,
+        '{"resilimit.source":"none"}': 1,
+      });
+      expect(await points(MetricName.SLOTS_SHARE)).toEqual({ '{}': 2 });
+      expect(await points(MetricName.BREAKER_STATE)).toMatchObject({ '{"resilimit.state":"open"}': 1 });
+      expect(() => instrumentConcurrencyLimiter({ limit() {}, acquire() {}, stats() {} } as never)).toThrow(
+        /Expected `limiter` to be a ConcurrencyLimiter/,
+      );
+    } finally {
+      await limiter.close();
     }
   });
 });
