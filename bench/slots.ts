@@ -513,6 +513,9 @@ const FREEZE_SUBJECTS: readonly FreezeSubject[] = [
   semaphoreFreeze('commandTimeout 100', { commandTimeout: 100 }),
 ];
 
+/** Holders Redis counts of the key, and the slots the lanes hold (by who gave them: resilimit's `source`). */
+type Snapshot = { held: number; redis: number; holders: Record<string, number>; heldBy: Record<string, number> };
+
 type FreezeResult = {
   subject: string;
   maxHealthy: number;
@@ -528,8 +531,8 @@ type FreezeResult = {
    * Holders Redis counted, and those held in this process, RECOVERY_MS after the thaw and at the end;
    * what Redis's holders were: held by a lane, released by one (by source), never handed to one.
    */
-  afterThaw: { held: number; redis: number; holders: Record<string, number> };
-  atEnd: { held: number; redis: number; holders: Record<string, number> };
+  afterThaw: Snapshot;
+  atEnd: Snapshot;
   load: string;
 };
 
@@ -602,7 +605,7 @@ async function freezeRun(bench: Bench, server: BenchServer, subject: FreezeSubje
         continue;
       }
       held += 1;
-      slots.set(slot.id, 'held');
+      slots.set(slot.id, slot.source === undefined ? 'held' : `held (${slot.source})`);
       events.push({ at: performance.now(), d: 1, ...(slot.source === undefined ? {} : { source: slot.source }) });
       await sleep(TASK_MS[0] + Math.random() * (TASK_MS[1] - TASK_MS[0]));
       events.push({ at: performance.now(), d: -1 });
@@ -627,7 +630,7 @@ async function freezeRun(bench: Bench, server: BenchServer, subject: FreezeSubje
   server.redis.thaw();
   bench.progress(`${subject.name}: thawed (SIGCONT)`);
   await sleep(Math.max(0, thawAt + RECOVERY_MS - performance.now()));
-  const snapshot = async (): Promise<{ held: number; redis: number; holders: Record<string, number> }> => {
+  const snapshot = async (): Promise<Snapshot> => {
     const heldNow = held;
     const ids = await subject.redisHeld(server, key);
     const holders: Record<string, number> = {};
@@ -635,7 +638,9 @@ async function freezeRun(bench: Bench, server: BenchServer, subject: FreezeSubje
       const what = slots.get(id) ?? 'never handed to a lane';
       holders[what] = (holders[what] ?? 0) + 1;
     }
-    return { held: heldNow, redis: ids.length, holders };
+    const heldBy: Record<string, number> = {};
+    for (const what of slots.values()) if (what.startsWith('held')) heldBy[what] = (heldBy[what] ?? 0) + 1;
+    return { held: heldNow, redis: ids.length, holders, heldBy };
   };
   const afterThaw = await snapshot();
   await sleep(Math.max(0, endAt - performance.now()));
@@ -728,7 +733,7 @@ async function freezePart(bench: Bench, server: BenchServer): Promise<unknown> {
         `${r.afterThaw.redis} / ${r.afterThaw.held}`,
         `${r.atEnd.redis} / ${r.atEnd.held}`,
       ]),
-    )}\n\nHeld: counted in this process from an acquire's resolution to its task's end (before the release is sent). Tasks are placed by when their slot came. Acquires pending in freeze: those started before the thaw and settled after the SIGSTOP (their latency runs to their settling, thaw or not). Refused: no slot within ${WAIT_MS} ms. Options:\n\n${FREEZE_SUBJECTS.map((s) => `- ${s.name}: ${s.options}.`).join('\n')}\n\nWhat the holders Redis counted were (${RECOVERY_MS / 1000} s after the thaw; at the end, ${(AFTER_MS / 1000).toFixed(1)} s after it):\n\n${results.map((r) => `- ${r.subject}: ${holdersText(r.afterThaw.holders)}; ${holdersText(r.atEnd.holders)}`).join('\n')}\n\nWho gave resilimit's slots: ${results
+    )}\n\nHeld: counted in this process from an acquire's resolution to its task's end (before the release is sent). Tasks are placed by when their slot came. Acquires pending in freeze: those started before the thaw and settled after the SIGSTOP (their latency runs to their settling, thaw or not). Refused: no slot within ${WAIT_MS} ms. Options:\n\n${FREEZE_SUBJECTS.map((s) => `- ${s.name}: ${s.options}.`).join('\n')}\n\nWhat the holders Redis counted were (${RECOVERY_MS / 1000} s after the thaw; at the end, ${(AFTER_MS / 1000).toFixed(1)} s after it):\n\n${results.map((r) => `- ${r.subject}: ${holdersText(r.afterThaw.holders)} (the lanes: ${holdersText(r.afterThaw.heldBy)}); ${holdersText(r.atEnd.holders)} (the lanes: ${holdersText(r.atEnd.heldBy)})`).join('\n')}\n\nWho gave resilimit's slots: ${results
       .map((r) => holdersText(r.sources))
       .filter((t) => t !== 'none')
       .join(
