@@ -116,7 +116,7 @@ type CpuContender = {
   op(key: string): Promise<void>;
   /** The commands of its operations, as `INFO commandstats` names them. */
   readonly commands: readonly string[];
-  /** resilimit's rate limiter only: its decisions so far that Redis did not make (`stats()`: answered locally). */
+  /** resilimit's rate limiter only: its decisions so far that Redis did not make (`stats()`: answered locally), and its settles left pending. */
   notByRedis?(): number;
   close(): Promise<void>;
 };
@@ -216,19 +216,21 @@ const budgetCpu: CpuFactory = {
     const { limiter, notByRedis, close } = await rateLimiter(server, 'cpu-budget:');
     const budget = new Budget(limiter);
     let turn = 0;
+    let pending = 0;
     const op = async (key: string): Promise<void> => {
       const actual = ACTUALS[turn++ % ACTUALS.length] as number;
       const handle = await budget.reserve(key, ESTIMATE);
       admitted(handle.decision, `reserve(${key})`);
       const settled = await budget.settle(handle, actual);
-      if (settled.pending || settled.late || settled.charged !== actual) {
+      if (settled.pending) pending += 1;
+      if (settled.late || settled.charged !== actual) {
         throw new Error(`settle(${key}, ${actual}): ${JSON.stringify(settled)}`);
       }
     };
     await eachKey(keys, 32, async (key) => {
       for (let i = 0; i < HELD_PER_KEY; i += 1) await op(key);
     });
-    return { name: this.name, commands: ['evalsha', 'eval'], op, notByRedis, close };
+    return { name: this.name, commands: ['evalsha', 'eval'], op, notByRedis: () => notByRedis() + pending, close };
   },
 };
 
@@ -409,11 +411,11 @@ async function cpuPart(bench: Bench, server: BenchServer): Promise<unknown> {
         '÷ RLF',
         'Node µs/op',
         '÷ RLF',
-        'decisions not by Redis',
+        'not by Redis',
       ],
       rows,
       'llrrrrrrrrr',
-    )}\n\nOne operation: an acquire and its release (two commands: resilimit two script calls, redis-semaphore a script call and a ZREM); a reserve of ${ESTIMATE} and its settle, at ${ACTUALS[0]} (below: the actual charged, then the reservation given back) and at ${ACTUALS[1]} (above: the extra charged) in turn, a settle at the estimate sending nothing; a limit() call (limit ${RATE_LIMIT.toLocaleString('en-US')} per ${CPU_LEASE_MS / 1000} s, never full); or one consume (the reference, RLF). Commands/op: the script calls and commands Redis ran per operation (resilimit's calls of one event-loop turn share script calls). Decisions not by Redis: the measured limit() and reserve() calls that resilimit's limiter answered locally on a healthy Redis (its stats(); a charge of a settle is recorded locally before Redis has it, and a decision of the same key Redis makes meanwhile looks like a loss: reason 'reconciling'). Redis µs: the redis-server's CPU (used_cpu_user + used_cpu_sys, every thread) over the measured operations, per operation; command µs: the time INFO commandstats counted inside those commands. Leases of ${CPU_LEASE_MS / 1000} s (resilimit ttlMs, redis-semaphore lockTimeout) so the held slots stay held; resilimit's limiters with instances: 1 (no heartbeats). Load average (1, 5, 15 min) before: ${loadBefore}; after: ${loadAfter}.`,
+    )}\n\nOne operation: an acquire and its release (two commands: resilimit two script calls, redis-semaphore a script call and a ZREM); a reserve of ${ESTIMATE} and its settle, at ${ACTUALS[0]} (below: the actual charged, then the reservation given back) and at ${ACTUALS[1]} (above: the extra charged) in turn, a settle at the estimate sending nothing; a limit() call (limit ${RATE_LIMIT.toLocaleString('en-US')} per ${CPU_LEASE_MS / 1000} s, never full); or one consume (the reference, RLF). Commands/op: the script calls and commands Redis ran per operation (resilimit's calls of one event-loop turn share script calls). Not by Redis: the measured limit() and reserve() calls that resilimit's limiter answered locally on a healthy Redis (its stats(); a charge of a settle is recorded locally before Redis has it, and a decision of the same key Redis makes meanwhile looks like a loss: reason 'reconciling'), and the settles left pending (Redis did not answer within the breaker's timeoutMs: journalled, written later). Redis µs: the redis-server's CPU (used_cpu_user + used_cpu_sys, every thread) over the measured operations, per operation; command µs: the time INFO commandstats counted inside those commands. Leases of ${CPU_LEASE_MS / 1000} s (resilimit ttlMs, redis-semaphore lockTimeout) so the held slots stay held; resilimit's limiters with instances: 1 (no heartbeats). Load average (1, 5, 15 min) before: ${loadBefore}; after: ${loadAfter}.`,
   );
   return data;
 }
@@ -632,14 +634,14 @@ async function freezeRun(bench: Bench, server: BenchServer, subject: FreezeSubje
   await sleep(Math.max(0, thawAt + RECOVERY_MS - performance.now()));
   const snapshot = async (): Promise<Snapshot> => {
     const heldNow = held;
+    const heldBy: Record<string, number> = {};
+    for (const what of slots.values()) if (what.startsWith('held')) heldBy[what] = (heldBy[what] ?? 0) + 1;
     const ids = await subject.redisHeld(server, key);
     const holders: Record<string, number> = {};
     for (const id of ids) {
       const what = slots.get(id) ?? 'never handed to a lane';
       holders[what] = (holders[what] ?? 0) + 1;
     }
-    const heldBy: Record<string, number> = {};
-    for (const what of slots.values()) if (what.startsWith('held')) heldBy[what] = (heldBy[what] ?? 0) + 1;
     return { held: heldNow, redis: ids.length, holders, heldBy };
   };
   const afterThaw = await snapshot();
