@@ -1,15 +1,18 @@
 /**
- * Concurrency limits: resilimit's `ConcurrencyLimiter` beside redis-semaphore's `Semaphore` (issue 38's
- * "What must show"), on one redis-server child, in one run.
+ * Concurrency limits and budgets: resilimit's `ConcurrencyLimiter` beside redis-semaphore's `Semaphore`,
+ * and `Budget`'s reserve+settle beside a `limit()` call (issue 38's "What must show"), on one
+ * redis-server child, in one run.
  *
- * 1. Redis CPU per operation, keys in steady state: `KEY_COUNT` keys, each holding 3 slots taken
- *    through each library's own API before measuring (never a freshly flushed Redis), max 10 a key.
- *    One operation is an acquire and its release (resilimit; redis-semaphore, on an ioredis client),
- *    or one `consume` of rate-limiter-flexible's `RateLimiterRedis` (the reference, its keys warmed
- *    the same way). Closed loop, 1 and 16 callers on random keys, a fixed number of operations after
- *    a warm-up; rounds rotate the contenders' order and are pooled. Redis µs: the redis-server's CPU
- *    (`INFO cpu`, every thread) per operation over the measured operations; command µs: what
- *    `INFO commandstats` timed inside the commands of the operations (admin commands left out).
+ * 1. Redis CPU per operation, keys in steady state: `KEY_COUNT` keys, each warmed through each
+ *    contender's own API before measuring (never a freshly flushed Redis): 3 slots held (max 10 a
+ *    key), 3 operations of the rate limiter or the budget, a consume of 3 points. One operation is an
+ *    acquire and its release (resilimit; redis-semaphore, on an ioredis client), a `limit()` call of
+ *    `ResilientLimiter`, a `Budget.reserve` of `ESTIMATE` and its `settle` (below the estimate for
+ *    half of the operations, above it for the other half), or one `consume` of rate-limiter-flexible's
+ *    `RateLimiterRedis` (the reference). Closed loop, 1 and 16 callers on random keys, a fixed number
+ *    of operations after a warm-up; rounds rotate the contenders' order and are pooled. Redis µs: the
+ *    redis-server's CPU (`INFO cpu`, every thread) per operation over the measured operations; command
+ *    µs: what `INFO commandstats` timed inside the commands of the operations (admin commands left out).
  * 2. A Redis freeze, side by side: for each subject in turn (same timeline, same server), 4
  *    in-process "workers" (each its own client and limiter or semaphores) of 5 lanes each run tasks
  *    of 20–50 ms holding a slot of one key, max 10; SIGSTOP of the redis-server after `HEALTHY_MS`,
@@ -20,7 +23,7 @@
  *    thrown by acquire and by release, leases reported lost, unhandled rejections and exceptions,
  *    and the latency of the acquires that started during the freeze.
  *
- *   node bench/slots.ts           # about 2 minutes
+ *   node bench/slots.ts           # about 2–3 minutes
  *   node bench/slots.ts --quick   # about 30 s: fewer keys and operations, a shorter timeline
  */
 import { loadavg } from 'node:os';
@@ -29,21 +32,22 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { Redis } from 'ioredis';
 import { RateLimiterRedis } from 'rate-limiter-flexible';
 import { Semaphore } from 'redis-semaphore';
-import type { HeldSlot } from '../src/index.ts';
+import type { HeldSlot, LimiterDecision } from '../src/index.ts';
 import { waitReady, type ClientOptions } from '../test/support/redis.ts';
 import { ms, perSecond, ratio, table } from './support/format.ts';
 import { makeKeys } from './support/keys.ts';
 import { Bench, main } from './support/report.ts';
-import { ConcurrencyLimiter, createRedisClient } from './support/resilimit.ts';
+import { Budget, ConcurrencyLimiter, createRedisClient, ResilientLimiter } from './support/resilimit.ts';
 import { Samples } from './support/samples.ts';
 import { startServer, type BenchServer } from './support/server.ts';
 import { nodeCpuUs, redisNow } from './support/steadyCell.ts';
 
 const USAGE = `Usage: node bench/slots.ts [--quick] [--help]
 
-Redis CPU per acquire+release (resilimit ConcurrencyLimiter, redis-semaphore Semaphore) beside
-rate-limiter-flexible's consume, then both limits side by side through a 3 s Redis freeze.
-  --quick  about 30 s instead of about 2 minutes (fewer keys and operations, shorter timeline)
+Redis CPU per acquire+release (resilimit ConcurrencyLimiter, redis-semaphore Semaphore), per
+reserve+settle (resilimit Budget) and per limit() (resilimit ResilientLimiter) beside
+rate-limiter-flexible's consume, then both concurrency limits side by side through a 3 s Redis freeze.
+  --quick  about 40 s instead of about 2–3 minutes (fewer keys and operations, shorter timeline)
   --help   this text`;
 
 if (process.argv.includes('--help')) {
@@ -67,6 +71,18 @@ const MEASURED_OPS = QUICK ? 3_000 : 10_000;
 const ROUNDS = QUICK ? 1 : 2;
 /** Leases of part 1: longer than the run, so that the slots held in the keys stay held (no renewal on the way). */
 const CPU_LEASE_MS = 600_000;
+/**
+ * The rate limiter's window in part 1 (`limit()`, and the budget over it): as RLF's, never full in the
+ * run and as long as the leases, so that no call leaves it while measured.
+ */
+const RATE_LIMIT = 1_000_000_000;
+/** What a reservation of part 1 reserves. */
+const ESTIMATE = 40;
+/**
+ * What its settle charges, in turn: below the estimate (the actual charged, then the reservation given
+ * back: two script calls) and above it (the extra charged: one). Equal to it would send nothing.
+ */
+const ACTUALS = [15, 70] as const;
 
 // Part 2: the freeze.
 const WORKERS = 4;
@@ -84,7 +100,7 @@ const WAIT_MS = 1_000;
 const LEASE_MS = 10_000;
 
 /** The whole run stops by itself past this. */
-const TIME_LIMIT_MS = QUICK ? 90_000 : 175_000;
+const TIME_LIMIT_MS = QUICK ? 120_000 : 280_000;
 
 const load = (): string =>
   loadavg()
@@ -100,6 +116,8 @@ type CpuContender = {
   op(key: string): Promise<void>;
   /** The commands of its operations, as `INFO commandstats` names them. */
   readonly commands: readonly string[];
+  /** resilimit's rate limiter only: its decisions so far that Redis did not make (`stats()`: answered locally), and its settles left pending. */
+  notByRedis?(): number;
   close(): Promise<void>;
 };
 
@@ -145,6 +163,74 @@ const resilimitCpu: CpuFactory = {
         redis.disconnect();
       },
     };
+  },
+};
+
+/** A `ResilientLimiter` of part 1 on its own client, under `prefix`: a fixed instance count (no heartbeats). */
+async function rateLimiter(
+  server: BenchServer,
+  prefix: string,
+): Promise<{ limiter: InstanceType<typeof ResilientLimiter>; notByRedis(): number; close(): Promise<void> }> {
+  const redis = createRedisClient(server.redis.url);
+  await waitReady(redis);
+  const limiter = new ResilientLimiter({ redis, limit: RATE_LIMIT, windowMs: CPU_LEASE_MS, local: { instances: 1 }, prefix });
+  return {
+    limiter,
+    notByRedis() {
+      const stats = limiter.stats();
+      return stats.decisions - stats.bySource.redis;
+    },
+    async close() {
+      await limiter.close();
+      redis.disconnect();
+    },
+  };
+}
+
+/**
+ * Throws unless `decision` admitted the call. One answered locally while Redis is healthy is counted
+ * (`notByRedis`), not thrown: a settle's charge is recorded in the local window before Redis has it, and
+ * a decision of the same key that Redis makes meanwhile looks like a loss (reason `'reconciling'`).
+ */
+function admitted(decision: LimiterDecision, what: string): void {
+  if (!decision.allowed || decision.id === undefined) {
+    throw new Error(`${what}: not admitted (${decision.source}, ${decision.reason})`);
+  }
+}
+
+const limitCpu: CpuFactory = {
+  name: 'resilimit ResilientLimiter limit()',
+  async create(server, keys) {
+    const { limiter, notByRedis, close } = await rateLimiter(server, 'cpu-limit:');
+    const op = async (key: string): Promise<void> => admitted(await limiter.limit(key), `limit(${key})`);
+    await eachKey(keys, 32, async (key) => {
+      for (let i = 0; i < HELD_PER_KEY; i += 1) await op(key);
+    });
+    return { name: this.name, commands: ['evalsha', 'eval'], op, notByRedis, close };
+  },
+};
+
+const budgetCpu: CpuFactory = {
+  name: `resilimit Budget reserve+settle (estimate ${ESTIMATE}, actual ${ACTUALS.join(' or ')})`,
+  async create(server, keys) {
+    const { limiter, notByRedis, close } = await rateLimiter(server, 'cpu-budget:');
+    const budget = new Budget(limiter);
+    let turn = 0;
+    let pending = 0;
+    const op = async (key: string): Promise<void> => {
+      const actual = ACTUALS[turn++ % ACTUALS.length] as number;
+      const handle = await budget.reserve(key, ESTIMATE);
+      admitted(handle.decision, `reserve(${key})`);
+      const settled = await budget.settle(handle, actual);
+      if (settled.pending) pending += 1;
+      if (settled.late || settled.charged !== actual) {
+        throw new Error(`settle(${key}, ${actual}): ${JSON.stringify(settled)}`);
+      }
+    };
+    await eachKey(keys, 32, async (key) => {
+      for (let i = 0; i < HELD_PER_KEY; i += 1) await op(key);
+    });
+    return { name: this.name, commands: ['evalsha', 'eval'], op, notByRedis: () => notByRedis() + pending, close };
   },
 };
 
@@ -199,7 +285,7 @@ const rlfCpu: CpuFactory = {
   },
 };
 
-const CPU_FACTORIES: readonly CpuFactory[] = [resilimitCpu, semaphoreCpu, rlfCpu];
+const CPU_FACTORIES: readonly CpuFactory[] = [resilimitCpu, semaphoreCpu, budgetCpu, limitCpu, rlfCpu];
 const REFERENCE = rlfCpu;
 
 /** `total` operations by `callers` closed-loop callers on random keys: elapsed ms. */
@@ -217,7 +303,16 @@ async function runOps(contender: CpuContender, keys: readonly string[], callers:
   return performance.now() - started;
 }
 
-type CpuCell = { ops: number; elapsedMs: number; redisUs: number; commandUs: number; commandCalls: number; nodeUs: number };
+type CpuCell = {
+  ops: number;
+  elapsedMs: number;
+  redisUs: number;
+  commandUs: number;
+  commandCalls: number;
+  nodeUs: number;
+  /** Decisions Redis did not make (resilimit's rate limiter; 0 for the others). */
+  notByRedis: number;
+};
 
 async function commandTotals(server: BenchServer, commands: readonly string[]): Promise<{ calls: number; usec: number }> {
   const stats = await server.commandStats();
@@ -238,8 +333,10 @@ async function cpuCell(server: BenchServer, contender: CpuContender, keys: reado
   const commands0 = await commandTotals(server, contender.commands);
   const redis0 = await redisNow(server);
   const node0 = nodeCpuUs();
+  const local0 = contender.notByRedis?.() ?? 0;
   const elapsedMs = await runOps(contender, keys, callers, MEASURED_OPS);
   const nodeUs = nodeCpuUs() - node0;
+  const notByRedis = (contender.notByRedis?.() ?? 0) - local0;
   const redis1 = await redisNow(server);
   const commands1 = await commandTotals(server, contender.commands);
   return {
@@ -249,6 +346,7 @@ async function cpuCell(server: BenchServer, contender: CpuContender, keys: reado
     commandUs: commands1.usec - commands0.usec,
     commandCalls: commands1.calls - commands0.calls,
     nodeUs,
+    notByRedis,
   };
 }
 
@@ -257,7 +355,7 @@ async function cpuPart(bench: Bench, server: BenchServer): Promise<unknown> {
   const loadBefore = load();
   const live: CpuContender[] = [];
   for (const factory of CPU_FACTORIES) {
-    bench.progress(`filling ${KEY_COUNT} keys with ${HELD_PER_KEY} held: ${factory.name}`);
+    bench.progress(`warming ${KEY_COUNT} keys with ${HELD_PER_KEY} each: ${factory.name}`);
     live.push(await factory.create(server, keys));
   }
   const pooled = new Map<string, CpuCell>();
@@ -294,17 +392,30 @@ async function cpuPart(bench: Bench, server: BenchServer): Promise<unknown> {
         ratio(per(c.commandUs), ref.commandUs / ref.ops),
         per(c.nodeUs).toFixed(2),
         ratio(per(c.nodeUs), ref.nodeUs / ref.ops),
+        live.find((l) => l.name === factory.name)?.notByRedis === undefined ? '–' : c.notByRedis.toLocaleString('en-US'),
       ]);
       data.push({ callers, contender: factory.name, ...c });
     }
   }
   bench.section(
-    `Redis CPU per operation, keys in steady state (${KEY_COUNT.toLocaleString('en-US')} keys holding ${HELD_PER_KEY} slots each, max ${MAX}; ${ROUNDS} round(s) of ${MEASURED_OPS.toLocaleString('en-US')} operations per cell after ${WARMUP_OPS.toLocaleString('en-US')} of warm-up, pooled; redis-server ${server.version})`,
+    `Redis CPU per operation, keys in steady state (${KEY_COUNT.toLocaleString('en-US')} keys, each holding ${HELD_PER_KEY} slots of max ${MAX}, or warmed with ${HELD_PER_KEY} operations; ${ROUNDS} round(s) of ${MEASURED_OPS.toLocaleString('en-US')} operations per cell after ${WARMUP_OPS.toLocaleString('en-US')} of warm-up, pooled; redis-server ${server.version})`,
     `${table(
-      ['callers', 'operation', 'ops/s', 'commands/op', 'Redis µs/op', `÷ RLF`, 'command µs/op', '÷ RLF', 'Node µs/op', '÷ RLF'],
+      [
+        'callers',
+        'operation',
+        'ops/s',
+        'commands/op',
+        'Redis µs/op',
+        `÷ RLF`,
+        'command µs/op',
+        '÷ RLF',
+        'Node µs/op',
+        '÷ RLF',
+        'not by Redis',
+      ],
       rows,
-      'llrrrrrrrr',
-    )}\n\nOne operation: an acquire and its release (two commands: resilimit two script calls, redis-semaphore a script call and a ZREM), or one consume (the reference, RLF). Redis µs: the redis-server's CPU (used_cpu_user + used_cpu_sys, every thread) over the measured operations, per operation; command µs: the time INFO commandstats counted inside those commands. Leases of ${CPU_LEASE_MS / 1000} s (resilimit ttlMs, redis-semaphore lockTimeout) so the held slots stay held; resilimit with instances: 1 (no heartbeats). Load average (1, 5, 15 min) before: ${loadBefore}; after: ${loadAfter}.`,
+      'llrrrrrrrrr',
+    )}\n\nOne operation: an acquire and its release (two commands: resilimit two script calls, redis-semaphore a script call and a ZREM); a reserve of ${ESTIMATE} and its settle, at ${ACTUALS[0]} (below: the actual charged, then the reservation given back) and at ${ACTUALS[1]} (above: the extra charged) in turn, a settle at the estimate sending nothing; a limit() call (limit ${RATE_LIMIT.toLocaleString('en-US')} per ${CPU_LEASE_MS / 1000} s, never full); or one consume (the reference, RLF). Commands/op: the script calls and commands Redis ran per operation (resilimit's calls of one event-loop turn share script calls). Not by Redis: the measured limit() and reserve() calls that resilimit's limiter answered locally on a healthy Redis (its stats(); a charge of a settle is recorded locally before Redis has it, and a decision of the same key Redis makes meanwhile looks like a loss: reason 'reconciling'), and the settles left pending (Redis did not answer within the breaker's timeoutMs: journalled, written later). Redis µs: the redis-server's CPU (used_cpu_user + used_cpu_sys, every thread) over the measured operations, per operation; command µs: the time INFO commandstats counted inside those commands. Leases of ${CPU_LEASE_MS / 1000} s (resilimit ttlMs, redis-semaphore lockTimeout) so the held slots stay held; resilimit's limiters with instances: 1 (no heartbeats). Load average (1, 5, 15 min) before: ${loadBefore}; after: ${loadAfter}.`,
   );
   return data;
 }
@@ -404,6 +515,9 @@ const FREEZE_SUBJECTS: readonly FreezeSubject[] = [
   semaphoreFreeze('commandTimeout 100', { commandTimeout: 100 }),
 ];
 
+/** Holders Redis counts of the key, and the slots the lanes hold (by who gave them: resilimit's `source`). */
+type Snapshot = { held: number; redis: number; holders: Record<string, number>; heldBy: Record<string, number> };
+
 type FreezeResult = {
   subject: string;
   maxHealthy: number;
@@ -419,8 +533,8 @@ type FreezeResult = {
    * Holders Redis counted, and those held in this process, RECOVERY_MS after the thaw and at the end;
    * what Redis's holders were: held by a lane, released by one (by source), never handed to one.
    */
-  afterThaw: { held: number; redis: number; holders: Record<string, number> };
-  atEnd: { held: number; redis: number; holders: Record<string, number> };
+  afterThaw: Snapshot;
+  atEnd: Snapshot;
   load: string;
 };
 
@@ -493,7 +607,7 @@ async function freezeRun(bench: Bench, server: BenchServer, subject: FreezeSubje
         continue;
       }
       held += 1;
-      slots.set(slot.id, 'held');
+      slots.set(slot.id, slot.source === undefined ? 'held' : `held (${slot.source})`);
       events.push({ at: performance.now(), d: 1, ...(slot.source === undefined ? {} : { source: slot.source }) });
       await sleep(TASK_MS[0] + Math.random() * (TASK_MS[1] - TASK_MS[0]));
       events.push({ at: performance.now(), d: -1 });
@@ -518,15 +632,17 @@ async function freezeRun(bench: Bench, server: BenchServer, subject: FreezeSubje
   server.redis.thaw();
   bench.progress(`${subject.name}: thawed (SIGCONT)`);
   await sleep(Math.max(0, thawAt + RECOVERY_MS - performance.now()));
-  const snapshot = async (): Promise<{ held: number; redis: number; holders: Record<string, number> }> => {
+  const snapshot = async (): Promise<Snapshot> => {
     const heldNow = held;
+    const heldBy: Record<string, number> = {};
+    for (const what of slots.values()) if (what.startsWith('held')) heldBy[what] = (heldBy[what] ?? 0) + 1;
     const ids = await subject.redisHeld(server, key);
     const holders: Record<string, number> = {};
     for (const id of ids) {
       const what = slots.get(id) ?? 'never handed to a lane';
       holders[what] = (holders[what] ?? 0) + 1;
     }
-    return { held: heldNow, redis: ids.length, holders };
+    return { held: heldNow, redis: ids.length, holders, heldBy };
   };
   const afterThaw = await snapshot();
   await sleep(Math.max(0, endAt - performance.now()));
@@ -619,7 +735,7 @@ async function freezePart(bench: Bench, server: BenchServer): Promise<unknown> {
         `${r.afterThaw.redis} / ${r.afterThaw.held}`,
         `${r.atEnd.redis} / ${r.atEnd.held}`,
       ]),
-    )}\n\nHeld: counted in this process from an acquire's resolution to its task's end (before the release is sent). Tasks are placed by when their slot came. Acquires pending in freeze: those started before the thaw and settled after the SIGSTOP (their latency runs to their settling, thaw or not). Refused: no slot within ${WAIT_MS} ms. Options:\n\n${FREEZE_SUBJECTS.map((s) => `- ${s.name}: ${s.options}.`).join('\n')}\n\nWhat the holders Redis counted were (${RECOVERY_MS / 1000} s after the thaw; at the end, ${(AFTER_MS / 1000).toFixed(1)} s after it):\n\n${results.map((r) => `- ${r.subject}: ${holdersText(r.afterThaw.holders)}; ${holdersText(r.atEnd.holders)}`).join('\n')}\n\nWho gave resilimit's slots: ${results
+    )}\n\nHeld: counted in this process from an acquire's resolution to its task's end (before the release is sent). Tasks are placed by when their slot came. Acquires pending in freeze: those started before the thaw and settled after the SIGSTOP (their latency runs to their settling, thaw or not). Refused: no slot within ${WAIT_MS} ms. Options:\n\n${FREEZE_SUBJECTS.map((s) => `- ${s.name}: ${s.options}.`).join('\n')}\n\nWhat the holders Redis counted were (${RECOVERY_MS / 1000} s after the thaw; at the end, ${(AFTER_MS / 1000).toFixed(1)} s after it):\n\n${results.map((r) => `- ${r.subject}: ${holdersText(r.afterThaw.holders)} (the lanes: ${holdersText(r.afterThaw.heldBy)}); ${holdersText(r.atEnd.holders)} (the lanes: ${holdersText(r.atEnd.heldBy)})`).join('\n')}\n\nWho gave resilimit's slots: ${results
       .map((r) => holdersText(r.sources))
       .filter((t) => t !== 'none')
       .join(
@@ -637,7 +753,7 @@ main(async () => {
   hardStop.unref();
   process.on('unhandledRejection', onUnhandled);
   process.on('uncaughtException', onUnhandled);
-  const bench = new Bench('slots', 'Concurrency limits: resilimit ConcurrencyLimiter and redis-semaphore');
+  const bench = new Bench('slots', 'Concurrency limits and budgets: resilimit ConcurrencyLimiter, redis-semaphore, Budget');
   bench.note(`Load average (1, 5, 15 min) at the start: ${load()}${QUICK ? ' (--quick)' : ''}.`);
   const server = await startServer();
   try {

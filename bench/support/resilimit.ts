@@ -6,4 +6,4 @@ import './sourceHooks.ts';
 
 const lib = await import('../../src/index.ts');
 
-export const { ResilientLimiter, LocalWindow, RedisWindow, ConcurrencyLimiter, createRedisClient } = lib;
+export const { ResilientLimiter, LocalWindow, RedisWindow, ConcurrencyLimiter, Budget, createRedisClient } = lib;
