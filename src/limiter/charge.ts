@@ -52,12 +52,12 @@ export function charger(parts: Parts, prefix: string, open: (name: string) => vo
 
 /**
  * A charge of `cost` permits on `key` at now, without a limit check: spend that already happened (a
- * settle above its estimate). The warm local window records it at once (it counts during an outage,
- * and a re-seed writes it), then it is written into Redis's window with the write-back script, which
+ * settle above its estimate). It is written into Redis's window with the write-back script, which
  * adds calls past the limit (the exact log under its `id`: a charge written twice counts once; slices by
  * time). When Redis cannot answer (breaker open, timeout, client not ready) the journal holds it, and
  * the next write-back pass writes it once Redis answers again: nothing is lost (unless the journal
- * overflows its bounds: the `dropped` event, as for any journalled call).
+ * overflows its bounds: the `dropped` event, as for any journalled call). The warm local window records
+ * it either way (it counts during an outage, and a re-seed writes it), once Redis has it when it does.
  * @throws {ResilimitError} `ERR_RESILIMIT_REDIS_REPLY` when Redis refused the script (the local window counts it all the same).
  */
 export async function charge(
@@ -70,7 +70,7 @@ export async function charge(
 ): Promise<ChargeResult> {
   const { tier, recovery } = parts;
   const at = parts.now();
-  (windowMs === undefined ? parts.local.main : parts.local.forWindow(windowMs)).record(key, at, cost, id);
+  const local = windowMs === undefined ? parts.local.main : parts.local.forWindow(windowMs);
   if (tier.state !== 'open') {
     try {
       await writeBatch(
@@ -78,10 +78,16 @@ export async function charge(
         prefix,
         parts.settings.windowMs,
       )(key, [windowMs === undefined ? { key, at, cost, id } : { key, at, cost, id, windowMs }]);
+      // Recorded once Redis has it, at that time: recorded before, a decision of the key that Redis made
+      // meanwhile would find Redis holding less than the warm window, and take it for lost data.
+      local.record(key, parts.now(), cost, id);
       return { pending: false };
     } catch (error) {
+      local.record(key, at, cost, id);
       if (isResilimitError(error) && error.code === ErrorCode.REDIS_REPLY) throw error;
     }
+  } else {
+    local.record(key, at, cost, id);
   }
   recovery.add(key, at, cost, id, windowMs);
   if (tier.state === 'closed') recovery.schedule();
