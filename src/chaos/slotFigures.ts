@@ -178,7 +178,8 @@ export function slotVerdicts(f: SlotFigures, unsettled: ReadonlyMap<string, numb
   const stalled = f.longestStallMs >= ttlMs;
   const errors = f.errors.thrown + f.errors.unhandled + f.errors.unfinished;
   return [
-    check('slot-bound', quiet && (!promised || !overFault), {
+    // 'fail-open' promises nothing during a fault: reported, unless held past max while healthy or settled.
+    check('slot-bound', !quiet ? false : promised ? !overFault : undefined, {
       figure: `healthy ${healthy.count}, fault ${fault.count}, recovery ${recovery.count}, settled ${settled?.count ?? '—'} (max ${max}; ${worst.count} of ${worst.bound} until settled)`,
       bound: `≤ max ${max} while healthy and once settled; ${faultText}`,
       miss: failures.join('; '),
