@@ -41,6 +41,11 @@ export type SlotFigures = {
   readonly bySource: Readonly<Partial<Record<SlotSource, number>>>;
   /** Acquires that got no slot within `maxWaitMs`. */
   readonly refused: number;
+  /**
+   * Slots not given by Redis while it was healthy (a breaker that opened on a missed deadline, on a
+   * loaded machine): the healthy phase is then held to `max` + Σ s_i, the bound of any fault.
+   */
+  readonly localWhileHealthy: number;
   /** The most held at once: healthy, during the fault, in recovery, and once settled (see `settledAtMs`). */
   readonly mostHeld: {
     readonly healthy: MostHeld;
@@ -51,8 +56,9 @@ export type SlotFigures = {
   /** The same per key: [healthy, fault, recovery]. */
   readonly mostHeldByKey: Readonly<Record<string, readonly [number, number, number]>>;
   /**
-   * At the fault's start, per instance: h_i, the slots of each key it held, and s_i, its share
-   * (`stats().share`: the largest it reported from the fault's start until settled).
+   * Per instance: h_i, the slots of each key it held when it lost Redis (the most it held from the
+   * fault's start until its first slot not given by Redis), and s_i, its share (`stats().share`: the
+   * largest it reported from the fault's start until settled).
    */
   readonly atFaultStart: { readonly held: Readonly<Record<string, readonly number[]>>; readonly share: readonly number[] };
   /** Per key, max(max, Σ max(h_i, s_i)): what 'local' promises from the fault's start until settled. */
@@ -69,4 +75,6 @@ export type SlotFigures = {
   readonly longestStallMs: number;
   /** From the fault's end until every instance was granted a slot by Redis again; undefined: never. */
   readonly redisBackMs: number | undefined;
+  /** The same per instance, by instance (null: never). */
+  readonly redisBackMsByInstance: readonly (number | null)[];
 };

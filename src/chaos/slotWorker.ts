@@ -10,7 +10,12 @@ import { slotLoad } from './config.js';
 import type { SlotRecord, SlotsDone, WorkerSetup } from './protocol.js';
 import type { ChaosConfig, LimiterProfile } from './types.js';
 
-const now = (): number => performance.timeOrigin + performance.now();
+/**
+ * The wall clock, as `run.ts` times the phases: every process reads the same system clock, so a slot
+ * given back in one process is stamped no later than the same slot taken in another (a
+ * `performance.timeOrigin` differs between processes by a ms or more, and would show handoffs as overlaps).
+ */
+const now = (): number => Date.now();
 const pause = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 /** How often the share is sampled and the event loop watched, ms; a tick this much late or more is a stall. */
 const TICK_MS = 20;

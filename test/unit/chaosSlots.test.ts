@@ -124,6 +124,11 @@ describe('slot figures and verdicts', () => {
 
   it("fails 'local' past its shares and 'fail-closed' past max; reports 'fail-open' unless required", () => {
     expect(check(input('local', 3)).verdicts[0]).toMatchObject({ pass: false, detail: '2 over the fault bound (k)' });
+    const broken = input('local', 0);
+    broken.results[0]?.held.push(...Array.from({ length: 4 }, (): SlotRecord => [200, 300, 'redis', 0, 0])); // 6 at once
+    expect(check(broken).verdicts[0]).toMatchObject({ pass: false, detail: '2 over 4 while healthy (k)' });
+    broken.results[1]?.held.push([250, 260, 'local', 0, 0]); // a missed deadline while healthy: max + Σ s_i
+    expect(check(broken).verdicts[0]).toMatchObject({ pass: true });
     expect(check(input('fail-closed', 1)).verdicts[0]).toMatchObject({ pass: true });
     expect(check(input('fail-open', 5)).verdicts[0]).toMatchObject({ pass: undefined });
     expect(check(input('fail-open', 5)).verdicts[0]?.bound).toContain("not promised in 'fail-open'");

@@ -30,7 +30,10 @@ export function slotFigureRows(f: SlotFigures): readonly (readonly [string, stri
   const bounds = Object.entries(f.faultBound).map(([key, b]) => `${key} ${b}`);
   const held = Object.entries(f.atFaultStart.held).map(([key, h]) => `${key} [${h.join(', ')}]`);
   return [
-    ['slots held', `${f.held} (${sources.length === 0 ? 'none' : sources.join(', ')}), ${f.refused} acquires refused`],
+    [
+      'slots held',
+      `${f.held} (${sources.length === 0 ? 'none' : sources.join(', ')}; ${f.localWhileHealthy} not by Redis while healthy), ${f.refused} acquires refused`,
+    ],
     ['most held at once, healthy', most(f.mostHeld.healthy, f.max)],
     ['most held at once, fault', most(f.mostHeld.fault, f.max)],
     ['most held at once, recovery', most(f.mostHeld.recovery, f.max)],
@@ -39,11 +42,11 @@ export function slotFigureRows(f: SlotFigures): readonly (readonly [string, stri
       `${most(f.mostHeld.settled, f.max)}${f.settledAtMs === undefined ? '' : ` (from ${ms(f.settledAtMs)}: every slot of the fault given back)`}`,
     ],
     ['most held per key (healthy / fault / recovery)', keys.join(', ')],
-    ['held at the fault start, per instance (h_i)', held.join(', ')],
+    ['held when Redis was lost, per instance (h_i)', held.join(', ')],
     ['share per instance (s_i)', `[${f.atFaultStart.share.join(', ')}]`],
     ['fault bound max(max, Σ max(h_i, s_i))', bounds.join(', ')],
     ['errors', `${f.errors.thrown} thrown, ${f.errors.unhandled} unhandled, ${f.errors.unfinished} tasks unfinished`],
     ['slots lost', `${f.lost} (longest event-loop stall ${ms(f.longestStallMs)})`],
-    ['Redis back', ms(f.redisBackMs)],
+    ['Redis back', `${ms(f.redisBackMs)} (per instance: ${f.redisBackMsByInstance.map((b) => ms(b ?? undefined)).join(', ')})`],
   ];
 }
