@@ -22,7 +22,7 @@ chaos options:
   --instances N          service instances, one process each (default 3)
   --seed N               repeat a run's random draws
   --report DIR           where report.json, report.md and report.html go (default resilimit-chaos/<time>)
-  --require LIST         verdicts that must hold although the mode promises nothing (e.g. bound with fail-open)
+  --require LIST         verdicts that must hold although the mode promises nothing (e.g. bound, or slot-bound, with fail-open)
   --latency-budget MS    the latency a decision may add (default 100)
   --redis URL --toxiproxy URL [--upstream HOST:PORT] [--proxy-ports 26379-26390] [--destructive]
                          your own Redis and Toxiproxy instead of a redis-server child and the bundled proxy

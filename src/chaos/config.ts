@@ -6,8 +6,14 @@
 import { existsSync } from 'node:fs';
 import { isAbsolute, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
+import type { ConcurrencyLimiter } from '../limiter/ConcurrencyLimiter.js';
 import type { ResilientLimiter } from '../limiter/ResilientLimiter.js';
-import type { ChaosAddress, ChaosConfig, ChaosInstance } from './types.js';
+import type { ChaosAddress, ChaosConfig, ChaosInstance, SlotLoad } from './types.js';
+
+/** What `createLimiter` built: a rate limit or a concurrency limit, and how to close it all. */
+export type BuiltInstance =
+  | { readonly kind: 'rate'; readonly limiter: ResilientLimiter; readonly close: () => Promise<void> }
+  | { readonly kind: 'slots'; readonly limiter: ConcurrencyLimiter; readonly close: () => Promise<void> };
 
 /** A mistake in how the harness was asked to run: the command exits 2 on it. */
 export class ChaosUsageError extends Error {
@@ -51,6 +57,7 @@ export async function loadChaosConfig(config: string): Promise<ChaosConfig> {
       `config file ${config}: rate must be calls per second, a number above 0 and at most 100,000; got ${show(rate)}`,
     );
   }
+  checkSlotLoad(config, candidate);
   return candidate as unknown as ChaosConfig;
 }
 
@@ -66,50 +73,72 @@ function checkKeys(config: string, keys: unknown): void {
   );
 }
 
+const isInt = (v: unknown, low: number, high: number): v is number => Number.isInteger(v) && (v as number) >= low && (v as number) <= high;
+
+/** Checks the fields of a concurrency limit's load: `parallel`, `holdMs`, `maxWaitMs`. @throws {ChaosUsageError} */
+function checkSlotLoad(config: string, c: Record<string, unknown>): void {
+  const fail = (field: string, expected: string): never => {
+    throw new ChaosUsageError(`config file ${config}: ${field} must be ${expected}; got ${show(c[field])}`);
+  };
+  if (c['parallel'] !== undefined && !isInt(c['parallel'], 1, 1000)) fail('parallel', 'tasks at once per instance, an integer 1 … 1000');
+  const hold = c['holdMs'];
+  if (
+    hold !== undefined &&
+    !(Array.isArray(hold) && hold.length === 2 && isInt(hold[0], 1, 60_000) && isInt(hold[1], hold[0] as number, 60_000))
+  ) {
+    fail('holdMs', '[low, high], integers of ms with 1 ≤ low ≤ high ≤ 60,000');
+  }
+  if (c['maxWaitMs'] !== undefined && !isInt(c['maxWaitMs'], 0, 60_000)) fail('maxWaitMs', 'an integer of ms, 0 … 60,000');
+}
+
+/** A concurrency limit's load: the config's fields, or their defaults (`parallel` 2 × max, holds of 50–150 ms, waits of 100 ms). */
+export function slotLoad(loaded: ChaosConfig, max: number): SlotLoad {
+  return {
+    parallel: loaded.parallel ?? Math.min(1000, Math.max(1, 2 * max)),
+    holdMs: loaded.holdMs ?? [50, 150],
+    maxWaitMs: loaded.maxWaitMs ?? 100,
+  };
+}
+
 /**
- * Calls `createLimiter` and checks what it returned.
+ * Calls `createLimiter` and checks what it returned: a `ResilientLimiter` (it has `limit()`), or a
+ * `ConcurrencyLimiter` (it has `acquire()` and no `limit()`, and its `stats()` give a numeric
+ * `share`). Told apart by their methods, not `instanceof`: the config imports its own copy of the
+ * package, which need not be the harness's.
  * @throws {ChaosUsageError} when it throws (the library's own message quoted, e.g. a misspelled option) or returns something else.
  */
-export async function buildInstance(
-  config: string,
-  loaded: ChaosConfig,
-  address: ChaosAddress,
-): Promise<{ limiter: ResilientLimiter; close: () => Promise<void> }> {
+export async function buildInstance(config: string, loaded: ChaosConfig, address: ChaosAddress): Promise<BuiltInstance> {
   let made: ChaosInstance;
   try {
     made = await loaded.createLimiter(address);
   } catch (error) {
     throw new ChaosUsageError(`config file ${config}: createLimiter() threw: ${describe(error)}`, { cause: error });
   }
-  const limiter = isLimiter(made)
-    ? made
-    : isLimiter((made as { limiter?: unknown })?.limiter)
-      ? (made as { limiter: ResilientLimiter }).limiter
-      : undefined;
-  if (limiter === undefined) {
+  const inner = (made as { limiter?: unknown } | undefined)?.limiter;
+  const limiter = kindOf(made) !== undefined ? made : kindOf(inner) !== undefined ? inner : undefined;
+  const kind = kindOf(limiter);
+  if (kind === undefined) {
     throw new ChaosUsageError(
-      `config file ${config}: createLimiter() must return a ResilientLimiter or { limiter, close }; it returned ${typeOf(made)}`,
+      `config file ${config}: createLimiter() must return a ResilientLimiter, a ConcurrencyLimiter or { limiter, close }; it returned ${typeOf(made)}`,
     );
   }
   const own = limiter === made ? undefined : (made as { close?: () => unknown }).close;
-  return {
-    limiter,
-    close: async () => {
-      await limiter.close();
-      await own?.call(made);
-    },
+  const close = async (): Promise<void> => {
+    await (limiter as { close(): Promise<void> }).close();
+    await own?.call(made);
   };
+  return kind === 'rate' ? { kind, limiter: limiter as ResilientLimiter, close } : { kind, limiter: limiter as ConcurrencyLimiter, close };
 }
 
-function isLimiter(value: unknown): value is ResilientLimiter {
-  if (typeof value !== 'object' || value === null) return false;
+/** `rate` for a ResilientLimiter, `slots` for a ConcurrencyLimiter, by their methods; undefined for anything else. */
+function kindOf(value: unknown): 'rate' | 'slots' | undefined {
+  if (typeof value !== 'object' || value === null) return undefined;
   const v = value as Record<string, unknown>;
-  return (
-    typeof v['limit'] === 'function' &&
-    typeof v['stats'] === 'function' &&
-    typeof v['close'] === 'function' &&
-    typeof v['on'] === 'function'
-  );
+  if (typeof v['stats'] !== 'function' || typeof v['close'] !== 'function' || typeof v['on'] !== 'function') return undefined;
+  if (typeof v['limit'] === 'function') return 'rate';
+  if (typeof v['acquire'] !== 'function') return undefined;
+  const stats = (v['stats'] as () => unknown).call(value) as { share?: unknown } | undefined;
+  return typeof stats?.share === 'number' ? 'slots' : undefined;
 }
 
 function describe(error: unknown): string {

@@ -164,9 +164,18 @@ async function options(config: string): Promise<DoctorCheck> {
   try {
     const loaded = await loadChaosConfig(config);
     const port = await closedPort();
-    const { limiter, close } = await buildInstance(config, loaded, { host: '127.0.0.1', port, instance: 0 });
-    const s = limiter.stats();
-    await close().catch(() => undefined);
+    const built = await buildInstance(config, loaded, { host: '127.0.0.1', port, instance: 0 });
+    await built.close().catch(() => undefined);
+    if (built.kind === 'slots') {
+      const o = built.limiter.options;
+      const counted = o.instances === 'auto' ? `instances 'auto', lease ${o.leaseMs} ms` : `instances ${o.instances} (fixed)`;
+      return {
+        name: 'options',
+        ok: true,
+        detail: `${config}: a ConcurrencyLimiter, max ${o.max} slots per key, lease ${o.ttlMs} ms, mode '${built.limiter.mode}', deadline ${o.breaker.timeoutMs} ms, ${counted}`,
+      };
+    }
+    const s = built.limiter.stats();
     const lease = s.leaseMs === undefined ? `instances ${s.instances} (fixed)` : `instances 'auto', lease ${s.leaseMs} ms`;
     return {
       name: 'options',

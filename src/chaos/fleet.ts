@@ -7,7 +7,7 @@ import type { LimiterProfile } from './types.js';
 
 const WORKER = fileURLToPath(new URL(`./worker${import.meta.url.endsWith('.ts') ? '.ts' : '.js'}`, import.meta.url));
 
-type Done = Extract<FromWorker, { kind: 'done' }>;
+type Done = Extract<FromWorker, { kind: 'done' | 'slots-done' }>;
 
 /** Started instances, each counted by the others. */
 export type Fleet = {
@@ -46,7 +46,9 @@ export async function startFleet(setups: readonly WorkerSetup[]): Promise<Fleet>
       exited.catch(() => undefined);
       done.push(
         Promise.race([
-          new Promise<Done>((resolve) => worker.on('message', (m: FromWorker) => m.kind === 'done' && resolve(m))),
+          new Promise<Done>((resolve) =>
+            worker.on('message', (m: FromWorker) => (m.kind === 'done' || m.kind === 'slots-done') && resolve(m)),
+          ),
           exited.catch(() => undefined),
         ]),
       );

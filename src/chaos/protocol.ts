@@ -20,6 +20,29 @@ export type WorkerSetup = {
  */
 export type CallRecord = [number, number, number, number, string, string, number, number, number];
 
+/**
+ * One slot a task held: [acquired (epoch ms, when `acquire()` resolved), released (epoch ms, when
+ * `release()` was called), source, key index, lost (0/1: its signal aborted while held)].
+ */
+export type SlotRecord = [number, number, string, number, number];
+
+/** What a concurrency limit's instance answers `stop` with. */
+export type SlotsDone = {
+  readonly kind: 'slots-done';
+  readonly held: SlotRecord[];
+  /** Its share (`stats().share`) through the run, sampled: [epoch ms, share]. */
+  readonly shares: [number, number][];
+  readonly stalls: [number, number][];
+  readonly states: [number, BreakerState][];
+  /** Acquires that got no slot; that threw; slots reported lost (`lost` events); tasks still running at the end. */
+  readonly refused: number;
+  readonly thrown: number;
+  readonly lost: number;
+  readonly unfinished: number;
+  readonly unhandledRejections: number;
+  readonly errors: string[];
+};
+
 export type FromWorker =
   | { readonly kind: 'ready'; readonly profile: LimiterProfile; readonly counted: number }
   | { readonly kind: 'failed'; readonly usage: boolean; readonly message: string }
@@ -35,7 +58,8 @@ export type FromWorker =
       readonly unhandledRejections: number;
       readonly stats: LimiterStats;
       readonly errors: string[];
-    };
+    }
+  | SlotsDone;
 
 export type ToWorker =
   | { readonly kind: 'setup'; readonly setup: WorkerSetup }

@@ -6,27 +6,18 @@ import { randomInt } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { cpus, loadavg } from 'node:os';
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { BreakerState } from '../redis/Breaker.js';
-import type { DecisionReason, DecisionSource } from '../types.js';
 import { startBackend, type Backend } from './backend.js';
 import { ChaosUsageError, loadChaosConfig } from './config.js';
-import { figures, series, type Call, type InstanceRun } from './figures.js';
 import { startFleet, type Fleet } from './fleet.js';
+import { outcome, type ScenarioRun } from './outcome.js';
 import type { FromWorker, WorkerSetup } from './protocol.js';
 import { SCENARIOS, STANDARD, scenarioNames, type FaultContext, type Scenario, type Timing } from './scenarios.js';
-import type {
-  ChaosOptions,
-  ChaosPhase,
-  ChaosReport,
-  ChaosScenario,
-  LimiterProfile,
-  ScenarioFigures,
-  ScenarioOutcome,
-  VerdictName,
-} from './types.js';
-import { verdicts } from './verdicts.js';
+import type { ChaosOptions, ChaosReport, ChaosScenario, LimiterProfile, ScenarioOutcome, VerdictName } from './types.js';
 
-const VERDICTS: readonly VerdictName[] = ['bound', 'redis-bound', 'deadline', 'latency', 'lost', 'recovery', 'write-back'];
+/** The verdicts of a rate limit (`ResilientLimiter`), and those of a concurrency limit (`ConcurrencyLimiter`). */
+const RATE_VERDICTS: readonly VerdictName[] = ['bound', 'redis-bound', 'deadline', 'latency', 'lost', 'recovery', 'write-back'];
+const SLOT_VERDICTS: readonly VerdictName[] = ['slot-bound', 'errors', 'slot-lost', 'recovery'];
+const VERDICTS: readonly VerdictName[] = [...RATE_VERDICTS, ...SLOT_VERDICTS.filter((v) => !RATE_VERDICTS.includes(v))];
 /** Reason: counting takes a few heartbeats (1 s each by default) on a loaded machine. */
 const COUNT_WITHIN_MS = 15_000;
 /** Offered load at most, all instances: 2 cores also run Redis, the proxy and the harness. */
@@ -65,6 +56,13 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
   const signal = options.signal;
   try {
     profile = await probe(backend, config);
+    const kinds = profile.slots === undefined ? RATE_VERDICTS : SLOT_VERDICTS;
+    const other = require.filter((r) => !kinds.includes(r));
+    if (other.length > 0) {
+      throw new ChaosUsageError(
+        `require: ${other.join(', ')} not a verdict of a ${profile.slots === undefined ? 'ResilientLimiter' : 'ConcurrencyLimiter'}; expected some of ${kinds.join(', ')}`,
+      );
+    }
     const onFleet = (p: LimiterProfile): void => {
       profile = p; // instance 0 of a whole fleet: its count and share, not the probe's alone
     };
@@ -229,21 +227,6 @@ async function probe(backend: Backend, config: string): Promise<LimiterProfile> 
   return fleet.profile;
 }
 
-type ScenarioRun = {
-  scenario: Scenario;
-  timing: Timing;
-  backend: Backend;
-  config: string;
-  instances: number;
-  keys: readonly string[];
-  profile: LimiterProfile;
-  rate: number | undefined;
-  latencyBudgetMs: number;
-  require: readonly VerdictName[];
-  signal: AbortSignal | undefined;
-  onFleet: (profile: LimiterProfile) => void;
-};
-
 async function runScenario(run: ScenarioRun): Promise<ScenarioOutcome> {
   const { scenario, timing, backend, instances, keys, profile } = run;
   await backend.clean();
@@ -260,13 +243,17 @@ async function runScenario(run: ScenarioRun): Promise<ScenarioOutcome> {
   }));
   const durationMs = timing.healthyMs + timing.faultMs + timing.recoveryMs;
   // Twice the limit per key within the healthy and fault phases (a long window fills within them too).
+  // A concurrency limit's load is its tasks (`parallel` per instance), not a rate.
+  const slots = profile.slots;
   const rate =
-    run.rate ??
-    Math.min(MAX_RATE, (2 * profile.limit * keys.length * 1000) / Math.min(profile.windowMs, timing.healthyMs + timing.faultMs));
+    slots !== undefined
+      ? 0
+      : (run.rate ??
+        Math.min(MAX_RATE, (2 * profile.limit * keys.length * 1000) / Math.min(profile.windowMs, timing.healthyMs + timing.faultMs)));
   const context: FaultContext = { api: backend.api, proxies: names, admin: backend.admin, server: backend.server, profile, timing };
   let fleet: Fleet | undefined;
   const errors: string[] = [];
-  let results: (Extract<FromWorker, { kind: 'done' }> | undefined)[] = [];
+  let results: (Extract<FromWorker, { kind: 'done' | 'slots-done' }> | undefined)[] = [];
   let t0 = Number.NaN;
   try {
     fleet = await startFleet(setups);
@@ -281,7 +268,8 @@ async function runScenario(run: ScenarioRun): Promise<ScenarioOutcome> {
         await sleepUntil(t0 + durationMs, run.signal);
       }
     }
-    results = await fleet.stop(2 * profile.timeoutMs + 1000);
+    // A task ends its hold (and perhaps a wait) before it stops.
+    results = await fleet.stop(2 * profile.timeoutMs + 1000 + (slots === undefined ? 0 : slots.holdMs[1] + slots.maxWaitMs));
   } finally {
     fleet?.kill();
     if (run.signal?.aborted === true) await scenario.stop?.(context).catch(() => undefined);
@@ -289,82 +277,6 @@ async function runScenario(run: ScenarioRun): Promise<ScenarioOutcome> {
     await Promise.all(names.map((n) => backend.drop(n)));
   }
   return outcome(run, { results, t0, durationMs, rate, errors });
-}
-
-function outcome(
-  run: ScenarioRun,
-  m: { results: (Extract<FromWorker, { kind: 'done' }> | undefined)[]; t0: number; durationMs: number; rate: number; errors: string[] },
-): ScenarioOutcome {
-  const { scenario, timing, profile, keys } = run;
-  const phases: ChaosPhase[] = [
-    { name: 'healthy', startMs: 0, endMs: timing.healthyMs, fault: false },
-    { name: scenario.name, startMs: timing.healthyMs, endMs: timing.healthyMs + timing.faultMs, fault: true },
-    { name: 'recovery', startMs: timing.healthyMs + timing.faultMs, endMs: m.durationMs, fault: false },
-  ];
-  const calls: Call[] = [];
-  const runs: InstanceRun[] = m.results.map((r, instance) => {
-    if (r === undefined) {
-      m.errors.push(`instance ${instance} did not report (killed)`);
-      return { stalls: [], states: [], unanswered: 0, unhandledRejections: 0, stats: undefined };
-    }
-    for (const [issued, latency, k, allowed, source, reason, admitted, limit, threw] of r.calls) {
-      calls.push({
-        instance,
-        key: keys[k] as string,
-        issuedMs: issued - m.t0,
-        latencyMs: latency,
-        allowed: allowed === 1,
-        source: source as DecisionSource | 'none',
-        reason: reason as DecisionReason | 'none',
-        admittedAtMs: admitted < 0 ? undefined : admitted - m.t0,
-        limit,
-        threw: threw === 1,
-      });
-    }
-    m.errors.push(...r.errors.map((e) => `instance ${instance}: ${e}`));
-    return {
-      stalls: r.stalls.map(([at, gap]) => ({ atMs: at - m.t0, gapMs: gap })),
-      states: r.states.map(([at, state]: [number, BreakerState]) => ({ atMs: at - m.t0, state })),
-      unanswered: r.unanswered,
-      unhandledRejections: r.unhandledRejections,
-      stats: r.stats,
-    };
-  });
-  const measured = figures({ calls, runs, phases, windowMs: profile.windowMs });
-  const f =
-    scenario.name === 'long-outage' && profile.leaseMs !== undefined
-      ? { ...measured, afterLease: afterLease(calls, timing, profile.leaseMs) }
-      : measured;
-  const checked = verdicts({
-    figures: f,
-    mode: profile.mode,
-    timeoutMs: profile.timeoutMs,
-    latencyBudgetMs: run.latencyBudgetMs,
-    require: run.require,
-    recovers: true,
-  });
-  const incomplete = m.results.some((r) => r === undefined) || run.signal?.aborted === true;
-  return {
-    name: scenario.name,
-    title: scenario.title,
-    instances: run.instances,
-    durationMs: m.durationMs,
-    rate: Math.round(m.rate),
-    phases,
-    figures: f,
-    series: series({ calls, runs, durationMs: m.durationMs, windowMs: profile.windowMs, busiest: f.mostAdmitted.key, stepMs: 100 }),
-    verdicts: checked,
-    passed: !incomplete && checked.every((v) => v.pass !== false),
-    errors: m.errors.slice(0, 100),
-  };
-}
-
-/** Admitted a second after the lease ended (from lease end + 1 s, for 1 s), against the last healthy second. */
-function afterLease(calls: readonly Call[], timing: Timing, leaseMs: number): NonNullable<ScenarioFigures['afterLease']> {
-  const admitted = (from: number): number => calls.filter((c) => c.allowed && c.issuedMs >= from && c.issuedMs < from + 1000).length;
-  const healthyPerSecond = admitted(timing.healthyMs - 1000);
-  const admittedPerSecond = admitted(timing.healthyMs + leaseMs + 1000);
-  return { admittedPerSecond, healthyPerSecond, ratio: healthyPerSecond === 0 ? 0 : admittedPerSecond / healthyPerSecond };
 }
 
 /** Sleeps until the epoch ms `at`; false when aborted first. */

@@ -5,8 +5,10 @@
 import type { BreakerState } from '../redis/Breaker.js';
 import type { Mode } from '../options/options.js';
 import type { DecisionReason, DecisionSource } from '../types.js';
+import type { ConcurrencyLimiter } from '../limiter/ConcurrencyLimiter.js';
 import type { ResilientLimiter } from '../limiter/ResilientLimiter.js';
 import type { RespOptions } from './resp.js';
+import type { SlotFigures, SlotProfile, SlotVerdictName } from './slotTypes.js';
 import type { ToxiproxyApi } from './toxiproxyClient.js';
 
 /** Where one instance reaches Redis: the harness puts a proxy of its own in front of Redis for each. */
@@ -17,8 +19,16 @@ export type ChaosAddress = {
   readonly instance: number;
 };
 
-/** What `createLimiter` may return: the limiter, or the limiter and how to close what it built. */
-export type ChaosInstance = ResilientLimiter | { readonly limiter: ResilientLimiter; close?(): Promise<void> | void };
+export type * from './slotTypes.js';
+
+/**
+ * What `createLimiter` may return: the limiter, or the limiter and how to close what it built. A
+ * `ConcurrencyLimiter` is run as a concurrency limit: tasks hold slots instead of calling `limit()`.
+ */
+export type ChaosInstance =
+  | ResilientLimiter
+  | ConcurrencyLimiter
+  | { readonly limiter: ResilientLimiter | ConcurrencyLimiter; close?(): Promise<void> | void };
 
 /**
  * What a config module exports (as `default`, or as named exports): how one service instance builds
@@ -38,6 +48,12 @@ export type ChaosConfig = {
   readonly keys?: number | readonly string[];
   /** Calls per second offered by all instances together. @default twice the limit (see the docs) */
   readonly rate?: number;
+  /** A `ConcurrencyLimiter` only: tasks each instance runs at once (integer 1 … 1000). @default 2 × max */
+  readonly parallel?: number;
+  /** A `ConcurrencyLimiter` only: how long a task holds its slot, ms, [low, high] (integers 1 … 60,000). @default [50, 150] */
+  readonly holdMs?: readonly [number, number];
+  /** A `ConcurrencyLimiter` only: how long a task waits for a slot (integer 0 … 60,000 ms). @default 100 */
+  readonly maxWaitMs?: number;
 };
 
 /**
@@ -150,7 +166,7 @@ export type ChaosProgress = {
 };
 
 /** The verdicts a scenario can give; `--require` names them. */
-export type VerdictName = 'bound' | 'redis-bound' | 'deadline' | 'latency' | 'lost' | 'recovery' | 'write-back';
+export type VerdictName = 'bound' | 'redis-bound' | 'deadline' | 'latency' | 'lost' | 'recovery' | 'write-back' | SlotVerdictName;
 
 /** One promise checked against the figure measured. `pass` undefined: reported, no promise made. */
 export type Verdict = {
@@ -162,6 +178,8 @@ export type Verdict = {
   readonly bound: string;
   /** By how much it missed, when it did. */
   readonly detail?: string;
+  /** False: the promise is not one this kind of limit makes (`figure` says so, `bound` why); never passed. */
+  readonly applicable?: false;
 };
 
 /** Latency percentiles, ms. */
@@ -238,6 +256,8 @@ export type ScenarioOutcome = {
   readonly phases: readonly ChaosPhase[];
   readonly figures?: ScenarioFigures;
   readonly series?: ScenarioSeries;
+  /** A `ConcurrencyLimiter`'s run: its figures (then `figures` and `series` are absent). */
+  readonly slots?: SlotFigures;
   readonly verdicts: readonly Verdict[];
   /** Every verdict with a promise held. */
   readonly passed: boolean;
@@ -254,6 +274,11 @@ export type LimiterProfile = {
   readonly instances: number;
   readonly localLimit: number;
   readonly leaseMs?: number;
+  /**
+   * A `ConcurrencyLimiter`: its max, lease and share, and the load of the tasks (then `limit` is
+   * `max`, `windowMs` its `ttlMs`, `localLimit` its share).
+   */
+  readonly slots?: SlotProfile;
 };
 
 export type ChaosReport = {

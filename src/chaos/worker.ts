@@ -7,6 +7,7 @@ import type { ResilientLimiter } from '../limiter/ResilientLimiter.js';
 import type { BreakerState } from '../redis/Breaker.js';
 import { buildInstance, ChaosUsageError, loadChaosConfig } from './config.js';
 import type { CallRecord, FromWorker, ToWorker, WorkerSetup } from './protocol.js';
+import { startSlots, type SlotRun } from './slotWorker.js';
 
 const errors: string[] = [];
 let unhandledRejections = 0;
@@ -22,6 +23,8 @@ process.on('warning', (warning) => {
 const now = (): number => performance.timeOrigin + performance.now();
 let setup: WorkerSetup | undefined;
 let built: { limiter: ResilientLimiter; close: () => Promise<void> } | undefined;
+/** A `ConcurrencyLimiter`'s run, instead of `built`: tasks hold slots. */
+let slots: { run: SlotRun; close: () => Promise<void> } | undefined;
 let running = false;
 const calls: CallRecord[] = [];
 const stalls: [number, number][] = [];
@@ -35,7 +38,13 @@ function send(message: FromWorker, then: () => void = () => undefined): void {
 async function start(s: WorkerSetup): Promise<void> {
   setup = s;
   const loaded = await loadChaosConfig(s.config);
-  built = await buildInstance(s.config, loaded, { host: s.host, port: s.port, instance: s.instance });
+  const made = await buildInstance(s.config, loaded, { host: s.host, port: s.port, instance: s.instance });
+  if (made.kind === 'slots') {
+    slots = { run: await startSlots(s, loaded, made.limiter, errors), close: made.close };
+    send({ kind: 'ready', counted: slots.run.counted, profile: slots.run.profile });
+    return;
+  }
+  built = made;
   const { limiter } = built;
   limiter.on('stateChange', ({ state }) => states.push([now(), state]));
   // Counted once every instance beat: the shares are right before the load starts. A limiter with a
@@ -109,7 +118,19 @@ async function load(atEpochMs: number, perSecond: number): Promise<void> {
   }
 }
 
+async function stopSlots(graceMs: number): Promise<void> {
+  const { run, close } = slots as NonNullable<typeof slots>;
+  const alive = setInterval(() => undefined, 1000); // the limiter's timers are unref'd
+  const done = await run.stop(graceMs);
+  await close().catch((error: unknown) => errors.push(`close: ${String(error)}`));
+  send({ ...done, unhandledRejections, errors }, () => {
+    clearInterval(alive);
+    process.exit(0);
+  });
+}
+
 async function stop(graceMs: number): Promise<void> {
+  if (slots !== undefined) return stopSlots(graceMs);
   running = false;
   const alive = setInterval(() => undefined, 1000); // the limiter's timers are unref'd
   await Promise.race([Promise.allSettled([...pending]), new Promise((resolve) => setTimeout(resolve, graceMs))]);
@@ -133,7 +154,8 @@ process.on('message', (message: ToWorker) => {
       );
     });
   } else if (message.kind === 'go') {
-    void load(message.atEpochMs, message.perSecond);
+    if (slots !== undefined) slots.run.go(message.atEpochMs);
+    else void load(message.atEpochMs, message.perSecond);
   } else {
     void stop(message.graceMs);
   }

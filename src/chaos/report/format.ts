@@ -4,9 +4,24 @@
  * Pure functions of a {@link ChaosReport}; no escaping here (each rendering escapes for its format).
  */
 import type { ChaosReport, ScenarioFigures, ScenarioOutcome, Verdict, VerdictName } from '../types.js';
+import { slotFacts } from './slotFormat.js';
 
-/** Every verdict a scenario can give, in the order the tables show them. */
+/** Every verdict a rate limit's scenario can give, in the order the tables show them. */
 export const VERDICT_NAMES: readonly VerdictName[] = ['bound', 'redis-bound', 'deadline', 'latency', 'lost', 'recovery', 'write-back'];
+
+/** Every verdict a concurrency limit's scenario can give (the others are not applicable to it), in the tables' order. */
+export const SLOT_VERDICT_NAMES: readonly VerdictName[] = ['slot-bound', 'errors', 'slot-lost', 'recovery'];
+
+/** The verdicts the tables show for the report's kind of limit. */
+export function verdictNamesOf(report: ChaosReport): readonly VerdictName[] {
+  return report.limiter?.slots === undefined ? VERDICT_NAMES : SLOT_VERDICT_NAMES;
+}
+
+/** The verdicts marked not applicable to the report's kind of limit, each with why (from its first scenario that ran). */
+export function notApplicable(report: ChaosReport): readonly (readonly [VerdictName, string])[] {
+  const ran = report.scenarios.find((s) => s.skipped === undefined);
+  return (ran?.verdicts ?? []).filter((v) => v.applicable === false).map((v) => [v.name, v.bound] as const);
+}
 
 /** What a cell shows for a verdict not checked. */
 export const NOT_CHECKED = '—';
@@ -27,8 +42,9 @@ export type Failure = { readonly scenario: ScenarioOutcome; readonly verdict: Ve
 
 /** Every failed verdict of the report, scenario by scenario, in the verdicts' order. */
 export function failuresOf(report: ChaosReport): Failure[] {
+  const names = verdictNamesOf(report);
   return report.scenarios.flatMap((scenario) =>
-    VERDICT_NAMES.flatMap((name) => {
+    names.flatMap((name) => {
       const verdict = verdictOf(scenario, name);
       return verdict?.pass === false ? [{ scenario, verdict }] : [];
     }),
@@ -102,11 +118,15 @@ export function runFacts(report: ChaosReport): readonly (readonly [string, strin
   return [
     ['config', report.config],
     ['instances', String(report.instances)],
-    [
-      'limiter',
-      `limit ${count(l.limit)} per ${duration(l.windowMs)}, mode ${l.mode}, deadline ${duration(l.timeoutMs)}${lease}, ` +
-        `local limit ${count(l.localLimit)}, set for ${plural(l.instances, 'instance')}`,
-    ],
+    ...(l.slots === undefined
+      ? ([
+          [
+            'limiter',
+            `limit ${count(l.limit)} per ${duration(l.windowMs)}, mode ${l.mode}, deadline ${duration(l.timeoutMs)}${lease}, ` +
+              `local limit ${count(l.localLimit)}, set for ${plural(l.instances, 'instance')}`,
+          ],
+        ] as const)
+      : slotFacts(l, l.slots, lease)),
     ['keys', report.keys.join(', ')],
     ['latency budget', duration(report.latencyBudgetMs)],
     ['required', report.require.length === 0 ? 'what the mode promises' : report.require.join(', ')],
@@ -123,8 +143,9 @@ export function runFacts(report: ChaosReport): readonly (readonly [string, strin
 /** What a scenario ran: its length, instances, offered rate and phases. */
 export function scenarioFacts(outcome: ScenarioOutcome): string {
   const phases = outcome.phases.map((p) => `${p.name}${p.fault ? ' (fault)' : ''} ${duration(p.startMs)}–${duration(p.endMs)}`);
+  const offered = outcome.slots === undefined ? `, ${count(outcome.rate)} calls/s offered` : '';
   return (
-    `${duration(outcome.durationMs)}, ${plural(outcome.instances, 'instance')}, ${count(outcome.rate)} calls/s offered` +
+    `${duration(outcome.durationMs)}, ${plural(outcome.instances, 'instance')}${offered}` +
     (phases.length === 0 ? '' : `; phases: ${phases.join(', ')}`)
   );
 }

@@ -10,13 +10,15 @@ import {
   figureRows,
   markOf,
   NOT_CHECKED,
+  notApplicable,
   runFacts,
   scenarioFacts,
   summaryLine,
-  VERDICT_NAMES,
+  verdictNamesOf,
   verdictOf,
   verdictWord,
 } from './format.js';
+import { slotFigureRows } from './slotFormat.js';
 import { escapeHtml } from './svg.js';
 
 const STYLE = `
@@ -74,6 +76,7 @@ function anchorOf(s: ScenarioOutcome): string {
 }
 
 function verdictsTable(report: ChaosReport): string {
+  const VERDICT_NAMES = verdictNamesOf(report);
   const head = `<tr><th>scenario</th>${VERDICT_NAMES.map((n) => element('th', '', n)).join('')}</tr>`;
   const rows = report.scenarios.map((s) => {
     const cells =
@@ -94,6 +97,14 @@ function failuresList(report: ChaosReport): string {
   if (failures.length === 0) return '';
   const items = failures.map(({ scenario, verdict }) => element('li', '', `✗ ${scenario.name} ${verdict.name}: ${failureText(verdict)}`));
   return `<h2>Failures</h2><ul class="failures">${items.join('')}</ul>`;
+}
+
+/** The verdicts not applicable to this kind of limit, and why: none for a rate limit. */
+function notApplicableList(report: ChaosReport): string {
+  const rows = notApplicable(report);
+  if (rows.length === 0) return '';
+  const items = rows.map(([name, why]) => `<li><code>${escapeHtml(name)}</code>: ${escapeHtml(why)}</li>`);
+  return `<p class="muted">Not applicable to a concurrency limit (never reported as held):</p><ul class="muted">${items.join('')}</ul>`;
 }
 
 function skippedList(report: ChaosReport): string {
@@ -117,7 +128,11 @@ function scenarioSection(s: ScenarioOutcome, report: ChaosReport): string {
     `<section class="scenario" id="${anchorOf(s)}">`,
     `<h2>${escapeHtml(s.title)} <code>${escapeHtml(s.name)}</code> ${verdict}</h2>`,
     element('p', 'muted', scenarioFacts(s)),
-    s.figures === undefined ? element('p', 'muted', 'No figures were measured.') : definitionList('facts figures', figureRows(s.figures)),
+    s.figures !== undefined
+      ? definitionList('facts figures', figureRows(s.figures))
+      : s.slots !== undefined
+        ? definitionList('facts figures', slotFigureRows(s.slots))
+        : element('p', 'muted', 'No figures were measured.'),
     errors,
     charts === '' ? element('p', 'muted', 'No series were measured: no charts.') : `<div class="charts">\n${charts}\n</div>`,
     '</section>',
@@ -149,6 +164,7 @@ export function toHtml(report: ChaosReport): string {
     '<h2>Verdicts</h2>',
     element('p', 'muted', '✓ held · ✗ failed · “·” reported, no promise · — not checked; hover a cell for its promise'),
     verdictsTable(report),
+    notApplicableList(report),
     failuresList(report),
     skippedList(report),
     ...ran.map((s) => scenarioSection(s, report)),

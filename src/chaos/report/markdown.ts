@@ -8,13 +8,15 @@ import {
   failureText,
   figureRows,
   NOT_CHECKED,
+  notApplicable,
   runFacts,
   scenarioFacts,
   summaryLine,
-  VERDICT_NAMES,
+  verdictNamesOf,
   verdictOf,
   verdictWord,
 } from './format.js';
+import { slotFigureRows } from './slotFormat.js';
 
 /**
  * Text from the report made safe in Markdown, table cells included: one line, HTML's `<`, `>` and `&`
@@ -49,6 +51,7 @@ function scenarioCell(outcome: ScenarioOutcome): string {
 
 /** The table of verdicts: a row per scenario, a column per verdict; a skipped scenario says why. */
 function verdictsTable(report: ChaosReport): string[] {
+  const VERDICT_NAMES = verdictNamesOf(report);
   const out = [tableRow(['Scenario', ...VERDICT_NAMES.map((n) => `\`${n}\``)]), tableRow(['---', ...VERDICT_NAMES.map(() => '---')])];
   for (const s of report.scenarios) {
     const cells =
@@ -58,6 +61,18 @@ function verdictsTable(report: ChaosReport): string[] {
     out.push(tableRow([scenarioCell(s), ...cells]));
   }
   return out;
+}
+
+/** The verdicts not applicable to this kind of limit, and why: none for a rate limit. */
+function notApplicableList(report: ChaosReport): string[] {
+  const rows = notApplicable(report);
+  if (rows.length === 0) return [];
+  return [
+    'Not applicable to a concurrency limit (never reported as held):',
+    '',
+    ...rows.map(([n, why]) => `- \`${n}\`: ${escapeMarkdown(why)}`),
+    '',
+  ];
 }
 
 function factsList(report: ChaosReport): string[] {
@@ -83,10 +98,12 @@ function scenarioSection(outcome: ScenarioOutcome): string[] {
   const out = [`### ${mark} ${escapeMarkdown(outcome.title)} (\`${escapeMarkdown(outcome.name)}\`)`, ''];
   if (outcome.skipped !== undefined) return [...out, `Skipped: ${escapeMarkdown(outcome.skipped)}`, ''];
   out.push(escapeMarkdown(scenarioFacts(outcome)), '');
-  if (outcome.figures === undefined) out.push('No figures were measured.', '');
+  const rows =
+    outcome.figures !== undefined ? figureRows(outcome.figures) : outcome.slots !== undefined ? slotFigureRows(outcome.slots) : undefined;
+  if (rows === undefined) out.push('No figures were measured.', '');
   else {
     out.push(tableRow(['Figure', 'Value']), tableRow(['---', '---']));
-    for (const [label, value] of figureRows(outcome.figures)) out.push(tableRow([label, escapeMarkdown(value)]));
+    for (const [label, value] of rows) out.push(tableRow([escapeMarkdown(label), escapeMarkdown(value)]));
     out.push('');
   }
   if (outcome.errors.length > 0) {
@@ -119,6 +136,7 @@ export function toMarkdown(report: ChaosReport): string {
     '',
     ...verdictsTable(report),
     '',
+    ...notApplicableList(report),
     ...failuresList(report),
     '## Scenarios',
     '',

@@ -3,7 +3,8 @@
  * scenario with a column per verdict, then a line per failed verdict with its full figure.
  */
 import type { ChaosReport, ScenarioOutcome, Verdict } from '../types.js';
-import { failuresOf, failureText, markOf, NOT_CHECKED, summaryLine, VERDICT_NAMES, verdictOf } from './format.js';
+import { failuresOf, failureText, markOf, NOT_CHECKED, notApplicable, summaryLine, verdictNamesOf, verdictOf } from './format.js';
+import type { VerdictName } from '../types.js';
 
 /** The widest a scenario's name and a verdict's cell may be; with the gaps the table stays under 140 columns. */
 const NAME_WIDTH = 24;
@@ -42,15 +43,15 @@ function cellOf(verdict: Verdict | undefined): string {
 
 type Row = { readonly name: string; readonly cells: readonly string[] } | { readonly name: string; readonly skipped: string };
 
-function rowOf(outcome: ScenarioOutcome): Row {
+function rowOf(outcome: ScenarioOutcome, names: readonly VerdictName[]): Row {
   if (outcome.skipped !== undefined) return { name: outcome.name, skipped: `skipped: ${outcome.skipped.replace(/\s+/g, ' ')}` };
-  return { name: outcome.name, cells: VERDICT_NAMES.map((name) => cellOf(verdictOf(outcome, name))) };
+  return { name: outcome.name, cells: names.map((name) => cellOf(verdictOf(outcome, name))) };
 }
 
 /** Each column's width: the widest of its heading and cells, the name column at most {@link NAME_WIDTH}. */
-function columnWidths(rows: readonly Row[]): number[] {
+function columnWidths(rows: readonly Row[], names: readonly VerdictName[]): number[] {
   const widths = [Math.min(NAME_WIDTH, Math.max(textWidth('scenario'), ...rows.map((r) => textWidth(r.name))))];
-  for (const [index, name] of VERDICT_NAMES.entries()) {
+  for (const [index, name] of names.entries()) {
     const cells = rows.map((r) => ('cells' in r ? textWidth(r.cells[index] ?? '') : 0));
     widths.push(Math.max(textWidth(name), ...cells));
   }
@@ -80,13 +81,14 @@ function line(cells: readonly string[], widths: readonly number[]): string {
  * // ✗ frozen bound: 1.32× (53 of 40) against ≤ 1.1× in 'local'; 9 over
  */
 export function verdictTable(report: ChaosReport): string {
-  const rows = report.scenarios.map(rowOf);
-  const widths = columnWidths(rows);
+  const names = verdictNamesOf(report);
+  const rows = report.scenarios.map((s) => rowOf(s, names));
+  const widths = columnWidths(rows, names);
   const restWidth = widths.slice(1).reduce((sum, w) => sum + w + GAP.length, -GAP.length);
   const out = [
     summaryLine(report),
     '',
-    line(['scenario', ...VERDICT_NAMES], widths),
+    line(['scenario', ...names], widths),
     line(
       widths.map((w) => '─'.repeat(w)),
       widths,
@@ -96,6 +98,8 @@ export function verdictTable(report: ChaosReport): string {
     out.push('cells' in row ? line([row.name, ...row.cells], widths) : line([row.name, row.skipped], [widths[0] ?? 0, restWidth]));
   }
   if (report.scenarios.length === 0) out.push('(no scenario ran)');
+  const inapplicable = notApplicable(report).map(([name]) => name);
+  if (inapplicable.length > 0) out.push('', `not applicable to a concurrency limit: ${inapplicable.join(', ')}`);
   const failures = failuresOf(report);
   if (failures.length > 0) out.push('');
   for (const { scenario, verdict } of failures) out.push(`✗ ${scenario.name} ${verdict.name}: ${failureText(verdict)}`);
