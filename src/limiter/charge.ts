@@ -78,8 +78,11 @@ export async function charge(
         prefix,
         parts.settings.windowMs,
       )(key, [windowMs === undefined ? { key, at, cost, id } : { key, at, cost, id, windowMs }]);
-      // Recorded once Redis has it, at that time: recorded before, a decision of the key that Redis made
-      // meanwhile would find Redis holding less than the warm window, and take it for lost data.
+      // Recorded once Redis has it, and after the replies read with its own have been settled: recorded
+      // sooner, a decision of the key that Redis made before it would find Redis holding less than
+      // the warm window, and take it for lost data (replies come in order; their settling is
+      // microtasks, over before the next turn of the event loop).
+      await new Promise((resolve) => setImmediate(resolve));
       local.record(key, parts.now(), cost, id);
       return { pending: false };
     } catch (error) {

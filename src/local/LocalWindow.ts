@@ -131,9 +131,7 @@ export class LocalWindow implements RateWindow {
       offset !== undefined &&
       admitted !== undefined &&
       log.used - log.unsent > before &&
-      // Calls recorded here that Redis may have run after this decision (a settle's charge, recorded
-      // once Redis took it, can be recorded before this decision's reply is read) prove nothing.
-      log.sentAbove(before, now - this.#options.windowMs + offset.uncertainty(), admitted.at - offset.uncertainty())
+      log.sentAbove(before, now - this.#options.windowMs + offset.uncertainty())
     ) {
       return false;
     }

@@ -124,19 +124,16 @@ export class Log {
   }
 
   /**
-   * Whether the calls that reached Redis (every one but a `LocalOnlyId`) admitted after `after`, and
-   * at or before `until`, hold more than `count` permits. Walks only the calls at or before `after`
-   * (the oldest: those about to leave) and after `until` (the newest: Redis may have run them after
-   * the decision that counted `count`), usually none.
+   * Whether the calls that reached Redis (every one but a `LocalOnlyId`) admitted after
+   * `after` hold more than `count` permits. Walks only the calls at or before `after` (the oldest:
+   * those about to leave), usually none.
    */
-  sentAbove(count: number, after: number, until = Number.POSITIVE_INFINITY): boolean {
+  sentAbove(count: number, after: number): boolean {
     const { times, ids } = this;
     let held = this.used - this.unsent;
     for (let i = this.head; i < times.length && held > count && (times[i] as number) <= after; i += 1) {
-      if (!isLocalOnly(ids?.[i])) held -= this.costAt(i);
-    }
-    for (let i = times.length - 1; i >= this.head && held > count && (times[i] as number) > until; i -= 1) {
-      if ((times[i] as number) > after && !isLocalOnly(ids?.[i])) held -= this.costAt(i);
+      const id = ids?.[i];
+      if (!isLocalOnly(id)) held -= this.costAt(i);
     }
     return held > count;
   }
