@@ -3,8 +3,10 @@
  * growth of bench/probes/), each in its own process (and with its own redis-server child), with a
  * progress display: one live line per benchmark on a TTY, plain lines otherwise. Writes `reports/bench/<time>/results.md` and `results.json`.
  *
- *   npm run bench                      # all of them
+ *   npm run bench                      # all of them (see BENCHMARKS for how long each takes)
  *   npm run bench -- redis-tier memory # some of them
+ *   npm run bench -- --quick           # about a minute: the benchmarks with a form that short, in it
+ *   npm run bench -- --help            # what each measures, and how long it takes
  */
 import { execFileSync, spawn } from 'node:child_process';
 import { mkdirSync, writeFileSync } from 'node:fs';
@@ -14,11 +16,117 @@ import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
 import { clock, type BenchMessage, type ResultMessage } from './support/report.ts';
 
-const BENCHMARKS = ['steady', 'resolution', 'hot-key', 'redis-tier', 'cpu', 'degraded', 'local-tier', 'slots', 'floor', 'memory', 'growth'];
+/**
+ * A benchmark: what it measures, how long its full run took, and its form in `--quick`, if it has
+ * one: its own `--quick`, its cells shortened (`BENCH_TIME_SCALE`: the same cells, measured for less
+ * time, so the figures mean the same, with more noise), or whole when it is short already. Without
+ * one, `--quick` leaves it out and says so. Durations: `npm run bench` and `-- --quick` on 2 shared
+ * vCPUs (load average 4–6), 2026-11-29; resolution and hot-key stopped early there (a decision
+ * timed out under that load), so theirs are docs/benchmarks.md's.
+ */
+type Benchmark = {
+  readonly name: string;
+  readonly measures: string;
+  /** Seconds its full run took. */
+  readonly fullS: number;
+  readonly quick?: { readonly args?: readonly string[]; readonly env?: Readonly<Record<string, string>>; readonly s: number };
+};
+
+/** The short form of a benchmark whose cells are timed: each measured for a fifth of its time. */
+const SHORT_CELLS = { BENCH_TIME_SCALE: '0.2' };
+
+const BENCHMARKS: readonly Benchmark[] = [
+  {
+    name: 'steady',
+    measures:
+      'keys in steady state, beside RateLimiterRedis: decisions/s, p99, Node and Redis CPU per call, by callers (1-256) and by fill',
+    fullS: 134,
+  },
+  {
+    name: 'resolution',
+    measures:
+      'the exact log, the slices (resolutionMs) and RateLimiterRedis by the limit and by the key count: Redis memory per key, Redis CPU per decision',
+    fullS: 180,
+  },
+  {
+    name: 'hot-key',
+    measures:
+      'one hot key shared by 1-8 processes: decisions/s, script calls and Redis CPU per decision (slices, leases, RateLimiterRedis)',
+    fullS: 40,
+  },
+  {
+    name: 'redis-tier',
+    measures: 'decisions/s and latency of every Redis contender at 1-256 callers over 10,000 keys, healthy Redis; redis-benchmark ceilings',
+    fullS: 127,
+  },
+  {
+    name: 'cpu',
+    measures: 'CPU per decision in this process and in redis-server, 64 callers, every Redis contender',
+    fullS: 55,
+    quick: { env: SHORT_CELLS, s: 14 },
+  },
+  {
+    name: 'degraded',
+    measures: 'latency of the calls made while Redis is frozen 3 s, 2,000 calls/s: resilimit beside RateLimiterRedis with insurance',
+    fullS: 22,
+    quick: { s: 22 },
+  },
+  {
+    name: 'local-tier',
+    measures: 'the local tier beside RateLimiterMemory, no Redis: decisions/s and heap per key at 10k and 1M keys',
+    fullS: 113,
+  },
+  {
+    name: 'slots',
+    measures: 'ConcurrencyLimiter beside redis-semaphore, and Budget: Redis CPU per operation; slots held through a Redis freeze',
+    fullS: 84,
+    quick: { args: ['--quick'], s: 33 },
+  },
+  {
+    name: 'floor',
+    measures: "what the design costs at the least: Redis CPU of the log's commands beside INCRBY; decisions/s with the breaker open",
+    fullS: 25,
+  },
+  {
+    name: 'memory',
+    measures: 'Redis memory per key with a full window at limits 10-10,000: resilimit, a plain script, RateLimiterRedis',
+    fullS: 23,
+  },
+  {
+    name: 'growth',
+    measures: "resilimit's decisions/s at 64 callers and Redis memory per key as keys grow 1k-100k and the limit 10-1,000",
+    fullS: 77,
+  },
+];
 /** The benchmarks above that live in `bench/probes/` (what bounds the targets; growth with the key count). */
 const PROBES = new Set(['floor', 'growth']);
-/** A benchmark still running after this is stopped (they are designed to take 15–120 s). */
+/** A benchmark still running after this is stopped (they are designed to take 15–240 s). */
 const TIME_LIMIT_MS = 300_000;
+
+/** `--help`: the flags, and each benchmark with what it measures and how long it takes. */
+function usage(): string {
+  const total = BENCHMARKS.reduce((n, b) => n + b.fullS, 0);
+  const quickTotal = BENCHMARKS.reduce((n, b) => n + (b.quick?.s ?? 0), 0);
+  const rows = BENCHMARKS.flatMap((b) => {
+    const form = b.quick?.args !== undefined ? 'its own --quick' : b.quick?.env !== undefined ? 'cells a fifth as long' : 'whole';
+    const quick = b.quick === undefined ? 'not in --quick' : `--quick ${clock(b.quick.s * 1000)} (${form})`;
+    return [`  ${b.name.padEnd(11)} ${clock(b.fullS * 1000).padStart(5)}  ${quick}`, `              ${b.measures}`];
+  });
+  return [
+    'Usage: npm run bench -- [--quick] [name ...]',
+    '',
+    `  (no name)   every benchmark in sequence, each in its own process: about ${Math.round(total / 60)} min`,
+    '  name ...    only those',
+    `  --quick     about ${Math.round(quickTotal / 10) * 10} s: the benchmarks with a form that short, in it (the same`,
+    '              figures, over fewer keys or shorter cells: noisier); with names, those of them',
+    '  --help      this',
+    '',
+    'Writes reports/bench/<time>/results.md and results.json. Durations: on 2 shared vCPUs (bench/run.ts says which).',
+    '',
+    '  name         full  quick, then what it measures',
+    ...rows,
+  ].join('\n');
+}
 
 type Outcome = {
   name: string;
@@ -47,11 +155,17 @@ function sourceState(): string {
 const tty = process.stdout.isTTY === true;
 const spinner = ['⠋', '⠙', '⠹', '⠸', '⠼', '⠴', '⠦', '⠧', '⠇', '⠏'];
 
-function runOne(name: string): Promise<Outcome> {
+/** Runs one benchmark in a process of its own: in its short form with `quick`. */
+function runOne(benchmark: Benchmark, quick: boolean): Promise<Outcome> {
+  const { name } = benchmark;
   const file = fileURLToPath(new URL(`./${PROBES.has(name) ? 'probes/' : ''}${name}.ts`, import.meta.url));
   const started = performance.now();
   const source = sourceState();
-  const child = spawn(process.execPath, [file], { stdio: ['ignore', 'pipe', 'pipe', 'ipc'] });
+  const form = quick ? benchmark.quick : undefined;
+  const child = spawn(process.execPath, [file, ...(form?.args ?? [])], {
+    stdio: ['ignore', 'pipe', 'pipe', 'ipc'],
+    env: { ...process.env, ...form?.env },
+  });
   let stdout = '';
   let stderr = '';
   let status = 'starting';
@@ -106,13 +220,23 @@ function runOne(name: string): Promise<Outcome> {
 }
 
 async function runAll(): Promise<void> {
-  const wanted = process.argv.slice(2);
-  const unknown = wanted.filter((n) => !BENCHMARKS.includes(n));
+  const args = process.argv.slice(2);
+  if (args.includes('--help') || args.includes('-h')) {
+    console.log(usage());
+    return;
+  }
+  const quick = args.includes('--quick');
+  const wanted = args.filter((a) => a !== '--quick');
+  const known = BENCHMARKS.map((b) => b.name);
+  const unknown = wanted.filter((n) => !known.includes(n));
   if (unknown.length > 0) {
-    console.error(`Unknown benchmark(s): ${unknown.join(', ')}. Known: ${BENCHMARKS.join(', ')}.`);
+    console.error(`Unknown benchmark(s) or flag(s): ${unknown.join(', ')}. Known: ${known.join(', ')}; flags --quick, --help.`);
     process.exit(2);
   }
-  const names = wanted.length === 0 ? BENCHMARKS : BENCHMARKS.filter((n) => wanted.includes(n));
+  const chosen = wanted.length === 0 ? BENCHMARKS : BENCHMARKS.filter((b) => wanted.includes(b.name));
+  const left = quick ? chosen.filter((b) => b.quick === undefined) : [];
+  const benchmarks = quick ? chosen.filter((b) => b.quick !== undefined) : chosen;
+  const names = benchmarks.map((b) => b.name);
   const startedAt = new Date();
   const started = performance.now();
   const environment = {
@@ -122,10 +246,18 @@ async function runAll(): Promise<void> {
     cores: cpus().length,
     memoryGiB: Math.round(totalmem() / 2 ** 30),
   };
-  console.log(`resilimit benchmarks: ${names.join(', ')} (Node ${environment.node}, ${environment.cores} × ${environment.cpu})\n`);
+  const mode = quick ? 'quick: ' : '';
+  console.log(`resilimit benchmarks, ${mode}${names.join(', ')} (Node ${environment.node}, ${environment.cores} × ${environment.cpu})`);
+  if (quick) {
+    console.log(
+      'Quick: the same figures over fewer keys or shorter cells, so noisier than a full run.' +
+        `${left.length === 0 ? '' : ` Not run (no form that short): ${left.map((b) => b.name).join(', ')}.`}`,
+    );
+  }
+  console.log('');
 
   const outcomes: Outcome[] = [];
-  for (const name of names) outcomes.push(await runOne(name));
+  for (const benchmark of benchmarks) outcomes.push(await runOne(benchmark, quick));
   const totalMs = performance.now() - started;
 
   const sources = [...new Set(outcomes.map((o) => o.source))];
@@ -133,12 +265,18 @@ async function runAll(): Promise<void> {
     sources.length === 1
       ? `at commit ${sources[0]}`
       : `**on changing code** (${outcomes.map((o) => `${o.name} at ${o.source}`).join(', ')}: src/ or lua/ changed during the run)`;
-  const dir = join('reports', 'bench', startedAt.toISOString().replace(/[:.]/g, '-'));
+  const dir = join('reports', 'bench', `${startedAt.toISOString().replace(/[:.]/g, '-')}${quick ? '-quick' : ''}`);
   mkdirSync(dir, { recursive: true });
   const md = [
-    `# resilimit benchmarks, ${startedAt.toISOString()}`,
+    `# resilimit benchmarks${quick ? ', quick' : ''}, ${startedAt.toISOString()}`,
     '',
-    `Command: \`npm run bench${wanted.length > 0 ? ` -- ${wanted.join(' ')}` : ''}\` ${measured}${sources.some((x) => x.endsWith('+dirty')) ? ' (`+dirty`: uncommitted changes in src/ or lua/)' : ''}. Node ${environment.node}, ${environment.platform}, ${environment.cores} × ${environment.cpu}, ${environment.memoryGiB} GiB. Total ${(totalMs / 1000).toFixed(0)} s.`,
+    ...(quick
+      ? [
+          `**Quick**: the same figures over fewer keys or shorter cells, noisier than a full run${left.length === 0 ? '' : `; not run: ${left.map((b) => b.name).join(', ')}`}.`,
+          '',
+        ]
+      : []),
+    `Command: \`npm run bench${args.length > 0 ? ` -- ${args.join(' ')}` : ''}\` ${measured}${sources.some((x) => x.endsWith('+dirty')) ? ' (`+dirty`: uncommitted changes in src/ or lua/)' : ''}. Node ${environment.node}, ${environment.platform}, ${environment.cores} × ${environment.cpu}, ${environment.memoryGiB} GiB. Total ${(totalMs / 1000).toFixed(0)} s.`,
     '',
     ...outcomes.map((o) =>
       o.ok && o.result !== undefined
@@ -152,6 +290,7 @@ async function runAll(): Promise<void> {
     `${JSON.stringify(
       {
         startedAt: startedAt.toISOString(),
+        quick,
         totalMs,
         environment,
         benchmarks: outcomes.map((o) => ({
@@ -169,7 +308,7 @@ async function runAll(): Promise<void> {
     )}\n`,
   );
   console.log(
-    `${outcomes.every((o) => o.ok) ? 'All done' : 'Done, with failures'} in ${clock(totalMs)}. Report: ${join(dir, 'results.md')} (and results.json)`,
+    `${outcomes.every((o) => o.ok) ? 'All done' : 'Done, with failures'}${quick ? ' (quick)' : ''} in ${clock(totalMs)}. Report: ${join(dir, 'results.md')} (and results.json)`,
   );
   process.exitCode = outcomes.every((o) => o.ok) ? 0 : 1;
 }

@@ -264,7 +264,7 @@ describe('the live display', () => {
 
   it('keeps every plain line within 80 columns at the extremes of the options', () => {
     for (const line of [
-      plainHeader(),
+      ...plainHeader(),
       plainLine(figures({}), 1),
       plainLine(figures({ admitted: 99_999, fallback: 99_999, denyCache: 99_999 }), 1000),
     ]) {

@@ -88,7 +88,7 @@ function intro(options: DemoOptions, phases: readonly DemoPhase[]): string {
     `Script (${options.durationS} s): ${script}.\n` +
     `Breaker: deadline ${DEMO_BREAKER.timeoutMs} ms; open ${DEMO_BREAKER.resetTimeoutMs / 1000} s, doubling up to ` +
     `${DEMO_BREAKER.maxResetTimeoutMs / 1000} s (defaults 1 s and 30 s: shortened so that recovery shows within the demo).\n` +
-    'Each second: calls admitted against the limit; decisions made by Redis, by the fallback, and by the deny cache ' +
+    'Each second: calls admitted against the limit; decisions, admitted or refused, made by Redis, by the fallback, and by the deny cache ' +
     "(a rejection Redis made moments before, repeated locally); each instance's breaker (C closed, O open, " +
     'H half-open); p50 and p99 decision latency.'
   );
@@ -175,6 +175,7 @@ function conclusion(report: DemoReport, paths: ReportPaths): string {
     `${report.interrupted ? 'Interrupted. ' : ''}Most admitted in any 1 s window: ${s.maxAdmittedIn1s} (limit ${options.limit}); ` +
       `calls over the limit: ${s.callsOverLimit}; ${s.decisions} decisions, ${s.exceptions} exceptions.`,
     ...(overLimitSentence(report) === undefined ? [] : [overLimitSentence(report) as string]),
+    `                      decisions (admitted or refused) by`,
     `  phase    admitted/s  redis  fallback   deny  p50 ms  p99 ms  max ms`,
     ...s.perPhase.map(
       (p) =>

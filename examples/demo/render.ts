@@ -101,14 +101,18 @@ export function wrap(text: string, width = WIDTH, indent = '    '): string[] {
   return lines;
 }
 
-/** The header over the plain lines. */
-export function plainHeader(): string {
-  return columns(COLUMNS.map((c) => c.head));
+/**
+ * The header over the plain lines, two lines: the second names the columns; the first says what the
+ * columns `redis`, `fallback` and `deny` count: decisions, admitted or refused, by who made them.
+ */
+export function plainHeader(): string[] {
+  const before = COLUMNS.slice(0, 3).reduce((n, c) => n + c.width + 1, 0);
+  return [`${' '.repeat(before)}decisions (admitted or refused) by`, columns(COLUMNS.map((c) => c.head))];
 }
 
 /**
  * One plain line per second: time (end of the second), phase, admitted with its bar, decisions by
- * Redis / the fallback / the deny cache, breakers, p50 and p99 latency. Starts with the time.
+ * Redis / the fallback / the deny cache (admitted or refused), breakers, p50 and p99 latency. Starts with the time.
  */
 export function plainLine(f: SecondFigures, limit: number): string {
   return columns([
@@ -263,7 +267,7 @@ export class PlainView implements LiveView {
     this.#flush();
     if (!this.#headed) {
       this.#headed = true;
-      this.#write(plainHeader());
+      for (const line of plainHeader()) this.#write(line);
     }
     this.#write(plainLine(figures, this.#settings.limit));
   }

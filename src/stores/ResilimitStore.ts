@@ -30,21 +30,30 @@ function nameOf(limiter: object): string {
 
 /**
  * express-rate-limit's `limit` and `windowMs` must be the limiter's: it shows them in its headers, and
- * the limit is what it compares the hits with.
+ * the limit is what it compares the hits with. A limiter whose `limit` is a function of the key gives
+ * `stats().limit` 0 before its first call (a number limit is at least 1): it cannot be used.
  * @throws {ResilimitError} `ERR_RESILIMIT_INVALID_OPTION` naming the option, the limiter's value and the one given.
  */
 function checkOptions(
   options: Pick<Options, 'limit' | 'windowMs'>,
   limiter: { readonly limit: number; readonly windowMs: number },
 ): number {
-  const mismatch = (name: string, expected: number, got: unknown): ResilimitError =>
+  if (limiter.limit === 0) {
+    throw new ResilimitError(
+      ErrorCode.INVALID_OPTION,
+      'Expected `limiter` to be a ResilientLimiter whose `limit` is a number, got one whose `limit` is a function of the key: ' +
+        'express-rate-limit counts hits against one limit per middleware (for limits per key, use resilimit/http)',
+    );
+  }
+  const mismatch = (name: string, expected: number, got: unknown, byDefault: number): ResilimitError =>
     new ResilimitError(
       ErrorCode.INVALID_OPTION,
-      `Expected express-rate-limit's \`${name}\` to be the limiter's, \`${expected}\`, got ${describe(got)}: ` +
+      `Expected express-rate-limit's \`${name}\` to be the limiter's, \`${expected}\`, got ${describe(got)}` +
+        `${got === byDefault ? ` (also express-rate-limit's default, taken when \`${name}\` is not given)` : ''}: ` +
         `give rateLimit() the \`${name}\` of the ResilientLimiter (a limiter with a \`limit\` function cannot be used: one middleware has one limit)`,
     );
-  if (options.limit !== limiter.limit) throw mismatch('limit', limiter.limit, options.limit);
-  if (options.windowMs !== limiter.windowMs) throw mismatch('windowMs', limiter.windowMs, options.windowMs);
+  if (options.limit !== limiter.limit) throw mismatch('limit', limiter.limit, options.limit, 5);
+  if (options.windowMs !== limiter.windowMs) throw mismatch('windowMs', limiter.windowMs, options.windowMs, 60_000);
   return limiter.limit;
 }
 
@@ -67,7 +76,8 @@ function checkOptions(
  * - `get(key)`: `peek(key)`; undefined when the key used nothing.
  *
  * express-rate-limit's `limit` and `windowMs` must equal the limiter's (a number): otherwise `init()`
- * throws, express-rate-limit logs it, and every request fails with the same error. There is no
+ * throws, express-rate-limit logs it, and `rateLimit()` itself throws the same error, so the app
+ * fails when it is built (see {@link ResilimitStore.init}). There is no
  * `resetAll()`: resilimit does not scan Redis for keys. The limiter stays yours: close it yourself.
  * @example
  * const limiter = new ResilientLimiter({ redis, limit: 100, windowMs: 60_000, prefix: 'api:' });
@@ -103,17 +113,39 @@ export class ResilimitStore implements Store {
   }
 
   /**
-   * Called by express-rate-limit with its options: checks that its `limit` and `windowMs` are the
-   * limiter's. express-rate-limit logs what this throws; every call then fails with the same error.
+   * Called by express-rate-limit with its options, once, from `rateLimit()`: checks that its `limit`
+   * and `windowMs` are the limiter's, and that the limiter's `limit` is a number.
+   *
+   * express-rate-limit 8 catches what `init()` throws and only logs it: the app would start and every
+   * request fail. So on a mismatch the store also throws the error from its `resetKey` property until
+   * the next microtask: `rateLimit()` reads it right after `init()`, to give the middleware its
+   * `resetKey`, so `rateLimit()` throws the error and the app fails when it is built. Should an
+   * express-rate-limit not read it there, `resetKey` is the method again at the next microtask, and
+   * every call then fails with the error (`increment()` and `get()` reject with it).
    * @throws {ResilimitError} `ERR_RESILIMIT_INVALID_OPTION` naming the option, the limiter's value and the one given.
    */
   init(options: Options): void {
     try {
       this.#limit = checkOptions(options, this.#limiter.stats());
     } catch (error) {
-      this.#limit = error instanceof ResilimitError ? error : undefined;
+      if (!(error instanceof ResilimitError)) throw error;
+      this.#limit = error;
+      this.#throwOnNextRead('resetKey', error);
       throw error;
     }
+  }
+
+  /** `this[name]` throws `error` when it is next read, until then or the next microtask; then it is the method again. */
+  #throwOnNextRead(name: 'resetKey', error: ResilimitError): void {
+    const restore = (): void => void Reflect.deleteProperty(this, name);
+    Object.defineProperty(this, name, {
+      configurable: true,
+      get: () => {
+        restore();
+        throw error;
+      },
+    });
+    queueMicrotask(restore);
   }
 
   /**

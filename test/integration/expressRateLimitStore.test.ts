@@ -10,7 +10,7 @@ import express, { type NextFunction, type Request, type Response } from 'express
 import { rateLimit, type Options, type RateLimitRequestHandler } from 'express-rate-limit';
 import { afterEach, describe, expect, it } from 'vitest';
 import { ResilimitStore, type StoreLimiter } from '../../src/express-rate-limit.js';
-import type { RefundResult, ResilientLimiter } from '../../src/index.js';
+import type { RefundResult, ResilientLimiter, ResilientLimiterOptions } from '../../src/index.js';
 import { useLimiters } from '../support/limiters.js';
 
 const WINDOW_MS = 60_000;
@@ -284,21 +284,67 @@ describe('ResilimitStore while Redis cannot answer', () => {
 });
 
 describe('ResilimitStore refuses misuse', () => {
-  it("refuses a limit or a window other than the limiter's: init() logs it, and every request fails with it", async () => {
+  // Each failed on the code before issue 39: init() threw, express-rate-limit only logged it, the app
+  // was built, and every request answered 500 with the error.
+  const misconfigured: [string, Partial<ResilientLimiterOptions>, { [K in keyof Options]?: Options[K] | undefined }, RegExp][] = [
+    [
+      "a limit other than the limiter's",
+      {},
+      { limit: 5 },
+      /Expected express-rate-limit's `limit` to be the limiter's, `3`, got `5` \(number\)/,
+    ],
+    ['a limit function', {}, { limit: () => 3 }, /`limit` to be the limiter's, `3`, got a function/],
+    [
+      "a window other than the limiter's",
+      {},
+      { windowMs: 1_000 },
+      /Expected express-rate-limit's `windowMs` to be the limiter's, `60000`, got `1000` \(number\)/,
+    ],
+    [
+      "express-rate-limit's defaults (no limit given)",
+      {},
+      { limit: undefined, windowMs: undefined },
+      /`limit` to be the limiter's, `3`, got `5` \(number\) \(also express-rate-limit's default, taken when `limit` is not given\)/,
+    ],
+    [
+      'a limiter whose limit is a function of the key',
+      { limit: () => 3 },
+      {},
+      /Expected `limiter` to be a ResilientLimiter whose `limit` is a number/,
+    ],
+  ];
+  it.each(misconfigured)(
+    'refuses %s when the app is built: rateLimit() throws what init() threw (and express-rate-limit logged)',
+    async (_, limiterOptions, options, message) => {
+      const l = await limiters.limiter(limiterOptions);
+      const logged: unknown[] = [];
+      const refused = expect.objectContaining({ code: 'ERR_RESILIMIT_INVALID_OPTION', message: expect.stringMatching(message) });
+      const build = () =>
+        rateLimit({
+          windowMs: WINDOW_MS,
+          limit: 3,
+          store: new ResilimitStore(l),
+          logger: { error: (e) => logged.push(e), warn: () => undefined },
+          ...(options as Partial<Options>),
+        });
+      expect(build).toThrow(refused);
+      expect(logged).toEqual([refused]);
+      expect(l.stats().decisions).toBe(0);
+    },
+  );
+
+  it('fails every call with the error when init() is called outside rateLimit(), and resetKey is the method again', async () => {
     const l = await limiters.limiter();
-    const cases: [Partial<Options>, RegExp][] = [
-      [{ limit: 5 }, /Expected express-rate-limit's `limit` to be the limiter's, `3`, got `5` \(number\)/],
-      [{ limit: () => 3 }, /`limit` to be the limiter's, `3`, got a function/],
-      [{ windowMs: 1_000 }, /Expected express-rate-limit's `windowMs` to be the limiter's, `60000`, got `1000` \(number\)/],
-    ];
-    for (const [options, message] of cases) {
-      const app = await serve(new ResilimitStore(l), options);
-      expect(app.logged).toHaveLength(1);
-      expect(app.logged[0]).toMatchObject({ code: 'ERR_RESILIMIT_INVALID_OPTION', message: expect.stringMatching(message) });
-      const reply = await app.get('/status/200');
-      expect(reply.status).toBe(500);
-      expect(JSON.parse(reply.body)).toMatchObject({ code: 'ERR_RESILIMIT_INVALID_OPTION', message: expect.stringMatching(message) });
-    }
+    const store = new ResilimitStore(l);
+    const refused = expect.objectContaining({
+      code: 'ERR_RESILIMIT_INVALID_OPTION',
+      message: expect.stringMatching(/`limit` to be the limiter's, `3`, got `4`/),
+    });
+    expect(() => store.init({ limit: 4, windowMs: WINDOW_MS } as Options)).toThrow(refused);
+    await Promise.resolve();
+    expect(store.resetKey).toBe(ResilimitStore.prototype.resetKey);
+    await expect(store.increment('ada')).rejects.toThrow(refused);
+    await expect(store.get('ada')).rejects.toThrow(refused);
     expect(l.stats().decisions).toBe(0);
   });
 
