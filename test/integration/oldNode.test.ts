@@ -34,10 +34,10 @@ describe.skipIf(skip !== undefined)(`on an old Node (${skip ?? `${OLD_NODE}, Nod
     expect(run.stderr).toBe('');
     const results = JSON.parse(run.stdout) as Record<string, string>;
 
-    // Every entry of package.json's `exports` is tried, with at least one call.
+    // Every entry of package.json's `exports` is tried, with at least one call (but resilimit/express: types only, no code).
     const { exports } = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { exports: Record<string, unknown> };
     const entries = Object.keys(exports)
-      .filter((e) => e !== './package.json')
+      .filter((e) => e !== './package.json' && e !== './express')
       .map((e) => (e === '.' ? 'resilimit' : `resilimit/${e.slice(2)}`));
     expect(new Set(Object.keys(results).map((call) => call.split(' ')[0]))).toEqual(new Set(entries));
 
