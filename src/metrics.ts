@@ -22,6 +22,7 @@ import { invalidOption } from './base/errors.js';
 import type { ConcurrencyLimiter } from './limiter/ConcurrencyLimiter.js';
 import type { DecisionMessage, ResilientLimiter } from './limiter/ResilientLimiter.js';
 import type { DecisionReason, DecisionSource } from './types.js';
+import { requireRuntime } from './base/runtime.js';
 
 /** Options of {@link instrumentLimiter}. */
 export type InstrumentLimiterOptions = {
@@ -190,6 +191,7 @@ type AttributeSets = { timed: Attributes; rejected: Attributes; allowed: Attribu
  *   option, or a name already instrumented with this meter.
  */
 export function instrumentLimiter(limiter: ResilientLimiter, options?: InstrumentLimiterOptions): LimiterInstrumentation {
+  requireRuntime();
   const checked = checkLimiter(limiter);
   if (options !== undefined && !isObject(options)) throw invalidOption('options', 'an object', options);
   const name = checkName(options?.name);
@@ -301,6 +303,7 @@ export function instrumentLimiter(limiter: ResilientLimiter, options?: Instrumen
  *   a bad option, or a name already instrumented with this meter.
  */
 export function instrumentConcurrencyLimiter(limiter: ConcurrencyLimiter, options?: InstrumentLimiterOptions): LimiterInstrumentation {
+  requireRuntime();
   // Duck-typed, as for instrumentLimiter: this entry loads no limiter code.
   const value = limiter as unknown;
   if (

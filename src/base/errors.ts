@@ -25,7 +25,7 @@ export const ErrorCode = {
   SLOT_LOST: 'ERR_RESILIMIT_SLOT_LOST',
   /** `settle()` or `cancel()` of a handle its `Budget` did not make, or of a reservation that was refused. */
   UNKNOWN_RESERVATION: 'ERR_RESILIMIT_UNKNOWN_RESERVATION',
-  /** The Node.js running the limiter is older than the package's minimum (`engines` in package.json: 22.12). */
+  /** The Node.js running the package is older than its minimum (`engines` in package.json: 22.12): thrown by every function or constructor a user calls first. */
   UNSUPPORTED_RUNTIME: 'ERR_RESILIMIT_UNSUPPORTED_RUNTIME',
 } as const;
 

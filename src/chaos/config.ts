@@ -9,6 +9,7 @@ import { pathToFileURL } from 'node:url';
 import type { ConcurrencyLimiter } from '../limiter/ConcurrencyLimiter.js';
 import type { ResilientLimiter } from '../limiter/ResilientLimiter.js';
 import type { ChaosAddress, ChaosConfig, ChaosInstance, SlotLoad } from './types.js';
+import { requireRuntime } from '../base/runtime.js';
 
 /** What `createLimiter` built: a rate limit or a concurrency limit, and how to close it all. */
 export type BuiltInstance =
@@ -32,6 +33,7 @@ export function configUrl(config: string): string {
  *   `createLimiter` function (the names it does export listed), or `keys` / `rate` are not valid.
  */
 export async function loadChaosConfig(config: string): Promise<ChaosConfig> {
+  requireRuntime();
   const url = configUrl(config);
   const path = new URL(url).pathname;
   if (!existsSync(path)) throw new ChaosUsageError(`config file ${config}: not found (looked for ${path})`);

@@ -7,6 +7,7 @@ import { createServer } from 'node:net';
 import { loadScript } from '../redis/scripts/script.js';
 import { buildInstance, ChaosUsageError, loadChaosConfig } from './config.js';
 import { openResp, parseInfo, parseRedisUrl, type RespOptions } from './resp.js';
+import { requireRuntime } from '../base/runtime.js';
 
 /** One check: `ok` true, false (a problem), or undefined (worth knowing, not a problem). */
 export type DoctorCheck = { readonly name: string; readonly ok: boolean | undefined; readonly detail: string };
@@ -28,6 +29,7 @@ const SCRIPTS = ['sliding-window', 'sliced-window', 'limit-all', 'refund', 'reco
  * const { ok, text } = await runDoctor({ redisUrl: 'redis://10.0.0.5:6379', config: './limiter.config.mjs' });
  */
 export async function runDoctor(input: { redisUrl: string; config?: string; timeoutMs?: number }): Promise<DoctorResult> {
+  requireRuntime();
   let address: RespOptions;
   try {
     address = parseRedisUrl(input.redisUrl);

@@ -13,6 +13,7 @@ import { outcome, type ScenarioRun } from './outcome.js';
 import type { FromWorker, WorkerSetup } from './protocol.js';
 import { SCENARIOS, STANDARD, scenarioNames, type FaultContext, type Scenario, type Timing } from './scenarios.js';
 import type { ChaosOptions, ChaosReport, ChaosScenario, LimiterProfile, ScenarioOutcome, VerdictName } from './types.js';
+import { requireRuntime } from '../base/runtime.js';
 
 /** The verdicts of a rate limit (`ResilientLimiter`), and those of a concurrency limit (`ConcurrencyLimiter`). */
 const RATE_VERDICTS: readonly VerdictName[] = ['bound', 'redis-bound', 'deadline', 'latency', 'lost', 'recovery', 'write-back'];
@@ -34,6 +35,7 @@ const OVERHEAD_MS = 1500;
  * assertChaos(report);
  */
 export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
+  requireRuntime();
   const instances = checkInstances(options.instances);
   const chosen = chooseScenarios(options.scenarios);
   const seed = options.seed ?? randomInt(2 ** 31);

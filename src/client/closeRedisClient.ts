@@ -2,6 +2,7 @@ import type { RedisClient } from './clientType.js';
 import { invalidOption } from '../base/errors.js';
 import { integer } from '../base/checks.js';
 import { portOf } from './portOf.js';
+import { requireRuntime } from '../base/runtime.js';
 
 /** Options of {@link closeRedisClient}. */
 export type CloseRedisClientOptions = {
@@ -34,7 +35,8 @@ export type CloseRedisClientOptions = {
  *
  * Close the limiters first: `close()` may still write to Redis.
  * @throws {ResilimitError} `ERR_RESILIMIT_INVALID_OPTION` when `client` is none of those clients or
- *   `timeoutMs` is out of range (a rejection of the returned promise).
+ *   `timeoutMs` is out of range, `ERR_RESILIMIT_UNSUPPORTED_RUNTIME` on a Node.js older than 22.12 (a
+ *   rejection of the returned promise).
  * @example
  * process.once('SIGTERM', async () => {
  *   await limiter.close();
@@ -42,6 +44,7 @@ export type CloseRedisClientOptions = {
  * });
  */
 export async function closeRedisClient(redis: RedisClient, options: CloseRedisClientOptions = {}): Promise<void> {
+  requireRuntime();
   const port = portOf(redis, 'client');
   await port.close(checkTimeout(options));
 }

@@ -3,6 +3,7 @@ import type { Redis, RedisOptions } from 'ioredis';
 import type { RedisPort } from './port.js';
 import { ErrorCode, ResilimitError } from '../base/errors.js';
 import { followFailovers } from './followFailovers.js';
+import { requireRuntime } from '../base/runtime.js';
 
 /**
  * The client settings resilimit needs on a request path, and why:
@@ -70,6 +71,7 @@ export type ClientOptions = Omit<RedisOptions, 'replyMapping'>;
  * Sentinel announces it (`+switch-master`), through one connection to each listed Sentinel, closed
  * with the client.
  *
+ * @throws {ResilimitError} `ERR_RESILIMIT_UNSUPPORTED_RUNTIME` on a Node.js older than 22.12.
  * @example
  * const redis = createRedisClient(process.env.REDIS_URL ?? 'redis://127.0.0.1:6379');
  * @example
@@ -77,6 +79,7 @@ export type ClientOptions = Omit<RedisOptions, 'replyMapping'>;
  * const redis = createRedisClient({ sentinels: [{ host: '10.0.0.1', port: 26379 }], name: 'mymaster' });
  */
 export function createRedisClient(urlOrOptions: string | ClientOptions, options: ClientOptions = {}): Redis {
+  requireRuntime();
   const { Redis } = ioredis();
   const client =
     typeof urlOrOptions === 'string'

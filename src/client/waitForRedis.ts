@@ -1,6 +1,7 @@
 import type { RedisClient } from './clientType.js';
 import { knownOptions, MAX_INT, optionalInteger } from '../base/checks.js';
 import { portOf } from './portOf.js';
+import { requireRuntime } from '../base/runtime.js';
 
 /** Options of {@link waitForRedis}. */
 export type WaitForRedisOptions = {
@@ -18,12 +19,14 @@ export type WaitForRedisOptions = {
  * and waits forever when no error comes.) A Valkey GLIDE client counts as ready until it is closed
  * (docs/clients.md); a node-redis client not connected yet (`connect()` not called) answers `false` at once.
  *
- * @throws {ResilimitError} `ERR_RESILIMIT_INVALID_OPTION` when `redis` is not a client resilimit takes or `timeoutMs` not an integer ≥ 0.
+ * @throws {ResilimitError} `ERR_RESILIMIT_INVALID_OPTION` when `redis` is not a client resilimit takes or `timeoutMs` not an integer ≥ 0;
+ *   `ERR_RESILIMIT_UNSUPPORTED_RUNTIME` on a Node.js older than 22.12.
  * @example
  * const redis = createRedisClient(process.env.REDIS_URL);
  * await waitForRedis(redis); // at most 5 s; never throws
  */
 export function waitForRedis(client: RedisClient, options: WaitForRedisOptions = {}): Promise<boolean> {
+  requireRuntime();
   const redis = portOf(client);
   const checked = knownOptions('waitForRedis', options, ['timeoutMs'], { optional: true });
   const timeoutMs = optionalInteger('timeoutMs', checked['timeoutMs'], 0, MAX_INT, 5_000);

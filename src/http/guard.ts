@@ -3,6 +3,7 @@ import type { Decision } from '../types.js';
 import { answersReduced, joined, partitionKeyParameter, problemBody, RateLimitFields, retryAfterSeconds } from './fields.js';
 import type { KeyFunction } from './keys.js';
 import { checkLimiter, resolveHttpOptions, type ClosingResponse, type HttpLimiter } from './options.js';
+import { requireRuntime } from '../base/runtime.js';
 
 /** The status of a refusal: 429 `quota-exceeded`, or 503 `temporary-reduced-capacity` (see `answersReduced`). */
 export type RefusalStatus = 429 | 503;
@@ -62,6 +63,7 @@ const GO: unique symbol = Symbol('go on');
  * as the user gave them) once, here.
  */
 export function guard<Req, Res, L>(who: string, limiter: HttpLimiter, options: unknown, f: Framework<Req, Res, L>): Flow<Req, Res> {
+  requireRuntime();
   const l = checkLimiter(who, limiter);
   const { key, cost, skip, onLimited, headers, policyName, reducedCapacity, partitionKey, refundIf } = resolveHttpOptions<Req, L, Res>(
     who,

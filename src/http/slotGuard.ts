@@ -5,6 +5,7 @@ import type { HeldSlot, SlotOptions } from '../limiter/ConcurrencyLimiter.js';
 import { skips } from './guard.js';
 import { byIp, type KeyFunction } from './keys.js';
 import { checkPolicyName, optionalFunction } from './options.js';
+import { requireRuntime } from '../base/runtime.js';
 
 /**
  * What the concurrency middleware needs of a limiter; a `ConcurrencyLimiter` fits. `options.max`, when
@@ -163,6 +164,7 @@ function ignore(): boolean {
  * nothing answered. Other errors go to `proceed(error)`. Checks the limiter and the options once, here.
  */
 export function slotGuard<Req, Res, L>(who: string, limiter: unknown, options: unknown, f: SlotFramework<Req, Res, L>): SlotFlow<Req, Res> {
+  requireRuntime();
   const l = checkSlotLimiter(who, limiter);
   const { key, cost, maxWaitMs, skip, onLimited, policyName } = resolve<Req, L>(who, l, options, byIp as KeyFunction<Req>);
   const body = refusalBody(policyName, maxWaitMs);

@@ -9,6 +9,7 @@ import type { LimitAllItem } from '../redis/allWindows.js';
 import { BudgetGroups, type GroupReservation, type SettleAllResult } from './budgetGroups.js';
 import { cancelMeasure, measured, settleMeasure, type Measure } from './settling.js';
 import type { ResilientLimiter } from './ResilientLimiter.js';
+import { requireRuntime } from '../base/runtime.js';
 
 /** Options of {@link Budget.reserve}. */
 export type ReserveOptions = {
@@ -101,6 +102,7 @@ export class Budget {
 
   /** @throws {ResilimitError} `ERR_RESILIMIT_INVALID_OPTION` unless `limiter` is a `ResilientLimiter`. */
   constructor(limiter: ResilientLimiter) {
+    requireRuntime();
     const port = typeof limiter === 'object' && limiter !== null ? (limiter as { [charge]?: Charger })[charge] : undefined;
     if (port === undefined) throw invalidOption('limiter', 'a ResilientLimiter', limiter);
     this.#limiter = limiter;

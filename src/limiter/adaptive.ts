@@ -1,6 +1,7 @@
 import { monitorEventLoopDelay, performance, type EventLoopUtilization } from 'node:perf_hooks';
 import { describe, ErrorCode, invalidOption, ResilimitError } from '../base/errors.js';
 import { integer, MAX_INT } from '../options/options.js';
+import { requireRuntime } from '../base/runtime.js';
 
 /**
  * What tells how loaded this process is:
@@ -53,6 +54,7 @@ export type AdaptiveLimit = {
  * // on shutdown: await limiter.close(); limit.close();
  */
 export function adaptiveLimit(options: AdaptiveLimitOptions): AdaptiveLimit {
+  requireRuntime();
   if (typeof options !== 'object' || options === null) {
     throw new ResilimitError(ErrorCode.INVALID_OPTION, `Expected the options of adaptiveLimit() to be an object, got ${describe(options)}`);
   }

@@ -1,5 +1,6 @@
 import { describe, ErrorCode, invalidOption, ResilimitError } from '../base/errors.js';
 import type { Decision, LimitOptions } from '../types.js';
+import { requireRuntime } from '../base/runtime.js';
 
 /** Anything that decides calls: `ResilientLimiter`, `RedisWindow` or `LocalWindow`. */
 export type Limiter<D extends Decision = Decision> = {
@@ -84,6 +85,7 @@ export function wrap<This, Args extends unknown[], R, D extends Decision>(
   fn: (this: This, ...args: Args) => R | Promise<R>,
   options: WrapOptions<This, Args, R, D>,
 ): (this: This, ...args: Args) => Promise<Awaited<R>> {
+  requireRuntime();
   if (typeof fn !== 'function') throw invalidOption('fn', 'a function to wrap', fn);
   checkWrapOptions(options);
   const { key, cost, id, onLimited } = options;
@@ -123,6 +125,7 @@ export function rateLimited<This, D extends Decision>(
   method: (this: This, ...args: Args) => R | Promise<R>,
   context: ClassMethodDecoratorContext<This>,
 ) => (this: This, ...args: Args) => Promise<Awaited<R>> {
+  requireRuntime();
   checkWrapOptions(options);
   return <Args extends unknown[], R>(method: (this: This, ...args: Args) => R | Promise<R>, context: ClassMethodDecoratorContext<This>) => {
     if (context.kind !== 'method') {

@@ -4,7 +4,8 @@ import type { RedisClient } from '../client/clientType.js';
 import { integer, integerOrAuto, knownOptions, optionalBoolean, optionalFunction, optionalInteger, optionalPerf } from '../base/checks.js';
 import { steadyClock } from './clock.js';
 import { localClock, type LocalMs } from '../base/time.js';
-import { ErrorCode, invalidOption, ResilimitError } from '../base/errors.js';
+import { invalidOption } from '../base/errors.js';
+import { requireRuntime } from '../base/runtime.js';
 import { instanceName } from './instanceName.js';
 
 export { integer } from '../base/checks.js';
@@ -279,17 +280,6 @@ export type ResolvedLimiterOptions = Readonly<{
   coalesce: boolean;
 }>;
 
-/**
- * Throws `ERR_RESILIMIT_UNSUPPORTED_RUNTIME` on a Node.js older than the package's minimum (22.12, as
- * `engines` says): features it relies on (`Promise.withResolvers`, …) would otherwise fail at the first
- * call, far from the cause.
- */
-export function checkRuntime(version: string): void {
-  const [major = 0, minor = 0] = version.split('.').map(Number);
-  if (major > 22 || (major === 22 && minor >= 12)) return;
-  throw new ResilimitError(ErrorCode.UNSUPPORTED_RUNTIME, `resilimit needs Node.js 22.12 or later; this is Node.js ${version}`);
-}
-
 /** Checks a mode. */
 export function mode(name: string, value: unknown): Mode {
   if (!MODES.includes(value as Mode)) throw invalidOption(name, "one of 'local', 'fail-open', 'fail-closed'", value);
@@ -333,7 +323,7 @@ export const OPTION_NAMES_COMPLETE: [
 
 /** Validates {@link ResilientLimiterOptions} and returns a frozen copy with defaults filled in. */
 export function resolveLimiterOptions(raw: unknown): ResolvedLimiterOptions {
-  checkRuntime(process.versions.node);
+  requireRuntime();
   const options = knownOptions('ResilientLimiter', raw, LIMITER_OPTIONS);
   const local = knownOptions('ResilientLimiter', options['local'], LOCAL_OPTIONS, { path: 'local.', optional: true });
   const breaker = resolveBreakerOptions('ResilientLimiter', options['breaker']);

@@ -3,7 +3,8 @@ import type { RedisClient } from '../client/clientType.js';
 import type { RedisPort } from '../client/port.js';
 import { portOf } from '../client/portOf.js';
 import { resolveBreakerOptions, type BreakerOptions, type ResolvedBreakerOptions } from './breakerOptions.js';
-import { checkRuntime, mode, type Mode } from './options.js';
+import { requireRuntime } from '../base/runtime.js';
+import { mode, type Mode } from './options.js';
 import { prefix } from './windowOptions.js';
 
 /** The options of `ConcurrencyLimiter`. */
@@ -89,7 +90,7 @@ export const SLOT_OPTION_NAMES_COMPLETE: [Missing] extends [never] ? true : { mi
 
 /** Validates {@link ConcurrencyLimiterOptions}; a frozen copy with the defaults filled in. @throws {ResilimitError} */
 export function resolveSlotOptions(raw: unknown): ResolvedSlotOptions {
-  checkRuntime(process.versions.node);
+  requireRuntime();
   const o = knownOptions('ConcurrencyLimiter', raw, SLOT_OPTIONS);
   const ttlMs = optionalInteger('ttlMs', o['ttlMs'], 100, MAX_INT, 30_000);
   const heartbeatMs = optionalInteger('heartbeatMs', o['heartbeatMs'], 100, 60_000, 2_000);

@@ -4,6 +4,7 @@ import type { RedisClient } from '../client/clientType.js';
 import { integer, knownOptions, MAX_INT, optionalFunction, optionalInteger } from '../base/checks.js';
 import { steadyClock } from './clock.js';
 import { invalidOption } from '../base/errors.js';
+import { requireRuntime } from '../base/runtime.js';
 
 export { MAX_ID_LENGTH, MAX_INT, MAX_KEY_LENGTH } from '../base/checks.js';
 /** A Redis key prefix may be at most this many characters long. */
@@ -91,6 +92,7 @@ export type LimitFunction = (key: string) => number;
 
 /** Validates {@link LocalWindowOptions} and returns a frozen copy with defaults filled in. */
 export function resolveLocalWindowOptions(raw: unknown): ResolvedLocalWindowOptions {
+  requireRuntime();
   const options = knownOptions('LocalWindow', raw, ['limit', 'windowMs', 'maxKeys', 'now'] satisfies (keyof LocalWindowOptions)[]);
   return Object.freeze({
     ...resolveWindowOptions(options),
@@ -101,6 +103,7 @@ export function resolveLocalWindowOptions(raw: unknown): ResolvedLocalWindowOpti
 
 /** Validates {@link RedisWindowOptions} and returns a frozen copy with defaults filled in. */
 export function resolveRedisWindowOptions(raw: unknown): ResolvedRedisWindowOptions {
+  requireRuntime();
   const options = knownOptions('RedisWindow', raw, [
     'limit',
     'windowMs',

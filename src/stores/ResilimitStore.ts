@@ -4,6 +4,7 @@ import type { ResilientLimiter } from '../limiter/ResilientLimiter.js';
 import { describe, ErrorCode, invalidOption, isResilimitError, ResilimitError } from '../base/errors.js';
 import { retryAfterSeconds } from '../http/fields.js';
 import { hitsOf } from './hits.js';
+import { requireRuntime } from '../base/runtime.js';
 
 /** What {@link ResilimitStore} uses of a limiter: a `ResilientLimiter` fits. */
 export type StoreLimiter = Pick<ResilientLimiter, 'limit' | 'refund' | 'reset' | 'peek' | 'stats'>;
@@ -100,6 +101,7 @@ export class ResilimitStore implements Store {
    * @throws {ResilimitError} `ERR_RESILIMIT_INVALID_OPTION` when `limiter` is not a limiter.
    */
   constructor(limiter: StoreLimiter) {
+    requireRuntime();
     const l = limiter as Partial<Record<keyof StoreLimiter, unknown>> | null;
     if (
       typeof l !== 'object' ||

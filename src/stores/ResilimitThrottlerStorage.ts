@@ -10,6 +10,7 @@ import {
   type ResilimitThrottlerStorageOptions,
   type ResolvedThrottlerStorageOptions,
 } from './throttlerOptions.js';
+import { requireRuntime } from '../base/runtime.js';
 
 /** What `increment()` resolves with: @nestjs/throttler's `ThrottlerStorageRecord` (its package index does not export the name). */
 type ThrottlerStorageRecord = Awaited<ReturnType<ThrottlerStorage['increment']>>;
@@ -62,6 +63,7 @@ export class ResilimitThrottlerStorage implements ThrottlerStorage {
    *   `limit`, `windowMs` or `blockMs` (the throttlers give them), and for a bad `maxLimiters` or `prefix`.
    */
   constructor(options: ResilimitThrottlerStorageOptions) {
+    requireRuntime();
     this.#options = resolveThrottlerStorageOptions(options);
   }
 

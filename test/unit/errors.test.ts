@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { ErrorCode, isRedisUnavailable, isResilimitError, ResilimitError } from '../../src/index.js';
 import { reasonOf, redisCallError } from '../../src/redis/failures.js';
-import { checkRuntime } from '../../src/options/options.js';
+import { checkRuntime } from '../../src/base/runtime.js';
 
 function replyError(message: string): Error {
   const error = new Error(message);

@@ -25,6 +25,14 @@ describe('README', () => {
     expect(install).toContain(`npm install /path/to/resilimit/resilimit-${version}.tgz ioredis`);
   });
 
+  it('puts a Node the npm scripts accept on PATH before `npm ci`, which stops at EBADDEVENGINES on an older one', () => {
+    const install = readme.slice(readme.indexOf('## Install'), readme.indexOf('\n## ', readme.indexOf('## Install') + 1));
+    const node = install.search(/^eval "\$\(tools\/fresh node\)"/m);
+    expect(node).toBeGreaterThan(0);
+    expect(node).toBeLessThan(install.search(/^npm ci\b/m));
+    expect(install).toContain('EBADDEVENGINES');
+  });
+
   it('stays short enough to read first: the details are in docs/', () => {
     expect(readme.split('\n').length).toBeLessThanOrEqual(260);
   });
