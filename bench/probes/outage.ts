@@ -40,7 +40,10 @@ async function round(factory: LocalFactory, keys: readonly string[]): Promise<Ro
 }
 
 const median = (values: readonly number[]): number => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)] as number;
-const load = (): string => loadavg().map((l) => l.toFixed(2)).join(', ');
+const load = (): string =>
+  loadavg()
+    .map((l) => l.toFixed(2))
+    .join(', ');
 
 main(async () => {
   const at = process.argv.indexOf('--rounds');
