@@ -47,7 +47,8 @@ export class LocalTier {
   /** See `LocalWindow.lost`: for every window. */
   lost(lastSeenAt: number, detectMs: number): void {
     this.main.lost(lastSeenAt, detectMs);
-    for (const window of this.#byWindow.values()) window.lost(lastSeenAt, detectMs);
+    // Told with every local answer: no iterator made while limitAll() has no window.
+    if (this.#byWindow.size !== 0) for (const window of this.#byWindow.values()) window.lost(lastSeenAt, detectMs);
   }
 
   /** The longest window length in use: `windowMs` (`limit()`'s) or one of `limitAll()`'s. */

@@ -33,6 +33,8 @@ export class LocalWindow implements RateWindow {
   readonly #now: () => number;
   /** Set by {@link lost}: the calls whose permits the other instances may take in Redis meanwhile. */
   #held: Held | undefined;
+  /** The `from` of the last {@link lost} (kept once its ghosts have ended, so that the same outage is not made anew per call). */
+  #lostFrom = Number.NaN;
   /** Passed to every `get`: lru-cache otherwise makes an options object per call. */
   readonly #getOptions: { status: LRUCache.Status<string, Log, unknown> | undefined } = { status: undefined };
   /** The terms of the call being decided, as adjusted (the key's part, its ghosts): one object, filled per call. */
@@ -83,12 +85,14 @@ export class LocalWindow implements RateWindow {
    * their permits in Redis meanwhile holds them that long. Never for more than a quarter of the
    * window: when every instance lost Redis (nobody can take those permits), the ghosts cost this
    * instance permits it could have used, at most a quarter of its share for one window. Called with
-   * every local answer; a later `lastSeenAt` (a new outage) starts anew. @internal
+   * every local answer: one comparison while the outage is the same (its ghosts may have ended); a
+   * later `lastSeenAt` (a new outage) starts anew. @internal
    */
   lost(lastSeenAt: number, detectMs: number): void {
     const { windowMs } = this.#options;
     const from = lastSeenAt - windowMs;
-    if (this.#held !== undefined && this.#held.from === from) return;
+    if (from === this.#lostFrom) return;
+    this.#lostFrom = from;
     const span = Math.min(detectMs, windowMs / GHOST_SPAN);
     this.#held = { from, to: from + span, until: lastSeenAt + span + windowMs };
   }

@@ -75,23 +75,24 @@ export class Fallback {
 
   /** `limit()`'s answer, for a call of `limit` (`Settings.limitOf`), at `now` (the caller's reading of the clock, if it has one). */
   one(key: string, cost: number, id: SentId, reason: DecisionReason, limit: number, now = this.now()): LimiterDecision {
-    const lease = this.settings.leaseReason(now);
+    const { settings } = this;
+    const lease = settings.leaseReason(now); // read once: the mode and the share follow from it
     const why = lease ?? reason;
-    const mode = this.settings.fallbackMode(now);
+    const mode = settings.fallbackMode(now, lease);
     if (mode !== 'local') {
       if (lease !== undefined) this.#note(lease, limit, 0);
       return mode === 'fail-open'
         ? failOpenDecision(why, now, limit, id)
         : failClosedDecision(why, now, limit, this.breaker.resetTimeoutMs);
     }
-    const share = this.settings.localShareOf(limit, now);
+    const share = settings.localShareOf(limit, now, lease);
     // A lease ended and a tenth of the share is none, or a share rounds to 0: refused, in mode 'local'.
     if (share === 0) {
       this.#note(lease ?? 'no-share', limit, 0);
       return noShareDecision(lease ?? 'no-share', now, limit, this.breaker.resetTimeoutMs);
     }
     this.#note(lease, limit, share);
-    if (mayBeLost(reason)) this.settings.lost(this.local);
+    if (mayBeLost(reason)) settings.lost(this.local);
     const journalled = this.#journals(reason);
     // A journalled call keeps its id in the local window even if it was never sent to Redis: once
     // written back it is in Redis, so a re-seed after Redis lost its data writes it again (counted
@@ -110,8 +111,10 @@ export class Fallback {
   /**
    * Tells the capacity watch why this instance answers on less than its share (undefined: it does
    * not), with the figures for a call of `limit` answered on `share` (undefined: the window's own).
+   * Nothing is made unless the reason changed: it is told with every local answer.
    */
   #note(reason: CapacityReason | undefined, limit: number, share: number | undefined): void {
+    if (this.capacity.told(reason)) return;
     this.capacity.note(reason, () => ({
       from: reason === 'no-lease' || reason === 'no-share' ? limit : this.settings.shareOf(limit),
       to: share ?? this.settings.shareOf(limit),
@@ -124,7 +127,7 @@ export class Fallback {
     const now = this.now();
     const lease = this.settings.leaseReason(now);
     const why = lease ?? reason;
-    const mode = this.settings.fallbackMode(now);
+    const mode = this.settings.fallbackMode(now, lease);
     if (mode !== 'local')
       return combine(
         items.map((item) => this.#fixed(mode, why, now, item.limit)),
@@ -174,7 +177,7 @@ export class Fallback {
     const now = this.now();
     const lease = this.settings.leaseReason(now);
     const why = lease ?? reason;
-    const mode = this.settings.fallbackMode(now);
+    const mode = this.settings.fallbackMode(now, lease);
     if (mode !== 'local') return this.#fixed(mode, why, now, limit);
     const share = this.settings.fallbackShareOf(limit, now);
     if (share === 0) return this.#fixed('local', lease ?? 'no-share', now, limit);

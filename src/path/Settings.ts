@@ -13,6 +13,9 @@ const SHRINK = 10;
 /** What a claim may be off by, once multiplied by a limit: a fraction's last bits (see `#claimedShareOf`). */
 const CLAIM_SLACK = 1e-9;
 
+/** Why an instance in mode `'local'` answers without a lease (see `Settings.leaseReason`). */
+export type LeaseReason = 'lease-ended' | 'no-lease';
+
 /**
  * The settings a limiter changes at run time: the limit (a number, or a function of the key called at
  * every call), the window, the mode, shadow mode and the kill switch. It owns them, and alone applies a
@@ -90,11 +93,11 @@ export class Settings {
    * The share of `limit` to give the local window of `limit()` with a call: undefined without a limit
    * function (the window's own limit is the share then, kept up to date: nothing to compute per call),
    * unless the lease has ended with `afterLease: 'shrink'`, or the share is 0 (a window's own limit
-   * is at least 1) ({@link fallbackShareOf}).
+   * is at least 1) ({@link fallbackShareOf}). `lease`: {@link leaseReason} at `now`, when the caller read it.
    */
-  localShareOf(limit: number, now?: number): number | undefined {
-    if (this.#limitFn === undefined && (now === undefined || !this.#shrunk(now)) && !this.#noShare) return undefined;
-    return this.fallbackShareOf(limit, now);
+  localShareOf(limit: number, now?: number, lease = now === undefined ? undefined : this.leaseReason(now)): number | undefined {
+    if (this.#limitFn === undefined && !this.#shrunk(lease) && !this.#noShare) return undefined;
+    return this.#shrinkIf(this.shareOf(limit), lease);
   }
 
   /**
@@ -102,7 +105,7 @@ export class Settings {
    * {@link shareOf}, or a tenth of it once the lease has ended with `afterLease: 'shrink'`.
    */
   fallbackShareOf(limit: number, now?: number): number {
-    return this.#shrinkAt(this.shareOf(limit), now);
+    return this.#shrinkIf(this.shareOf(limit), now === undefined ? undefined : this.leaseReason(now));
   }
 
   /**
@@ -110,25 +113,23 @@ export class Settings {
    * `local.limit` is not its either (the claimed share of it).
    */
   itemShareOf(limit: number, now?: number): number {
-    return this.#shrinkAt(this.#claimedShareOf(limit), now);
+    return this.#shrinkIf(this.#claimedShareOf(limit), now === undefined ? undefined : this.leaseReason(now));
   }
 
-  /** `share`, or a tenth of it once the lease has ended with `afterLease: 'shrink'` at `now` (undefined: as if leased). */
-  #shrinkAt(share: number, now: number | undefined): number {
-    return now !== undefined && this.#shrunk(now) ? Math.floor(share / SHRINK) : share;
+  /** `share`, or a tenth of it when `lease` ({@link leaseReason}; undefined: as if leased) ended with `afterLease: 'shrink'`. */
+  #shrinkIf(share: number, lease: LeaseReason | undefined): number {
+    return this.#shrunk(lease) ? Math.floor(share / SHRINK) : share;
   }
 
   /**
    * The mode the fallback answers in at `now` (local clock): `mode`, except in `'local'` once this
    * instance's lease has ended (`instances: 'auto'`, see `InstanceCounter.leased`) with `afterLease`
-   * `'fail-closed'` or `'fail-open'`.
+   * `'fail-closed'` or `'fail-open'`. `lease`: {@link leaseReason} at `now`, when the caller read it.
    */
-  fallbackMode(now: number): Mode {
-    const mode = this.#mode;
-    if (mode !== 'local') return mode;
+  fallbackMode(now: number, lease = this.leaseReason(now)): Mode {
     const after = this.options.afterLease;
-    if (after === 'shrink' || after === 'keep' || this.counter()?.leasedAt(now) !== false) return mode;
-    return after;
+    // A lease reason is given in mode 'local' alone.
+    return lease === undefined || after === 'shrink' || after === 'keep' ? this.#mode : after;
   }
 
   /**
@@ -166,17 +167,15 @@ export class Settings {
    * without a lease: `'lease-ended'`, `'no-lease'` (it never had one), or undefined (leased; another
    * mode; a fixed instance count).
    */
-  leaseReason(now: number): 'lease-ended' | 'no-lease' | undefined {
+  leaseReason(now: number): LeaseReason | undefined {
     const counter = this.counter();
     if (counter === undefined || this.#mode !== 'local' || counter.leasedAt(now)) return undefined;
     return counter.claim === undefined ? 'no-lease' : 'lease-ended';
   }
 
-  /** In mode `'local'`, a lease this instance had has ended and `afterLease` is `'shrink'` (an instance that never had one answers on its cold share). */
-  #shrunk(now: number): boolean {
-    if (this.options.afterLease !== 'shrink' || this.#mode !== 'local') return false;
-    const counter = this.counter();
-    return counter !== undefined && counter.claim !== undefined && !counter.leasedAt(now);
+  /** In mode `'local'`, a lease this instance had has ended (`lease`, see {@link leaseReason}) and `afterLease` is `'shrink'` (an instance that never had one answers on its cold share). */
+  #shrunk(lease: LeaseReason | undefined): boolean {
+    return lease === 'lease-ended' && this.options.afterLease === 'shrink';
   }
 
   /**

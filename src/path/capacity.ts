@@ -47,6 +47,11 @@ export class CapacityWatch {
     readonly report: (change: CapacityChange) => void,
   ) {}
 
+  /** Whether `reason` is the one last noted: {@link note} would do nothing (checked per call, before making its figures). */
+  told(reason: CapacityReason | undefined): boolean {
+    return reason === this.#announced;
+  }
+
   /** The reason now, or undefined at the whole share; `figures` is asked only when it changed. */
   note(reason: CapacityReason | undefined, figures: () => { from: number; to: number; windowMs: number }): void {
     if (reason === this.#announced) return;
