@@ -6,7 +6,7 @@
 import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Redis } from 'ioredis';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { ErrorCode } from '../../src/base/errors.js';
 import { ConcurrencyLimiter, type ConcurrencyLimiterOptions, type HeldSlot, SlotLostError } from '../../src/index.js';
 import { MeterProvider } from '@opentelemetry/sdk-metrics';
@@ -15,6 +15,9 @@ import { RedisSlots } from '../../src/redis/RedisSlots.js';
 import { collect, TestReader } from '../support/metrics.js';
 import { startRedisServer, useRedis, waitReady, type RedisHandle } from '../support/redis.js';
 import { until } from '../support/wait.js';
+
+const realSetInterval = globalThis.setInterval;
+const realClearInterval = globalThis.clearInterval;
 
 let server: RedisHandle;
 let redis: Redis;
@@ -294,8 +297,20 @@ describe('ConcurrencyLimiter: while Redis cannot answer', () => {
     const onUnhandled = (reason: unknown): void => void unhandled.push(reason);
     process.on('unhandledRejection', onUnhandled);
     try {
+      // Every interval the limiter starts (a renewal per slot) must be cleared by close(): they are
+      // unref'd, so the process would exit all the same, but nothing may run after close().
+      const started = new Set<unknown>();
+      const cleared = new Set<unknown>();
+      const setSpy = vi.spyOn(globalThis, 'setInterval').mockImplementation(((...args: Parameters<typeof setInterval>) => {
+        const timer = realSetInterval(...args);
+        started.add(timer);
+        return timer;
+      }) as typeof setInterval);
+      const clearSpy = vi.spyOn(globalThis, 'clearInterval').mockImplementation(((timer: NodeJS.Timeout) => {
+        cleared.add(timer);
+        realClearInterval(timer);
+      }) as typeof clearInterval);
       const slot = (await limiter.acquire('k', { cost: 2 })) as HeldSlot;
-      const timers = process.getActiveResourcesInfo().filter((r) => r === 'Timeout').length;
       client.disconnect(); // every renewal now fails to reach Redis
       await sleep(100);
       expect(slot.signal.aborted).toBe(false);
@@ -304,8 +319,11 @@ describe('ConcurrencyLimiter: while Redis cannot answer', () => {
       expect((await limiter.acquire('k'))?.source).toBe('local');
       expect(await limiter.acquire('k')).toBeUndefined();
       await limiter.close();
+      setSpy.mockRestore();
+      clearSpy.mockRestore();
       expect(limiter.stats().held).toBe(0);
-      expect(process.getActiveResourcesInfo().filter((r) => r === 'Timeout').length).toBeLessThan(timers);
+      expect(started.size).toBe(2); // the two slots' renewals
+      expect([...started].filter((timer) => !cleared.has(timer))).toEqual([]);
       expect(await slot.release()).toBe(true); // close() gave it back: the same release, its result
       await expect(limiter.acquire('k')).rejects.toMatchObject({ code: ErrorCode.CLOSED });
       await sleep(20);
