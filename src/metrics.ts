@@ -166,6 +166,18 @@ function checkMeter(value: unknown): Meter {
   return value as unknown as Meter;
 }
 
+/** Checks an instrumentation's options: its name, its meter, and that the name is free with that meter. */
+function checkOptions(options: unknown): { name: string; meter: Meter; names: Set<string> } {
+  if (options !== undefined && !isObject(options)) throw invalidOption('options', 'an object', options);
+  const name = checkName(options?.['name']);
+  const meter = checkMeter(options?.['meter']);
+  const names = namesInUse.get(meter) ?? new Set<string>();
+  if (names.has(name)) {
+    throw invalidOption('name', 'a name not instrumented with this meter yet (close the other instrumentation first)', name);
+  }
+  return { name, meter, names };
+}
+
 /** The attribute sets of one (source, reason), built on its first decision: recording then allocates none. */
 type AttributeSets = { timed: Attributes; rejected: Attributes; allowed: Attributes; shadowRejected: Attributes };
 
@@ -193,13 +205,7 @@ type AttributeSets = { timed: Attributes; rejected: Attributes; allowed: Attribu
 export function instrumentLimiter(limiter: ResilientLimiter, options?: InstrumentLimiterOptions): LimiterInstrumentation {
   requireRuntime();
   const checked = checkLimiter(limiter);
-  if (options !== undefined && !isObject(options)) throw invalidOption('options', 'an object', options);
-  const name = checkName(options?.name);
-  const meter = checkMeter(options?.meter);
-  const names = namesInUse.get(meter) ?? new Set<string>();
-  if (names.has(name)) {
-    throw invalidOption('name', 'a name not instrumented with this meter yet (close the other instrumentation first)', name);
-  }
+  const { name, meter, names } = checkOptions(options);
 
   const decisions: Counter = meter.createCounter(MetricName.DECISIONS, {
     description: 'Rate-limit decisions, by the tier that made them (source), why (reason) and the outcome (allowed).',
@@ -314,13 +320,7 @@ export function instrumentConcurrencyLimiter(limiter: ConcurrencyLimiter, option
   ) {
     throw invalidOption('limiter', 'a ConcurrencyLimiter', value);
   }
-  if (options !== undefined && !isObject(options)) throw invalidOption('options', 'an object', options);
-  const name = checkName(options?.name);
-  const meter = checkMeter(options?.meter);
-  const names = namesInUse.get(meter) ?? new Set<string>();
-  if (names.has(name)) {
-    throw invalidOption('name', 'a name not instrumented with this meter yet (close the other instrumentation first)', name);
-  }
+  const { name, meter, names } = checkOptions(options);
   const held = meter.createObservableGauge(MetricName.SLOTS_HELD, {
     description: 'Slots this instance holds, by whether Redis holds them yet (resilimit.written).',
     unit: '{slot}',
