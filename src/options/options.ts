@@ -227,7 +227,8 @@ export type ResilientLimiterOptions = Omit<WindowOptions, 'limit'> & {
    * Coalesce the calls made in one event-loop turn into script calls of at most 16 calls each (per
    * hash slot on a Cluster): fewer round trips and commands under load, while several script calls
    * in flight keep Redis and this process busy at the same time (see docs/benchmarks.md), at
-   * the cost of one `process.nextTick`.
+   * the cost of one `process.nextTick` a turn. One caller at a time (the last turn sent one call,
+   * none is out) sends its call at once, without the tick.
    * @default true
    */
   coalesce?: boolean;

@@ -32,8 +32,8 @@ type Batch = PromiseWithResolvers<BatchOutcome[]> & { readonly slot: number; rea
  * on the next tick, as script calls of at most MAX_BATCH calls (fewer when fewer than IN_FLIGHT
  * script calls are out: see there), one group per hash slot on a Cluster
  * (a script's keys must share one). The calls of a batch share one promise, of the batch's
- * decisions: nothing is made per call. It owns this turn's batches; {@link size} counts their calls
- * for the saturation gate.
+ * decisions: nothing is made per call. One caller at a time is not batched at all (see `#alone`).
+ * It owns this turn's batches; {@link size} counts their calls for the saturation gate.
  */
 export class Coalescer {
   /** This turn's batches, in the order they were opened. */
@@ -43,7 +43,7 @@ export class Coalescer {
   #size = 0;
   /** Script calls this turn's batches are to be spread over (see {@link IN_FLIGHT}). */
   #toSend = 1;
-  /** Calls the last turn sent: the guess of how many this one will. */
+  /** Calls the last turn sent (1 after a call sent alone): the guess of how many this one will. */
   #lastTurn = 0;
 
   constructor(
@@ -63,7 +63,23 @@ export class Coalescer {
    * reply is then read in the order Redis decided it, with the others (`OneCall.settle` relies on it).
    */
   ask(call: QueuedCall, alone?: Send): Promise<BatchOutcome[]> {
-    return this.coalescing() ? this.enqueue(call, alone) : (alone ?? this.send)([call]);
+    if (this.coalescing() && !this.#alone()) return this.enqueue(call, alone);
+    call.index = 0;
+    return (alone ?? this.send)([call]);
+  }
+
+  /**
+   * A call goes at once, by itself, when the last turn sent one call, none is queued this turn and no
+   * script call is out: one caller at a time. Its turn would have sent it alone all the same (the
+   * first batch of a turn holds as many calls as the last turn sent, over IN_FLIGHT): it only skips
+   * the wait for the tick (measured at one caller: about a fifth of the Node CPU of a decision). Not
+   * when the last turn sent several: a call sent at once there would leave the rest of its turn to
+   * one uneven batch behind it (measured at 16 callers: 10–20 % fewer decisions/s).
+   */
+  #alone(): boolean {
+    if (this.#lastTurn !== 1 || this.#size !== 0 || this.inFlight() !== 0) return false;
+    this.#lastTurn = 1;
+    return true;
   }
 
   /** Calls queued for this turn's batches. */

@@ -217,11 +217,18 @@ export class Recovery {
     return this.journal.size !== 0 || this.#reseed.size !== 0 || this.#lossCheck !== undefined;
   }
 
-  /** Writes the journal now if the breaker is closed, after the catch-up running now; resolves when done. */
+  /**
+   * Writes the journal (and the refunds kept) now if the breaker is closed, after the catch-up running
+   * now; resolves when done. A pass already running may have started before what is pending now: the
+   * pass after it is awaited too.
+   */
   async reconcile(): Promise<void> {
     await this.#catchingUp;
-    this.schedule();
-    if (this.#passes.kind === 'running') await this.#passes.done;
+    for (let pass = 0; pass < 2; pass += 1) {
+      this.schedule();
+      if (this.#passes.kind !== 'running') return;
+      await this.#passes.done;
+    }
   }
 
   /**

@@ -2,6 +2,7 @@ import CircuitBreaker from 'opossum';
 import { ErrorCode, isResilimitError } from '../base/errors.js';
 import type { ResolvedBreakerOptions } from '../options/options.js';
 import type { PollWatch } from './PollWatch.js';
+import { Deadlines } from './Deadlines.js';
 
 /** The breaker's state: `closed` (Redis decides), `open` (nothing is sent), `half-open` (one trial call). */
 export type BreakerState = 'closed' | 'open' | 'half-open';
@@ -29,45 +30,6 @@ export function isTimeout(error: unknown): boolean {
 type Action = (run: () => Promise<unknown>) => Promise<unknown>;
 
 /**
- * `call`, or a rejection with opossum's code `ETIMEDOUT` once `ms` have passed AND the event loop has
- * polled for I/O since. A loop iteration runs its timers before it polls: when this process is busy
- * past the deadline (its own overload, not Redis's), a reply that arrived in time lies unread in the
- * socket as the timer fires. So the timer only schedules the verdict for the check phase
- * (setImmediate), right after the poll: a reply read there settles the call first, and counts. A
- * frozen Redis is still found at the deadline, one poll later. Both moments are shown to `polls`:
- * the poll in between vouches for Redis's silence up to the deadline (the gate's stall rule reads it).
- */
-function pollDeadline<T>(call: Promise<T>, ms: number, polls: PollWatch | undefined): Promise<T> {
-  return new Promise<T>((resolve, reject) => {
-    let settled = false;
-    const timer = setTimeout(() => {
-      polls?.observe('any');
-      setImmediate(() => {
-        if (settled) return;
-        polls?.observe('check');
-        settled = true;
-        reject(Object.assign(new Error(`Timed out after ${ms}ms`), { code: 'ETIMEDOUT' }));
-      });
-    }, ms);
-    timer.unref();
-    call.then(
-      (value) => {
-        if (settled) return;
-        settled = true;
-        clearTimeout(timer);
-        resolve(value);
-      },
-      (error: unknown) => {
-        if (settled) return;
-        settled = true;
-        clearTimeout(timer);
-        reject(error);
-      },
-    );
-  });
-}
-
-/**
  * The one place opossum is used: a breaker per limiter, with critical-path settings (a deadline in
  * tens of milliseconds, a volume threshold, no percentiles or snapshots) and an open period that
  * doubles after every failed half-open trial, up to `maxResetTimeoutMs`, and returns to
@@ -81,16 +43,16 @@ export class Breaker {
   #trial: Promise<void> | undefined;
   #state: BreakerState = 'closed';
   readonly #onChange: (state: BreakerState, previous: BreakerState) => void;
-  /** Shown each missed deadline and the poll after it (see pollDeadline). */
-  readonly #polls: PollWatch | undefined;
+  /** Every call's deadline (`Deadlines`: shown to the poll watch at each missed one and the poll after it). */
+  readonly #deadlines: Deadlines;
 
   constructor(options: ResolvedBreakerOptions, onChange: (state: BreakerState, previous: BreakerState) => void, polls?: PollWatch) {
     this.#options = options;
     this.#onChange = onChange;
-    this.#polls = polls;
+    this.#deadlines = new Deadlines(options.timeoutMs, polls);
     const action: Action = (run) => run();
     this.#breaker = new CircuitBreaker(action, {
-      // The deadline is ours (see pollDeadline): opossum's timer would miss replies that lie unread
+      // The deadline is ours (see Deadlines): opossum's timer would miss replies that lie unread
       // while this process is busy. Every call still has one: a hung trial cannot wedge the breaker.
       timeout: false,
       errorThresholdPercentage: options.errorThresholdPercentage,
@@ -152,7 +114,7 @@ export class Breaker {
    * caller but the one trial while half-open), with `ETIMEDOUT` after `timeoutMs`.
    */
   fire<T>(run: () => Promise<T>): Promise<T> {
-    return this.#breaker.fire(() => pollDeadline(run(), this.#options.timeoutMs, this.#polls)) as Promise<T>;
+    return this.#breaker.fire(() => this.#deadlines.race(run())) as Promise<T>;
   }
 
   /**
@@ -210,9 +172,10 @@ export class Breaker {
     this.#set('closed');
   }
 
-  /** Clears opossum's timers and listeners. The breaker answers nothing afterwards. */
+  /** Clears opossum's timers and listeners, and the deadlines' unless a call still waits for its verdict. The breaker answers nothing afterwards. */
   shutdown(): void {
     this.#breaker.shutdown();
+    this.#deadlines.stop();
   }
 
   /** opossum reads `options.resetTimeout` each time it opens; its types do not declare `options`. */

@@ -66,8 +66,8 @@ function longestTurn(stalls: WorkerReport['stalls'], fromMs: number, toMs: numbe
 
 /**
  * How late a missed deadline may be found: its timer fires at the end of the turn running when it
- * comes due, and the verdict waits for the next poll, in the turn after (see `pollDeadline` in
- * Breaker.ts); so by two of the worker's own turns, plus 40 ms of timer slack as the chaos suite allows.
+ * comes due, and the verdict waits for the next poll, in the turn after (see
+ * `Deadlines.ts`); so by two of the worker's own turns, plus 40 ms of timer slack as the chaos suite allows.
  */
 const foundBy = (turnMs: number): number => TIMEOUT_MS + 2 * turnMs + 40;
 
