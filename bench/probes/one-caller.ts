@@ -4,19 +4,37 @@
  * With --floors, also the least a script call per decision costs at one caller, through the same
  * client: lua/sliding-window.lua sent bare (the arguments limit() sends, no limiter around it), and a
  * script that only replies (the same keys and arguments): what any Lua-decided call pays.
- *   node bench/probes/one-caller.ts [ms] [--resolution <ms>] [--floors]
+ * With --pin (two CPUs or more), this process runs on CPU 0 and the redis-server on CPU 1
+ * (`taskset`): unpinned, CPU per decision at one caller moves by ±20 % from run to run with where
+ * the scheduler puts the two and what else runs (measured on a shared 2-vCPU VM).
+ * With --root <checkout>, the limiter is that checkout's `src/` (a before, beside this one's after).
+ *   node bench/probes/one-caller.ts [ms] [--resolution <ms>] [--floors] [--pin] [--root <dir>]
  */
 import { randomUUID } from 'node:crypto';
 import { RateLimiterRedis } from 'rate-limiter-flexible';
+import { execFileSync } from 'node:child_process';
+import { availableParallelism } from 'node:os';
+import { resolve } from 'node:path';
+import { pathToFileURL } from 'node:url';
 import { waitReady } from '../../test/support/redis.ts';
-import { createRedisClient, ResilientLimiter } from '../support/resilimit.ts';
+import { hookSource } from '../support/sourceHooks.ts';
 import { scriptText } from '../support/scriptText.ts';
 import { startServer } from '../support/server.ts';
 
 const MS = Number(process.argv[2] ?? 2000);
 const at = process.argv.indexOf('--resolution');
 const RESOLUTION = at === -1 ? undefined : Number(process.argv[at + 1]);
+const rootAt = process.argv.indexOf('--root');
+const srcDir = pathToFileURL(`${resolve(rootAt === -1 ? new URL('../..', import.meta.url).pathname : (process.argv[rootAt + 1] as string))}/src/`).href;
+hookSource(srcDir);
+const { createRedisClient, ResilientLimiter } = (await import(`${srcDir}index.ts`)) as typeof import('../../src/index.ts');
 const server = await startServer();
+if (process.argv.includes('--pin')) {
+  if (availableParallelism() < 2) throw new Error('--pin needs two CPUs');
+  execFileSync('taskset', ['-pc', '1', String(server.redis.pid)]);
+  execFileSync('taskset', ['-pc', '0', String(process.pid)]);
+}
+console.log(`limiter: ${srcDir}; ${process.argv.includes('--pin') ? 'pinned (node CPU 0, redis-server CPU 1)' : 'not pinned'}`);
 const keys = Array.from({ length: 10_000 }, (_, i) => `k:${i}`);
 const stats = async () => {
   const c = server.redis.client();

@@ -12,6 +12,10 @@ import { beforeAll, describe, expect, it } from 'vitest';
 
 const root = fileURLToPath(new URL('../../', import.meta.url));
 let files: Set<string>;
+/** Every entry point of package.json's `exports` (`.` is `index`): a new one is checked without a change here. */
+const entries = Object.keys((JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as { exports: Record<string, unknown> }).exports)
+  .filter((key) => key !== './package.json')
+  .map((key) => (key === '.' ? 'index' : key.slice(2)));
 
 beforeAll(async () => {
   if (!existsSync(join(root, 'dist/index.js'))) throw new Error('run `npm run build` first (`npm test` does)');
@@ -26,7 +30,8 @@ describe('the package', () => {
     for (const name of ['LICENSE', 'CHANGELOG.md', 'README.md', 'package.json']) expect(files).toContain(name);
     for (const script of ['prelude', 'sliding-window', 'limit-all', 'reconcile', 'heartbeat', 'refund'])
       expect(files).toContain(`lua/${script}.lua`);
-    for (const entry of ['index', 'http', 'metrics', 'hono', 'koa', 'express-rate-limit', 'nestjs']) {
+    expect(entries).toEqual(expect.arrayContaining(['index', 'http', 'metrics', 'hono', 'koa', 'express', 'express-rate-limit', 'nestjs', 'chaos']));
+    for (const entry of entries) {
       expect(files).toContain(`dist/${entry}.js`);
       expect(files).toContain(`dist/${entry}.d.ts`);
     }
@@ -35,8 +40,8 @@ describe('the package', () => {
   });
 
   it('can be required from CommonJS, every entry point (require of an ES module)', () => {
-    const script =
-      "for (const e of ['resilimit', 'resilimit/http', 'resilimit/metrics', 'resilimit/hono', 'resilimit/koa', 'resilimit/express-rate-limit', 'resilimit/nestjs']) if (typeof require(e) !== 'object') process.exit(1)";
+    const names = entries.map((entry) => (entry === 'index' ? 'resilimit' : `resilimit/${entry}`));
+    const script = `for (const e of ${JSON.stringify(names)}) if (typeof require(e) !== 'object') process.exit(1)`;
     const run = spawnSync(process.execPath, ['-e', script], { cwd: root, encoding: 'utf8' });
     expect(run.stderr).toBe('');
     expect(run.status).toBe(0);
