@@ -30,7 +30,9 @@ describe('the package', () => {
     for (const name of ['LICENSE', 'CHANGELOG.md', 'README.md', 'package.json']) expect(files).toContain(name);
     for (const script of ['prelude', 'sliding-window', 'limit-all', 'reconcile', 'heartbeat', 'refund'])
       expect(files).toContain(`lua/${script}.lua`);
-    expect(entries).toEqual(expect.arrayContaining(['index', 'http', 'metrics', 'hono', 'koa', 'express', 'express-rate-limit', 'nestjs', 'chaos']));
+    expect(entries).toEqual(
+      expect.arrayContaining(['index', 'http', 'metrics', 'hono', 'koa', 'express', 'express-rate-limit', 'nestjs', 'chaos']),
+    );
     for (const entry of entries) {
       expect(files).toContain(`dist/${entry}.js`);
       expect(files).toContain(`dist/${entry}.d.ts`);
