@@ -25,7 +25,9 @@ const MS = Number(process.argv[2] ?? 2000);
 const at = process.argv.indexOf('--resolution');
 const RESOLUTION = at === -1 ? undefined : Number(process.argv[at + 1]);
 const rootAt = process.argv.indexOf('--root');
-const srcDir = pathToFileURL(`${resolve(rootAt === -1 ? new URL('../..', import.meta.url).pathname : (process.argv[rootAt + 1] as string))}/src/`).href;
+const srcDir = pathToFileURL(
+  `${resolve(rootAt === -1 ? new URL('../..', import.meta.url).pathname : (process.argv[rootAt + 1] as string))}/src/`,
+).href;
 hookSource(srcDir);
 const { createRedisClient, ResilientLimiter } = (await import(`${srcDir}index.ts`)) as typeof import('../../src/index.ts');
 const server = await startServer();
