@@ -657,7 +657,10 @@ describe('ResilientLimiter when Redis refuses to run the script', () => {
         ...Array<DecisionReason>(VOLUME).fill('redis-error'),
         ...Array<DecisionReason>(VOLUME).fill('breaker-open'),
       ]);
-      expect(samples.every((s) => s.decision?.source === 'local' && s.ms < 20)).toBe(true);
+      // Answered by Redis's BUSY reply, not by the deadline: the reasons above say so ('timeout' else).
+      // The time is only bounded as any call's is (a fixed 20 ms failed 1 of 3 runs with both CPUs busy).
+      expect(samples.every((s) => s.decision?.source === 'local')).toBe(true);
+      expect(maxMs(samples)).toBeLessThanOrEqual(TIMEOUT_MS + MARGIN_MS);
       expect(changes.map((c) => c.state)).toEqual(['open']);
 
       expect(await killer.script('KILL')).toBe('OK');
