@@ -70,16 +70,15 @@ export class Coalescer {
 
   /**
    * A call goes at once, by itself, when the last turn sent one call, none is queued this turn and no
-   * script call is out: one caller at a time. Its turn would have sent it alone all the same (the
-   * first batch of a turn holds as many calls as the last turn sent, over IN_FLIGHT): it only skips
-   * the wait for the tick (measured at one caller: about a fifth of the Node CPU of a decision). Not
+   * script call is out: one caller at a time. It skips the wait for the tick (measured at one caller:
+   * about a fifth of the Node CPU of a decision); should more calls follow it in the same turn, they
+   * leave together on the tick, behind it (one script call more than before, once per such burst). Not
    * when the last turn sent several: a call sent at once there would leave the rest of its turn to
-   * one uneven batch behind it (measured at 16 callers: 10–20 % fewer decisions/s).
+   * one uneven batch behind it (measured at 16 callers: 10–20 % fewer decisions/s). Not before the
+   * first turn: nothing tells yet that calls come one at a time.
    */
   #alone(): boolean {
-    if (this.#lastTurn !== 1 || this.#size !== 0 || this.inFlight() !== 0) return false;
-    this.#lastTurn = 1;
-    return true;
+    return this.#lastTurn === 1 && this.#size === 0 && this.inFlight() === 0;
   }
 
   /** Calls queued for this turn's batches. */
