@@ -13,18 +13,15 @@
  * CPU time, not wall time: it moves far less with the machine's other load than decisions/s do.
  */
 import { spawn } from 'node:child_process';
-import { resolve } from 'node:path';
-import { fileURLToPath, pathToFileURL } from 'node:url';
+import { fileURLToPath } from 'node:url';
 
 type Sample = { redisNodeUs: number; redisServerUs: number; localNodeUs: number };
 
 const KEYS = 10_000;
 
 async function probe(root: string): Promise<Sample> {
-  const srcDir = pathToFileURL(`${resolve(root)}/src/`).href;
-  const { hookSource } = await import('../support/sourceHooks.ts');
-  hookSource(srcDir);
-  const lib = (await import(`${srcDir}index.ts`)) as typeof import('../../src/index.ts');
+  const { sourceOf } = await import('../support/sourceHooks.ts');
+  const lib = await sourceOf(root);
   const { startRedisServer, waitReady } = await import('../../test/support/redis.ts');
   const server = await startRedisServer();
   const keys = Array.from({ length: KEYS }, (_, i) => `user:${i}`);

@@ -14,10 +14,8 @@ import { randomUUID } from 'node:crypto';
 import { RateLimiterRedis } from 'rate-limiter-flexible';
 import { execFileSync } from 'node:child_process';
 import { availableParallelism } from 'node:os';
-import { resolve } from 'node:path';
-import { pathToFileURL } from 'node:url';
 import { waitReady } from '../../test/support/redis.ts';
-import { hookSource } from '../support/sourceHooks.ts';
+import { sourceOf } from '../support/sourceHooks.ts';
 import { scriptText } from '../support/scriptText.ts';
 import { startServer } from '../support/server.ts';
 
@@ -25,18 +23,16 @@ const MS = Number(process.argv[2] ?? 2000);
 const at = process.argv.indexOf('--resolution');
 const RESOLUTION = at === -1 ? undefined : Number(process.argv[at + 1]);
 const rootAt = process.argv.indexOf('--root');
-const srcDir = pathToFileURL(
-  `${resolve(rootAt === -1 ? new URL('../..', import.meta.url).pathname : (process.argv[rootAt + 1] as string))}/src/`,
-).href;
-hookSource(srcDir);
-const { createRedisClient, ResilientLimiter } = (await import(`${srcDir}index.ts`)) as typeof import('../../src/index.ts');
+const { createRedisClient, ResilientLimiter } = await sourceOf(rootAt === -1 ? undefined : process.argv[rootAt + 1]);
 const server = await startServer();
 if (process.argv.includes('--pin')) {
   if (availableParallelism() < 2) throw new Error('--pin needs two CPUs');
   execFileSync('taskset', ['-pc', '1', String(server.redis.pid)]);
   execFileSync('taskset', ['-pc', '0', String(process.pid)]);
 }
-console.log(`limiter: ${srcDir}; ${process.argv.includes('--pin') ? 'pinned (node CPU 0, redis-server CPU 1)' : 'not pinned'}`);
+console.log(
+  `limiter: ${rootAt === -1 ? 'this checkout' : process.argv[rootAt + 1]}; ${process.argv.includes('--pin') ? 'pinned (node CPU 0, redis-server CPU 1)' : 'not pinned'}`,
+);
 const keys = Array.from({ length: 10_000 }, (_, i) => `k:${i}`);
 const stats = async () => {
   const c = server.redis.client();

@@ -6,13 +6,9 @@
  *   node bench/probes/ticks.ts /tmp/before
  *   node bench/probes/ticks.ts .
  */
-import { resolve } from 'node:path';
-import { pathToFileURL } from 'node:url';
+const { sourceOf } = await import('../support/sourceHooks.ts');
 const root = process.argv[2] ?? '.';
-const srcDir = pathToFileURL(`${resolve(root)}/src/`).href;
-const { hookSource } = await import('../support/sourceHooks.ts');
-hookSource(srcDir);
-const lib = await import(`${srcDir}index.ts`);
+const lib = await sourceOf(root);
 const { startRedisServer, waitReady } = await import('../../test/support/redis.ts');
 const server = await startRedisServer();
 const redis = lib.createRedisClient({ host: '127.0.0.1', port: server.port });

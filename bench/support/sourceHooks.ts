@@ -8,7 +8,8 @@
  */
 import { existsSync, readFileSync } from 'node:fs';
 import { registerHooks, stripTypeScriptTypes } from 'node:module';
-import { fileURLToPath } from 'node:url';
+import { resolve } from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 
 const srcDir = new URL('../../src/', import.meta.url).href;
 
@@ -41,3 +42,18 @@ export function hookSource(dir: string): void {
 }
 
 hookSource(srcDir);
+
+const hooked = new Set([srcDir]);
+
+/**
+ * The library as the `src/` of the checkout at `root` has it (this checkout's when undefined), run as it
+ * is: for a probe that measures a before beside an after.
+ */
+export async function sourceOf(root?: string): Promise<typeof import('../../src/index.ts')> {
+  const dir = root === undefined ? srcDir : pathToFileURL(`${resolve(root)}/src/`).href;
+  if (!hooked.has(dir)) {
+    hooked.add(dir);
+    hookSource(dir);
+  }
+  return (await import(`${dir}index.ts`)) as typeof import('../../src/index.ts');
+}
